@@ -1,0 +1,11 @@
+//! One module per subcommand. Each exposes `Args` (clap) and `run(Args) -> Result<ExitCode>`;
+//! async commands build their own tokio runtime inside `run`.
+
+pub(crate) mod demo;
+pub(crate) mod inspect;
+pub(crate) mod provider;
+pub(crate) mod requeue;
+pub(crate) mod send;
+pub(crate) mod serve;
+pub(crate) mod sim;
+pub(crate) mod status;

@@ -1,0 +1,57 @@
+//! `abide`: cooperate with rate limits on both sides of an API boundary.
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// Cooperate with rate limits on both sides of an API boundary.
+///
+/// abide reads what a remote API says (429s, Retry-After in every RFC 9110 form, rate-limit
+/// headers, SMPP throttle codes) and sends no faster than it allows, without losing work.
+#[derive(Debug, Parser)]
+#[command(name = "abide", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Explain how abide reads one response: verdict, delay and its reason, rate limits.
+    Inspect(cmd::inspect::Args),
+    /// Run a fake rate-limited messaging API on loopback, for tests, demos and benchmarks.
+    Provider(cmd::provider::Args),
+    /// Enqueue JSON lines and deliver them through the durable outbox until drained.
+    Send(cmd::send::Args),
+    /// Run the outbox as a daemon with an HTTP API and Prometheus metrics.
+    Serve(cmd::serve::Args),
+    /// Show item counts per state and the oldest pending age of an outbox database.
+    Status(cmd::status::Args),
+    /// Move DEFERRED items back to QUEUED so they are tried again.
+    Requeue(cmd::requeue::Args),
+    /// Replay rate-limit incidents in virtual time and compare client policies.
+    Sim(cmd::sim::Args),
+    /// See the whole idea in one minute: a quirky provider on loopback, thousands of messages.
+    Demo(cmd::demo::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Inspect(a) => cmd::inspect::run(a),
+        Command::Provider(a) => cmd::provider::run(a),
+        Command::Send(a) => cmd::send::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
+        Command::Status(a) => cmd::status::run(a),
+        Command::Requeue(a) => cmd::requeue::run(a),
+        Command::Sim(a) => cmd::sim::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("abide: error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
