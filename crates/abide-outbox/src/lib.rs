@@ -1,1 +1,19 @@
-//! placeholder
+//! # abide-outbox
+//!
+//! A durable outbound queue that delivers API calls as fast as each provider allows and no
+//! faster, and never loses an item to a throttle, a crash or an outage.
+//!
+//! OWNER NOTE: quick start written once the dispatcher lands.
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod error;
+pub mod model;
+pub mod state;
+
+pub use error::{Error, Result};
+pub use model::{
+    AttemptRecord, Body, Completion, Counts, Enqueued, Item, NewItem, Outcome, RemoteCode, Request,
+    RequeueFilter, StoredAttempt,
+};
+pub use state::{transition, Event, IllegalTransition, State};

@@ -1,0 +1,49 @@
+//! The crate's one error type.
+
+use crate::state::IllegalTransition;
+
+/// Everything that can go wrong in the outbox.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A request or item is malformed (absolute URL, secret header, bad key, ...).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// The item targets a provider that is not configured.
+    #[error("unknown provider {0:?}")]
+    UnknownProvider(String),
+    /// Provider configuration is invalid; names the provider and the field.
+    #[error("provider {provider:?}: {field}: {message}")]
+    Config {
+        /// The provider's name (or `"<file>"` for file-level problems).
+        provider: String,
+        /// The offending field.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The state machine forbids this move; the store refused it.
+    #[error(transparent)]
+    IllegalTransition(#[from] IllegalTransition),
+    /// The item is `IN_FLIGHT` under another owner's lease (ours expired and was reclaimed).
+    #[error("item {id} is leased by another worker")]
+    LeaseLost {
+        /// Item id.
+        id: String,
+    },
+    /// No item with this id.
+    #[error("no item {0}")]
+    NotFound(String),
+    /// A stored row could not be decoded (hand-edited database?).
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    /// The database failed.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Applying migrations failed.
+    #[error("migration: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// Shorthand.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,462 @@
+//! What the outbox stores: items, their requests, and one record per attempt.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error::Error;
+use crate::state::State;
+
+/// Longest accepted request path, in bytes.
+pub const MAX_PATH_LEN: usize = 2048;
+/// Most non-secret headers an item may carry.
+pub const MAX_HEADERS: usize = 32;
+/// Longest accepted idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+
+/// Header names that carry secrets: credentials come from the provider's environment
+/// variable, never from an item (items are stored in plain text and shown by `status`).
+const SECRET_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-api-key",
+    "api-key",
+];
+
+/// A request body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Body {
+    /// Sent as `application/json`.
+    Json(serde_json::Value),
+    /// Sent as `text/plain; charset=utf-8`.
+    Text(String),
+}
+
+/// The call to make: relative to the provider's base URL, never a full URL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// HTTP method, upper case (e.g. `"POST"`).
+    pub method: String,
+    /// Path (and optional query) below the provider's base URL, starting with `/`.
+    pub path: String,
+    /// Non-secret headers. `Authorization`, cookies and API keys are refused.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Optional body.
+    #[serde(default)]
+    pub body: Option<Body>,
+}
+
+impl Request {
+    /// A `POST` of a JSON body to `path`.
+    pub fn post_json(path: impl Into<String>, body: serde_json::Value) -> Self {
+        Self {
+            method: "POST".into(),
+            path: path.into(),
+            headers: BTreeMap::new(),
+            body: Some(Body::Json(body)),
+        }
+    }
+
+    /// Check that the request cannot reach an arbitrary URL or carry a secret.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] naming the problem: an absolute URL, a scheme, a
+    /// protocol-relative `//host` path, a path not starting with `/`, control characters,
+    /// a bad method or header, or a secret header.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |why: String| Err(Error::InvalidRequest(why));
+        let p = &self.path;
+        if p.len() > MAX_PATH_LEN {
+            return bad(format!("path longer than {MAX_PATH_LEN} bytes"));
+        }
+        if !p.starts_with('/') {
+            return bad(format!(
+                "path {p:?} must start with '/' (a path below the provider's base URL, not a URL)"
+            ));
+        }
+        if p.starts_with("//") || p.starts_with("/\\") {
+            return bad(format!("path {p:?} is protocol-relative (names a host)"));
+        }
+        if p.contains("://") {
+            return bad(format!("path {p:?} contains a URL scheme"));
+        }
+        if p.chars().any(|c| c.is_control() || c == ' ' || c == '#') {
+            return bad(format!(
+                "path {p:?} contains a space, '#' or a control character"
+            ));
+        }
+        if p.split(['/', '?']).any(|seg| seg == "..") {
+            return bad(format!("path {p:?} contains '..'"));
+        }
+        if http::Method::from_bytes(self.method.as_bytes()).is_err()
+            || self.method.is_empty()
+            || self.method != self.method.to_ascii_uppercase()
+        {
+            return bad(format!(
+                "method {:?} is not an upper-case HTTP method",
+                self.method
+            ));
+        }
+        if self.headers.len() > MAX_HEADERS {
+            return bad(format!("more than {MAX_HEADERS} headers"));
+        }
+        for (name, value) in &self.headers {
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return bad(format!("header name {name:?} is not valid"));
+            }
+            if http::HeaderValue::from_str(value).is_err() {
+                return bad(format!("header {name:?} has an invalid value"));
+            }
+            if SECRET_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+                return bad(format!(
+                    "header {name:?} carries a secret; credentials come from the provider's credentials_env"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An item to enqueue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewItem {
+    /// Name of a configured provider.
+    pub provider: String,
+    /// The call to make.
+    pub request: Request,
+    /// Sent in the provider's idempotency-key header on every attempt. When `None` the
+    /// item id is used, which makes re-enqueueing the same input *not* a no-op: callers
+    /// that want resumable batches (`abide send`) should derive a key from the input.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+impl NewItem {
+    /// An item for `provider` without a caller-chosen idempotency key.
+    pub fn new(provider: impl Into<String>, request: Request) -> Self {
+        Self {
+            provider: provider.into(),
+            request,
+            idempotency_key: None,
+        }
+    }
+
+    /// Set the idempotency key (stable across every attempt; enqueueing another item
+    /// with the same key is a no-op that returns the first item's id).
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Check request and key.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`].
+    pub fn validate(&self) -> Result<(), Error> {
+        self.request.validate()?;
+        if self.provider.is_empty() {
+            return Err(Error::InvalidRequest("empty provider name".into()));
+        }
+        if let Some(k) = &self.idempotency_key {
+            if k.is_empty()
+                || k.len() > MAX_IDEMPOTENCY_KEY_LEN
+                || http::HeaderValue::from_str(k).is_err()
+            {
+                return Err(Error::InvalidRequest(format!(
+                    "idempotency key must be 1..={MAX_IDEMPOTENCY_KEY_LEN} visible ASCII bytes"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A new UUID v7 string whose timestamp is `now` (from the caller's clock, not the OS).
+pub fn new_item_id(now: SystemTime) -> String {
+    let d = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let ts = uuid::Timestamp::from_unix(uuid::NoContext, d.as_secs(), d.subsec_nanos());
+    Uuid::new_v7(ts).to_string()
+}
+
+/// Result of enqueueing one item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Enqueued {
+    /// The item id (the existing one when `created` is false).
+    pub id: String,
+    /// False when an item with the same idempotency key already existed (a no-op).
+    pub created: bool,
+}
+
+/// A stored item.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Item {
+    /// UUID v7, time-ordered.
+    pub id: String,
+    /// The provider the item was enqueued for (kept after a fail-over).
+    pub provider: String,
+    /// The provider it is currently sent to (differs from `provider` after a fail-over).
+    pub current_provider: String,
+    /// The call.
+    pub request: Request,
+    /// Sent on every attempt.
+    pub idempotency_key: String,
+    /// When it was enqueued (UTC).
+    pub created_at: SystemTime,
+    /// Where it is.
+    pub state: State,
+    /// Attempts made so far.
+    pub attempts: u32,
+    /// Earliest time of the next attempt (UTC).
+    pub next_attempt_at: SystemTime,
+    /// What the provider said last, e.g. `"http_429"` or `"smpp_0x58"`.
+    pub last_provider_code: Option<String>,
+    /// Why it is in its state (failure reason, deferral reason, ...).
+    pub reason: Option<String>,
+    /// The worker holding the lease while `IN_FLIGHT`.
+    pub lease_owner: Option<String>,
+    /// When the lease runs out (UTC).
+    pub lease_expires_at: Option<SystemTime>,
+}
+
+/// What the remote side said on one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RemoteCode {
+    /// An HTTP status.
+    Http(u16),
+    /// An SMPP `command_status`.
+    Smpp(u32),
+    /// Nothing: the transport failed.
+    NoResponse,
+}
+
+impl fmt::Display for RemoteCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RemoteCode::Http(s) => write!(f, "http_{s}"),
+            RemoteCode::Smpp(c) => write!(f, "smpp_0x{c:02x}"),
+            RemoteCode::NoResponse => f.write_str("no_response"),
+        }
+    }
+}
+
+/// One attempt, as recorded in the attempts table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AttemptRecord {
+    /// When the request was sent (UTC).
+    pub at: SystemTime,
+    /// The provider it was sent to.
+    pub provider: String,
+    /// What the remote side said.
+    pub remote: RemoteCode,
+    /// Our classification, e.g. `"throttle"` ([`abide_core::VerdictClass::as_str`]).
+    pub verdict_class: String,
+    /// The delay chosen before the next attempt, if any.
+    pub delay: Option<Duration>,
+    /// Why that delay (`"honoured"`, `"floored"`, `"capped"`, `"unparseable"`, `"absent"`,
+    /// `"budget_exhausted"`).
+    pub delay_reason: Option<String>,
+    /// Time from send to response.
+    pub latency: Duration,
+}
+
+/// A stored attempt row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredAttempt {
+    /// The item.
+    pub item_id: String,
+    /// 1 for the first attempt.
+    pub attempt_no: u32,
+    /// The idempotency key that was sent.
+    pub idempotency_key: String,
+    /// The rest of the record.
+    #[serde(flatten)]
+    pub record: AttemptRecord,
+}
+
+/// How an attempt (or a lease) ended; moves an `IN_FLIGHT` item on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "outcome")]
+pub enum Outcome {
+    /// Accepted: `IN_FLIGHT → SUBMITTED`.
+    Submitted,
+    /// Retry later: `IN_FLIGHT → PENDING` with `next_attempt_at`.
+    Retry {
+        /// Earliest next attempt (UTC).
+        next_attempt_at: SystemTime,
+        /// Why.
+        reason: String,
+    },
+    /// Never retry: `IN_FLIGHT → FAILED`.
+    Failed {
+        /// Why (stored).
+        reason: String,
+    },
+    /// Retryable, but the attempt cap or maximum age is reached:
+    /// `IN_FLIGHT → PENDING → DEFERRED` (both checked against the table).
+    Deferred {
+        /// Why (stored).
+        reason: String,
+    },
+}
+
+impl Outcome {
+    /// The state the item ends up in.
+    pub fn target(&self) -> State {
+        match self {
+            Outcome::Submitted => State::Submitted,
+            Outcome::Retry { .. } => State::Pending,
+            Outcome::Failed { .. } => State::Failed,
+            Outcome::Deferred { .. } => State::Deferred,
+        }
+    }
+}
+
+/// The result of one claimed item's attempts, handed to [`crate::Store::complete`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// Item id.
+    pub id: String,
+    /// Where it goes.
+    pub outcome: Outcome,
+    /// The attempts made under this lease (usually one; two after a credential refresh).
+    pub attempts: Vec<AttemptRecord>,
+    /// The last thing the provider said, stored on the item.
+    pub last_provider_code: Option<String>,
+}
+
+/// Items per state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// `QUEUED`.
+    pub queued: u64,
+    /// `IN_FLIGHT`.
+    pub in_flight: u64,
+    /// `PENDING`.
+    pub pending: u64,
+    /// `SUBMITTED`.
+    pub submitted: u64,
+    /// `FAILED`.
+    pub failed: u64,
+    /// `DEFERRED`.
+    pub deferred: u64,
+}
+
+impl Counts {
+    /// The count for one state.
+    pub fn get(&self, s: State) -> u64 {
+        match s {
+            State::Queued => self.queued,
+            State::InFlight => self.in_flight,
+            State::Pending => self.pending,
+            State::Submitted => self.submitted,
+            State::Failed => self.failed,
+            State::Deferred => self.deferred,
+        }
+    }
+
+    /// Mutable count for one state.
+    pub fn get_mut(&mut self, s: State) -> &mut u64 {
+        match s {
+            State::Queued => &mut self.queued,
+            State::InFlight => &mut self.in_flight,
+            State::Pending => &mut self.pending,
+            State::Submitted => &mut self.submitted,
+            State::Failed => &mut self.failed,
+            State::Deferred => &mut self.deferred,
+        }
+    }
+
+    /// Items still being worked on (`QUEUED + IN_FLIGHT + PENDING`).
+    pub fn active(&self) -> u64 {
+        self.queued + self.in_flight + self.pending
+    }
+
+    /// All items.
+    pub fn total(&self) -> u64 {
+        State::ALL.iter().map(|&s| self.get(s)).sum()
+    }
+}
+
+/// Which deferred items to requeue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequeueFilter {
+    /// Only items currently targeting this provider.
+    pub provider: Option<String>,
+    /// Only these ids.
+    pub ids: Option<Vec<String>>,
+}
+
+/// Milliseconds since the Unix epoch, as stored (times before 1970 are stored as 0).
+pub(crate) fn to_ms(t: SystemTime) -> i64 {
+    let ms = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// Inverse of [`to_ms`].
+pub(crate) fn from_ms(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(path: &str) -> Request {
+        Request::post_json(path, serde_json::json!({"to": "+1"}))
+    }
+
+    #[test]
+    fn paths_never_name_a_host() {
+        for p in [
+            "https://evil.example/x",
+            "//evil.example/x",
+            "/\\evil",
+            "x/y",
+            "",
+            "/a/../b",
+            "/a b",
+            "/redirect?u=http://x",
+        ] {
+            assert!(req(p).validate().is_err(), "{p:?} accepted");
+        }
+        for p in ["/", "/v1/messages", "/v1/messages?x=1&y=2"] {
+            assert!(req(p).validate().is_ok(), "{p:?} refused");
+        }
+    }
+
+    #[test]
+    fn secret_headers_are_refused() {
+        let mut r = req("/m");
+        r.headers.insert("Authorization".into(), "Bearer x".into());
+        assert!(r.validate().is_err());
+        let mut r = req("/m");
+        r.headers.insert("X-Trace".into(), "1".into());
+        assert!(r.validate().is_ok());
+    }
+
+    #[test]
+    fn item_ids_are_v7_from_the_given_time() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_750_000_000);
+        let id = new_item_id(t);
+        let u = Uuid::parse_str(&id).ok();
+        assert_eq!(u.map(|u| u.get_version_num()), Some(7));
+        let (secs, _) = u
+            .and_then(|u| u.get_timestamp())
+            .map(|ts| ts.to_unix())
+            .unwrap_or_default();
+        assert_eq!(secs, 1_750_000_000);
+    }
+
+    #[test]
+    fn ms_round_trip() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_750_000_000_123);
+        assert_eq!(from_ms(to_ms(t)), t);
+    }
+}

@@ -1,0 +1,194 @@
+//! The item state machine, as one pure table.
+//!
+//! ```text
+//!            claim             accept
+//!  QUEUED ──────────▶ IN_FLIGHT ──────▶ SUBMITTED
+//!    ▲                 │   │  └─ fail ──▶ FAILED
+//!    │ due             │   └─ retry / lease expired
+//!    │                 ▼
+//!    └───────────── PENDING ── defer ──▶ DEFERRED ── requeue ──▶ QUEUED
+//!                   (fail over: PENDING → PENDING on another provider)
+//! ```
+//!
+//! Every store computes the target state with [`transition`] and conditions its `UPDATE` on
+//! the source state (and, for `IN_FLIGHT`, on the lease owner), so an illegal move is
+//! rejected by the database rather than merely avoided by well-behaved callers.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Where an item is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum State {
+    /// Waiting to be claimed by a worker.
+    Queued,
+    /// Claimed by a worker holding a lease; an attempt may be on the wire.
+    InFlight,
+    /// Accepted by the provider. Terminal.
+    Submitted,
+    /// Waiting for `next_attempt_at` before another attempt.
+    Pending,
+    /// Rejected for good (e.g. HTTP 400); the reason is stored. Terminal.
+    Failed,
+    /// Past its attempt cap or maximum age: waits for a person (`requeue`).
+    Deferred,
+}
+
+impl State {
+    /// Every state, in display order.
+    pub const ALL: [State; 6] = [
+        State::Queued,
+        State::InFlight,
+        State::Pending,
+        State::Submitted,
+        State::Failed,
+        State::Deferred,
+    ];
+
+    /// The stable name stored in the database and shown to people, e.g. `"IN_FLIGHT"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Queued => "QUEUED",
+            State::InFlight => "IN_FLIGHT",
+            State::Submitted => "SUBMITTED",
+            State::Pending => "PENDING",
+            State::Failed => "FAILED",
+            State::Deferred => "DEFERRED",
+        }
+    }
+
+    /// True for states a dispatcher still has work to do on (`QUEUED`, `IN_FLIGHT`,
+    /// `PENDING`). `DEFERRED` waits for a person, so it does not keep a run going.
+    pub fn is_active(self) -> bool {
+        matches!(self, State::Queued | State::InFlight | State::Pending)
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A state name that is not one of [`State::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown item state {0:?}")]
+pub struct UnknownState(pub String);
+
+impl FromStr for State {
+    type Err = UnknownState;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        State::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownState(s.to_owned()))
+    }
+}
+
+/// Something that happens to an item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    /// A worker takes the item with a lease.
+    Claim,
+    /// The provider accepted the request.
+    Accept,
+    /// A retryable outcome (throttle, transient error, unknown): try again later.
+    Retry,
+    /// A terminal outcome: never retry.
+    Fail,
+    /// The lease ran out while in flight (the worker crashed or hung).
+    LeaseExpired,
+    /// `next_attempt_at` has passed.
+    Due,
+    /// The attempt cap or maximum age was reached: hand over to a person.
+    Defer,
+    /// A person sends a deferred item round again.
+    Requeue,
+    /// The item moves to the failover provider (state unchanged).
+    FailOver,
+}
+
+impl Event {
+    /// Every event.
+    pub const ALL: [Event; 9] = [
+        Event::Claim,
+        Event::Accept,
+        Event::Retry,
+        Event::Fail,
+        Event::LeaseExpired,
+        Event::Due,
+        Event::Defer,
+        Event::Requeue,
+        Event::FailOver,
+    ];
+}
+
+/// `event` is not allowed in state `from`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("illegal transition: {event:?} in state {from}")]
+pub struct IllegalTransition {
+    /// The state the item was in.
+    pub from: State,
+    /// The event that was refused.
+    pub event: Event,
+}
+
+/// The whole state machine: the state after `event` in state `from`.
+///
+/// # Errors
+/// [`IllegalTransition`] for any pair not in the table.
+pub fn transition(from: State, event: Event) -> Result<State, IllegalTransition> {
+    use Event as E;
+    use State as S;
+    match (from, event) {
+        (S::Queued, E::Claim) => Ok(S::InFlight),
+        (S::InFlight, E::Accept) => Ok(S::Submitted),
+        (S::InFlight, E::Retry) => Ok(S::Pending),
+        (S::InFlight, E::Fail) => Ok(S::Failed),
+        (S::InFlight, E::LeaseExpired) => Ok(S::Pending),
+        (S::Pending, E::Due) => Ok(S::Queued),
+        (S::Pending, E::Defer) => Ok(S::Deferred),
+        (S::Pending, E::FailOver) => Ok(S::Pending),
+        (S::Deferred, E::Requeue) => Ok(S::Queued),
+        _ => Err(IllegalTransition { from, event }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for s in State::ALL {
+            assert_eq!(s.as_str().parse::<State>(), Ok(s));
+            assert_eq!(
+                serde_json::to_string(&s).ok(),
+                Some(format!("\"{}\"", s.as_str()))
+            );
+        }
+        assert!("queued".parse::<State>().is_err());
+    }
+
+    #[test]
+    fn table_has_exactly_nine_legal_pairs() {
+        let legal: Vec<_> = State::ALL
+            .iter()
+            .flat_map(|&s| Event::ALL.iter().map(move |&e| (s, e)))
+            .filter(|&(s, e)| transition(s, e).is_ok())
+            .collect();
+        assert_eq!(legal.len(), 9, "{legal:?}");
+    }
+
+    #[test]
+    fn terminal_states_accept_nothing() {
+        for e in Event::ALL {
+            assert!(transition(State::Submitted, e).is_err());
+            assert!(transition(State::Failed, e).is_err());
+        }
+    }
+}
