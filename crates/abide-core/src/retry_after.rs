@@ -1,12 +1,49 @@
 //! `Retry-After` (RFC 9110 §10.2.3): parsing every form the spec allows and turning the
 //! result into a clamped delay with its reason.
 //!
-//! OWNER NOTE (remove when implemented): types below are the agreed API; bodies are stubs.
+//! ```text
+//! Retry-After = HTTP-date / delay-seconds
+//! delay-seconds = 1*DIGIT
+//! ```
+//!
+//! An HTTP-date may come in any of the three forms of RFC 9110 §5.6.7: IMF-fixdate
+//! (`Sun, 06 Nov 1994 08:49:37 GMT`), the obsolete RFC 850 form (`Sunday, 06-Nov-94
+//! 08:49:37 GMT`) and asctime (`Sun Nov  6 08:49:37 1994`). IMF-fixdate and asctime are
+//! parsed by the `httpdate` crate. RFC 850 is read here because its two-digit year must be
+//! resolved against the current year (§5.6.7: a year that appears more than 50 years in the
+//! future is the past century), which `httpdate` does with a fixed pivot instead.
+//!
+//! # Why a clamp, and why unparseable is never zero
+//! A client that reads only the integer form and falls back to zero on a date retries at
+//! once, with every worker, exactly when the server asked it to stop. So every value passes
+//! through [`RetryAfterPolicy`]: the result always lies within `[floor, cap]`, and a value
+//! we cannot read yields a long jittered wait, with the raw value kept for the log.
+//!
+//! # Lenient cases (what real servers send)
+//! | value | reading | why |
+//! |---|---|---|
+//! | ` 120 ` | 120 s | surrounding OWS (space, tab) is trimmed, as for any field value |
+//! | `1.5` | 2 s (rounded **up**) | the meaning is clear; rounding up never retries before the server asked |
+//! | `-1` | unparseable | a negative wait has no meaning; it must never become zero |
+//! | `+5` | unparseable | signs are outside the grammar; treated like `-1` so a sign never decides |
+//! | `99999999999999999999` | saturates to a huge delay, then capped | the server clearly asked for "very long" |
+//! | a date in the past | 0 s, then floored | the server's clock may be behind ours |
+//! | asctime with an unpadded day (`Sun Nov 6 ...`) | unparseable | asctime pads the day with a space; `httpdate` requires it |
+//! | a date with the wrong weekday | unparseable | `httpdate` validates it; a self-contradicting date is not trusted |
+//! | `120, 60` or two header lines | the **largest** delay (120 s) | the most conservative reading of a disagreement |
+//! | `120, soon` | 120 s: the parseable elements win | a partly readable list still says something |
+//! | `soon, later` | unparseable | nothing could be read |
+//! | empty, or only whitespace | unparseable | a present but empty header still signals a throttle |
+//! | non-ASCII or invalid UTF-8 bytes | that element is unparseable | dates and digits are ASCII |
+//!
+//! The raw value is kept lossily decoded (invalid UTF-8 becomes U+FFFD), with control
+//! characters escaped as `\xNN` and truncated to [`MAX_RAW_LEN`] bytes, so a hostile header
+//! cannot forge log lines or flood them.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::HeaderMap;
-use rand::RngCore;
+use rand::{Rng, RngCore};
 use serde::Serialize;
 
 /// A parsed `Retry-After` value, before any floor or cap.
@@ -59,6 +96,19 @@ pub enum DelayReason {
     Absent,
 }
 
+impl DelayReason {
+    /// Stable name, as serialised.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DelayReason::Honoured => "honoured",
+            DelayReason::Floored => "floored",
+            DelayReason::Capped => "capped",
+            DelayReason::Unparseable => "unparseable",
+            DelayReason::Absent => "absent",
+        }
+    }
+}
+
 /// A delay decision: how long to wait, why, and what the server actually said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryDelay {
@@ -72,12 +122,18 @@ pub struct RetryDelay {
     pub retry_after: Option<Duration>,
 }
 
+/// Longest raw value kept in [`RetryDelay::raw`], in bytes (before escaping).
+pub const MAX_RAW_LEN: usize = 256;
+
 /// Turns `Retry-After` into a delay within [floor, cap].
+///
+/// If `floor > cap` (a misconfiguration the public fields cannot prevent), the cap is
+/// raised to the floor, so the result is still never below the floor.
 ///
 /// # Default
 /// - floor: 1 s
 /// - cap: 10 min
-/// - unparseable wait: 5 min, with up to 20 % added jitter (never below the floor)
+/// - unparseable wait: 5 min, with up to 1 min (20 %) added jitter (never below the floor)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryAfterPolicy {
     /// Shortest delay ever returned.
@@ -101,19 +157,239 @@ impl Default for RetryAfterPolicy {
     }
 }
 
-/// Parse one `Retry-After` field value.
+/// Parse one `Retry-After` field value. Two-digit RFC 850 years are resolved against the
+/// Unix epoch's century window (1970–2069, as `httpdate` does); prefer [`parse_at`] with the
+/// clock's `now`, which applies the RFC 9110 §5.6.7 rule.
+///
+/// A list (`120, 120`) parses when all its elements agree.
 ///
 /// # Errors
-/// [`RetryAfterError`] naming what was wrong.
+/// [`RetryAfterError::Empty`] for an empty value, [`RetryAfterError::Invalid`] when an
+/// element is neither delay-seconds nor an HTTP-date, [`RetryAfterError::Conflicting`] when
+/// the elements of a list disagree.
 pub fn parse(value: &[u8]) -> Result<RetryAfter, RetryAfterError> {
-    let _ = value;
-    todo!("helper A")
+    parse_at(value, UNIX_EPOCH + Duration::from_secs(20 * 365 * 86_400))
+}
+
+/// [`parse`] with `now` (wall time) to resolve two-digit RFC 850 years per RFC 9110 §5.6.7:
+/// the year is the one with those last two digits that lies no more than 50 years after
+/// `now`'s year and less than 50 years before it.
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_at(value: &[u8], now: SystemTime) -> Result<RetryAfter, RetryAfterError> {
+    let mut elements = Elements::new(value, now);
+    let first = elements.next().ok_or(RetryAfterError::Empty)?;
+    let first = first.ok_or(RetryAfterError::Invalid)?;
+    for other in elements {
+        match other {
+            None => return Err(RetryAfterError::Invalid),
+            Some(v) if v != first => return Err(RetryAfterError::Conflicting),
+            Some(_) => {}
+        }
+    }
+    Ok(first)
+}
+
+type CommaSplit<'a> = std::slice::Split<'a, u8, fn(&u8) -> bool>;
+
+/// Iterates the elements of one field value: `Some(parsed)` or `None` (garbage). Empty list
+/// elements (`120, , 60`) are skipped as RFC 9110 §5.6.1 asks of recipients, so an empty
+/// value yields nothing: `parse_at` reports it as `Empty` and `decide`, having seen a line
+/// but no readable element, as unparseable.
+struct Elements<'a> {
+    pieces: std::iter::Peekable<CommaSplit<'a>>,
+    now: SystemTime,
+}
+
+impl<'a> Elements<'a> {
+    fn new(value: &'a [u8], now: SystemTime) -> Self {
+        let is_comma: fn(&u8) -> bool = |b| *b == b',';
+        Self {
+            pieces: value.split(is_comma).peekable(),
+            now,
+        }
+    }
+}
+
+impl Iterator for Elements<'_> {
+    type Item = Option<RetryAfter>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let piece = trim_ows(self.pieces.next()?);
+            if piece.is_empty() {
+                continue;
+            }
+            if let Some(v) = parse_one(piece, self.now) {
+                return Some(Some(v));
+            }
+            // IMF-fixdate and RFC 850 contain a comma after the day name: rejoin.
+            if let Some(next) = self.pieces.peek() {
+                let mut joined = piece.to_vec();
+                joined.push(b',');
+                joined.extend_from_slice(next);
+                if let Some(v) = parse_one(trim_ows(&joined), self.now) {
+                    self.pieces.next();
+                    return Some(Some(v));
+                }
+            }
+            return Some(None);
+        }
+    }
+}
+
+/// Trim optional whitespace (SP / HTAB, RFC 9110 §5.6.3).
+fn trim_ows(mut v: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = v {
+        v = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = v {
+        v = rest;
+    }
+    v
+}
+
+/// Parse one trimmed, non-empty element.
+fn parse_one(v: &[u8], now: SystemTime) -> Option<RetryAfter> {
+    if !v.is_ascii() {
+        return None;
+    }
+    if v.first().is_some_and(u8::is_ascii_digit) {
+        if let Some(d) = parse_seconds(v) {
+            return Some(RetryAfter::Delay(d));
+        }
+    }
+    parse_http_date(v, now).map(RetryAfter::Date)
+}
+
+/// `1*DIGIT [ "." 1*DIGIT ]`: whole seconds, saturating on overflow; a fraction rounds up.
+fn parse_seconds(v: &[u8]) -> Option<Duration> {
+    let (int, frac) = match v.iter().position(|&b| b == b'.') {
+        Some(i) => (&v[..i], Some(&v[i + 1..])),
+        None => (v, None),
+    };
+    if int.is_empty() || !int.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut secs: u64 = 0;
+    for &b in int {
+        secs = secs.saturating_mul(10).saturating_add(u64::from(b - b'0'));
+    }
+    if let Some(frac) = frac {
+        if frac.is_empty() || !frac.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        if frac.iter().any(|&b| b != b'0') {
+            secs = secs.saturating_add(1);
+        }
+    }
+    Some(Duration::from_secs(secs))
+}
+
+/// An HTTP-date in any of the three forms of RFC 9110 §5.6.7.
+fn parse_http_date(v: &[u8], now: SystemTime) -> Option<SystemTime> {
+    let s = std::str::from_utf8(v).ok()?;
+    if let Some(rewritten) = rfc850_to_imf(s, now) {
+        return httpdate::parse_http_date(&rewritten).ok();
+    }
+    httpdate::parse_http_date(s).ok()
+}
+
+/// Rewrite an RFC 850 date (`Sunday, 06-Nov-94 08:49:37 GMT`) as an IMF-fixdate with the
+/// two-digit year resolved against `now`, so that `httpdate` validates the rest (day of
+/// month, weekday). `None` when `s` is not in RFC 850 shape.
+fn rfc850_to_imf(s: &str, now: SystemTime) -> Option<String> {
+    const DAYS: [&str; 7] = [
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+    ];
+    let (day_name, rest) = s.split_once(", ")?;
+    if !DAYS.contains(&day_name) {
+        return None;
+    }
+    // rest = "06-Nov-94 08:49:37 GMT"
+    let b = rest.as_bytes();
+    if b.len() != 22 || b[2] != b'-' || b[6] != b'-' || !rest.ends_with(" GMT") {
+        return None;
+    }
+    let yy = &rest[7..9];
+    if !yy.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let yy: i64 = yy.parse().ok()?;
+    let year = resolve_two_digit_year(yy, year_of(now));
+    Some(format!(
+        "{}, {} {} {} {}",
+        &day_name[..3],
+        &rest[0..2],
+        &rest[3..6],
+        year,
+        &rest[10..]
+    ))
+}
+
+/// RFC 9110 §5.6.7: the year ending in `yy` within `(current - 50, current + 50]`.
+fn resolve_two_digit_year(yy: i64, current: i64) -> i64 {
+    let base = current - 49;
+    base + (yy - base).rem_euclid(100)
+}
+
+/// The proleptic Gregorian year of `t` (UTC); times before the epoch count as 1970.
+pub(crate) fn year_of(t: SystemTime) -> i64 {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    civil_from_days(i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2)).0
+}
+
+/// Days since 1970-01-01 to (year, month 1–12, day 1–31); H. Hinnant's algorithm.
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Lossy, escaped, bounded copy of a raw header value for logs and JSON.
+pub fn escape_raw(v: &[u8]) -> String {
+    let (v, truncated) = if v.len() > MAX_RAW_LEN {
+        (&v[..MAX_RAW_LEN], true)
+    } else {
+        (v, false)
+    };
+    let mut out = String::with_capacity(v.len());
+    for c in String::from_utf8_lossy(v).chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\x{:02x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    if truncated {
+        out.push('…');
+    }
+    out
 }
 
 impl RetryAfterPolicy {
     /// Decide the delay from every `Retry-After` field line in `values` (a repeated header is
     /// a real case). Returns `None` when there are no values (reason `Absent` is then the
     /// caller's, via [`RetryAfterPolicy::from_backoff`]).
+    ///
+    /// Every element of every line is read (see the module docs for lenient cases); the
+    /// largest delay wins. When nothing can be read the delay is `unparseable_wait` plus a
+    /// uniform jitter in `[0, unparseable_jitter]` drawn from `rng`. The result always lies
+    /// within `[floor, cap]`.
     pub fn decide<'a, I>(
         &self,
         values: I,
@@ -123,8 +399,47 @@ impl RetryAfterPolicy {
     where
         I: IntoIterator<Item = &'a [u8]>,
     {
-        let _ = (values, now, rng);
-        todo!("helper A")
+        let mut any_line = false;
+        let mut raw = String::new();
+        let mut largest: Option<Duration> = None;
+        for line in values {
+            if any_line {
+                raw.push_str(", ");
+            }
+            any_line = true;
+            raw.push_str(&escape_raw(line));
+            for element in Elements::new(line, now).flatten() {
+                let d = element.delay_from(now);
+                largest = Some(largest.map_or(d, |l| if d > l { d } else { l }));
+            }
+        }
+        if !any_line {
+            return None;
+        }
+        let (floor, cap) = self.bounds();
+        let (delay, reason) = match largest {
+            Some(d) if d < floor => (floor, DelayReason::Floored),
+            Some(d) if d > cap => (cap, DelayReason::Capped),
+            Some(d) => (d, DelayReason::Honoured),
+            None => {
+                let jitter = self.unparseable_jitter.as_nanos();
+                let extra = if jitter == 0 {
+                    0
+                } else {
+                    rng.random_range(0..=u64::try_from(jitter).unwrap_or(u64::MAX))
+                };
+                let d = self
+                    .unparseable_wait
+                    .saturating_add(Duration::from_nanos(extra));
+                (d.clamp(floor, cap), DelayReason::Unparseable)
+            }
+        };
+        Some(RetryDelay {
+            delay,
+            reason,
+            raw: Some(raw),
+            retry_after: largest,
+        })
     }
 
     /// [`RetryAfterPolicy::decide`] over the `Retry-After` lines of a header map.
@@ -147,11 +462,63 @@ impl RetryAfterPolicy {
     /// A delay computed by our own backoff when no `Retry-After` was sent, clamped to
     /// [floor, cap], with reason [`DelayReason::Absent`].
     pub fn from_backoff(&self, delay: Duration) -> RetryDelay {
+        let (floor, cap) = self.bounds();
         RetryDelay {
-            delay: delay.clamp(self.floor, self.cap),
+            delay: delay.clamp(floor, cap),
             reason: DelayReason::Absent,
             raw: None,
             retry_after: None,
         }
+    }
+
+    /// `(floor, cap)` with the cap raised to the floor if misconfigured (so `clamp` cannot
+    /// panic).
+    fn bounds(&self) -> (Duration, Duration) {
+        if self.cap < self.floor {
+            (self.floor, self.floor)
+        } else {
+            (self.floor, self.cap)
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> SystemTime {
+        httpdate::parse_http_date(s).unwrap()
+    }
+
+    #[test]
+    fn two_digit_year_window() {
+        assert_eq!(resolve_two_digit_year(94, 2026), 1994);
+        assert_eq!(resolve_two_digit_year(26, 2026), 2026);
+        assert_eq!(resolve_two_digit_year(76, 2026), 2076);
+        assert_eq!(resolve_two_digit_year(77, 2026), 1977);
+        assert_eq!(resolve_two_digit_year(10, 2080), 2110);
+    }
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_619), (2026, 6, 15));
+        assert_eq!(year_of(at("Mon, 15 Jun 2026 08:02:31 GMT")), 2026);
+    }
+
+    #[test]
+    fn rfc850_uses_now_for_the_century() {
+        let now = at("Mon, 15 Jun 2026 08:02:31 GMT");
+        // 2070-11-06 is a Thursday; with a fixed 1970 pivot this would be 1970.
+        let v = parse_at(b"Thursday, 06-Nov-70 08:49:37 GMT", now).unwrap();
+        assert_eq!(v, RetryAfter::Date(at("Thu, 06 Nov 2070 08:49:37 GMT")));
+    }
+
+    #[test]
+    fn escape_raw_escapes_controls_and_truncates() {
+        assert_eq!(escape_raw(b"a\x1bb\xff"), "a\\x1bb\u{fffd}");
+        let long = vec![b'9'; 1000];
+        assert_eq!(escape_raw(&long).len(), MAX_RAW_LEN + '…'.len_utf8());
     }
 }
