@@ -1,0 +1,179 @@
+//! Gate definitions: what a gate limits and what it is keyed on.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use crate::Error;
+
+/// Which attribute of a request a gate is keyed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The caller's API key: each key has its own window or slots.
+    Key,
+    /// The account the key belongs to: all keys of one account share the window or slots.
+    /// Requests without an account pass this gate.
+    Account,
+}
+
+/// A sustained rate with a burst, enforced by GCRA (the generic cell rate algorithm, a
+/// token bucket without a refill timer).
+///
+/// `limit` requests per `window` on average; up to `burst` back to back from idle.
+///
+/// # Default
+/// `burst` equals `limit` unless set with [`RateQuota::with_burst`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateQuota {
+    limit: NonZeroU32,
+    window: Duration,
+    burst: NonZeroU32,
+}
+
+impl RateQuota {
+    /// `limit` requests per `window`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuota`] when `window` is zero.
+    pub fn new(limit: NonZeroU32, window: Duration) -> Result<Self, Error> {
+        if window.is_zero() {
+            return Err(Error::InvalidQuota("window must be longer than zero"));
+        }
+        Ok(Self {
+            limit,
+            window,
+            burst: limit,
+        })
+    }
+
+    /// `n` requests per second (n per second, not one per n seconds).
+    pub fn per_second(n: NonZeroU32) -> Self {
+        Self {
+            limit: n,
+            window: Duration::from_secs(1),
+            burst: n,
+        }
+    }
+
+    /// Allow up to `burst` requests back to back from idle.
+    pub fn with_burst(mut self, burst: NonZeroU32) -> Self {
+        self.burst = burst;
+        self
+    }
+
+    /// Requests per window.
+    pub fn limit(&self) -> u32 {
+        self.limit.get()
+    }
+
+    /// The window.
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
+    /// Requests allowed back to back from idle.
+    pub fn burst(&self) -> u32 {
+        self.burst.get()
+    }
+
+    /// Time between two requests at the sustained rate (GCRA's emission interval).
+    pub(crate) fn interval(&self) -> Duration {
+        self.window / self.limit.get()
+    }
+
+    /// How far ahead of the schedule a caller may run (GCRA's tolerance).
+    pub(crate) fn tolerance(&self) -> Duration {
+        self.interval() * (self.burst.get() - 1)
+    }
+}
+
+/// What a gate limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Rate(RateQuota),
+    Concurrency {
+        limit: NonZeroU32,
+        lease: Duration,
+        retry_hint: Duration,
+    },
+}
+
+/// One gate: a name (the policy name in `RateLimit` headers), a reason category (the only
+/// thing a rejected client learns), a scope and a limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gate {
+    pub(crate) name: String,
+    pub(crate) category: String,
+    pub(crate) scope: Scope,
+    pub(crate) kind: Kind,
+}
+
+impl Gate {
+    /// A rate gate.
+    ///
+    /// `name` and `category` must be lowercase ASCII letters, digits, `_` or `-` (checked by
+    /// [`crate::GateSetBuilder::build`]) because they go into headers and logs verbatim.
+    pub fn rate(name: &str, category: &str, scope: Scope, quota: RateQuota) -> Self {
+        Self {
+            name: name.to_owned(),
+            category: category.to_owned(),
+            scope,
+            kind: Kind::Rate(quota),
+        }
+    }
+
+    /// A concurrency gate: at most `limit` requests in flight per scope. A reservation
+    /// expires after `lease` even if never released (a crashed handler cannot leak a slot).
+    ///
+    /// # Default
+    /// A rejected caller is told to retry after 1 s (or sooner if a lease expires sooner);
+    /// change it with [`Gate::with_retry_hint`].
+    pub fn concurrency(
+        name: &str,
+        category: &str,
+        scope: Scope,
+        limit: NonZeroU32,
+        lease: Duration,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            category: category.to_owned(),
+            scope,
+            kind: Kind::Concurrency {
+                limit,
+                lease,
+                retry_hint: Duration::from_secs(1),
+            },
+        }
+    }
+
+    /// For a concurrency gate: the wait suggested to a rejected caller when no lease expires
+    /// sooner. No effect on a rate gate.
+    pub fn with_retry_hint(mut self, hint: Duration) -> Self {
+        if let Kind::Concurrency { retry_hint, .. } = &mut self.kind {
+            *retry_hint = hint;
+        }
+        self
+    }
+
+    /// Gate name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Reason category.
+    pub fn category(&self) -> &str {
+        &self.category
+    }
+
+    /// Scope.
+    pub fn scope(&self) -> Scope {
+        self.scope
+    }
+}
+
+pub(crate) fn valid_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}

@@ -1,0 +1,125 @@
+//! Header values a gate sends: `Retry-After` and the IETF `RateLimit` fields.
+//!
+//! `Retry-After` (RFC 9110 §10.2.3) carries whole seconds. Rounding a 0.2 s wait down gives
+//! `0`, which clients read as "retry now" and which turns a rejection into a hot loop, so a
+//! gate always rounds **up** and never says less than one second.
+//!
+//! `RateLimit-Policy` and `RateLimit` follow draft-ietf-httpapi-ratelimit-headers (structured
+//! fields, RFC 9651): `RateLimit-Policy: "key";q=10;w=1` names a policy with its quota `q`
+//! and window `w` in seconds; `RateLimit: "key";r=0;t=1` says `r` units remain and the
+//! quota resets in `t` seconds.
+
+use std::time::Duration;
+
+use http::HeaderValue;
+
+/// Whole seconds for a `Retry-After` delay (RFC 9110 §10.2.3): rounded up, at least 1.
+///
+/// # Examples
+/// ```
+/// use abide_gate::retry_after_secs;
+/// use std::time::Duration;
+///
+/// assert_eq!(retry_after_secs(Duration::from_millis(200)), 1);
+/// assert_eq!(retry_after_secs(Duration::from_secs(1)), 1);
+/// assert_eq!(retry_after_secs(Duration::from_millis(1010)), 2);
+/// assert_eq!(retry_after_secs(Duration::ZERO), 1);
+/// ```
+pub fn retry_after_secs(wait: Duration) -> u64 {
+    ceil_secs(wait).max(1)
+}
+
+/// Whole seconds, rounded up (0 stays 0).
+pub(crate) fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// The state of one gate as advertised in the `RateLimit` fields.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GateStatus {
+    /// Gate name; the policy name in the headers (e.g. `key`).
+    pub name: String,
+    /// Stable, non-sensitive reason category (e.g. `key_rate`).
+    pub category: String,
+    /// Quota units per window (`q`); for a concurrency gate the number of slots.
+    pub limit: u32,
+    /// Units left now (`r`).
+    pub remaining: u32,
+    /// Window of a rate gate in whole seconds (`w`); `None` for a concurrency gate.
+    pub window_secs: Option<u64>,
+    /// Time until the quota is back (`t`), serialised as whole seconds rounded up.
+    #[serde(rename = "reset_secs", serialize_with = "ser_ceil_secs")]
+    pub reset: Duration,
+}
+
+fn ser_ceil_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(ceil_secs(*d))
+}
+
+impl GateStatus {
+    /// This gate's `RateLimit-Policy` list member, e.g. `"key";q=10;w=1`.
+    pub fn policy_member(&self) -> String {
+        match self.window_secs {
+            Some(w) => format!("\"{}\";q={};w={}", self.name, self.limit, w),
+            None => format!("\"{}\";q={}", self.name, self.limit),
+        }
+    }
+
+    /// This gate's `RateLimit` list member, e.g. `"key";r=0;t=1`.
+    pub fn limit_member(&self) -> String {
+        format!(
+            "\"{}\";r={};t={}",
+            self.name,
+            self.remaining,
+            ceil_secs(self.reset)
+        )
+    }
+}
+
+/// `RateLimit-Policy` and `RateLimit` values for several gates (structured-field lists).
+/// Returns `None` when `statuses` is empty.
+pub fn rate_limit_values(statuses: &[GateStatus]) -> Option<(HeaderValue, HeaderValue)> {
+    if statuses.is_empty() {
+        return None;
+    }
+    let policy: Vec<String> = statuses.iter().map(GateStatus::policy_member).collect();
+    let limit: Vec<String> = statuses.iter().map(GateStatus::limit_member).collect();
+    // Names are validated to be lowercase tokens at build time, so both are visible ASCII.
+    let policy = HeaderValue::from_str(&policy.join(", ")).ok()?;
+    let limit = HeaderValue::from_str(&limit.join(", ")).ok()?;
+    Some((policy, limit))
+}
+
+/// Field name `RateLimit-Policy`.
+pub const RATELIMIT_POLICY: &str = "ratelimit-policy";
+/// Field name `RateLimit`.
+pub const RATELIMIT: &str = "ratelimit";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_rounds_up_and_never_says_zero() {
+        assert_eq!(retry_after_secs(Duration::from_millis(200)), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(1000)), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(1010)), 2);
+        assert_eq!(retry_after_secs(Duration::from_nanos(1)), 1);
+        assert_eq!(retry_after_secs(Duration::ZERO), 1);
+        assert_eq!(retry_after_secs(Duration::from_secs(60)), 60);
+    }
+
+    #[test]
+    fn members_follow_the_draft_syntax() {
+        let s = GateStatus {
+            name: "key".into(),
+            category: "key_rate".into(),
+            limit: 10,
+            remaining: 0,
+            window_secs: Some(1),
+            reset: Duration::from_millis(200),
+        };
+        assert_eq!(s.policy_member(), "\"key\";q=10;w=1");
+        assert_eq!(s.limit_member(), "\"key\";r=0;t=1");
+    }
+}

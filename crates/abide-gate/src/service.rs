@@ -1,0 +1,192 @@
+//! [`GateService`]: the service produced by [`crate::GateLayer`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http_body::{Frame, SizeHint};
+
+use crate::layer::Shared;
+use crate::trace::{request_trace, safe_trace};
+use crate::{LeaseGuard, Rejection};
+
+/// A boxed, sendable response future.
+pub type ResponseFuture<E> = Pin<Box<dyn Future<Output = Result<Response<Body>, E>> + Send>>;
+
+/// Gates every request before the inner service sees it. See [`crate::GateLayer`].
+///
+/// # Clone
+/// Clones share gate state, clock and counters; only the inner service is cloned.
+#[derive(Debug, Clone)]
+pub struct GateService<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> GateService<S> {
+    pub(crate) fn new(inner: S, shared: Arc<Shared>) -> Self {
+        Self { inner, shared }
+    }
+}
+
+impl<S, ReqB, ResB> tower::Service<Request<ReqB>> for GateService<S>
+where
+    S: tower::Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ReqB: Send + 'static,
+    ResB: http_body::Body<Data = Bytes> + Send + 'static,
+    ResB::Error: Into<axum::BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // Readiness is the inner service's business; the gate decides in `call`.
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+        let sh = Arc::clone(&self.shared);
+        // The ready clone is the one we were polled for; leave a fresh clone behind.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let (parts, body) = req.into_parts();
+        let path = parts.uri.path();
+        if sh.exempt.iter().any(|p| p == path) {
+            return passthrough(inner.call(Request::from_parts(parts, body)));
+        }
+        let identity = sh.identify.identify(&parts);
+        if sh.quota_path.as_deref() == Some(path) && parts.method == Method::GET {
+            return Box::pin(std::future::ready(Ok(quota_response(
+                &sh,
+                identity.as_ref(),
+            ))));
+        }
+        let Some(id) = identity else {
+            return passthrough(inner.call(Request::from_parts(parts, body)));
+        };
+        let trace = request_trace(&parts.headers);
+        let now = sh.clock.monotonic();
+        match sh
+            .gates
+            .check_traced(&id.key, id.account.as_deref(), trace.as_deref(), now)
+        {
+            Err(rejection) => {
+                sh.metrics.rejected(rejection.category());
+                tracing::info!(
+                    gate = rejection.category(),
+                    caller = %safe_trace(&id.key),
+                    trace = %trace.as_deref().map(safe_trace).unwrap_or_default(),
+                    retry_after_secs = rejection.retry_after_secs(),
+                    "request refused by gate"
+                );
+                Box::pin(std::future::ready(Ok(rejection_response(&rejection))))
+            }
+            Ok(admission) => {
+                sh.metrics.admitted();
+                let extra = admission.headers();
+                // Held by the future until the response exists, then by the body until it
+                // ends or is dropped: a client that disconnects drops the future, and with
+                // it the guard, so the slot cannot leak.
+                let guard = admission.into_guard(Arc::clone(&sh.gates));
+                let fut = inner.call(Request::from_parts(parts, body));
+                Box::pin(async move {
+                    let guard = guard;
+                    let res = fut.await?;
+                    sh.metrics.response(res.status());
+                    let (mut parts, body) = res.into_parts();
+                    for (k, v) in &extra {
+                        parts.headers.entry(k).or_insert_with(|| v.clone());
+                    }
+                    let body = GuardedBody {
+                        inner: Body::new(body),
+                        guard: Some(guard),
+                    };
+                    Ok(Response::from_parts(parts, Body::new(body)))
+                })
+            }
+        }
+    }
+}
+
+fn passthrough<F, B, E>(fut: F) -> ResponseFuture<E>
+where
+    F: Future<Output = Result<Response<B>, E>> + Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    Box::pin(async move { Ok(fut.await?.map(Body::new)) })
+}
+
+/// The 429 a gate sends: `Retry-After`, `RateLimit-Policy`, `RateLimit` and a JSON body
+/// naming only the reason category.
+pub fn rejection_response(rejection: &Rejection) -> Response<Body> {
+    let mut res = Response::new(Body::from(rejection.body()));
+    *res.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    res.headers_mut().extend(rejection.headers());
+    res.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    res
+}
+
+fn quota_response(sh: &Shared, identity: Option<&crate::Identity>) -> Response<Body> {
+    let json = HeaderValue::from_static("application/json");
+    let Some(id) = identity else {
+        let mut res = Response::new(Body::from(r#"{"error":"unauthenticated"}"#));
+        *res.status_mut() = StatusCode::UNAUTHORIZED;
+        res.headers_mut().insert(http::header::CONTENT_TYPE, json);
+        return res;
+    };
+    let statuses = sh
+        .gates
+        .quota(&id.key, id.account.as_deref(), sh.clock.monotonic());
+    let body = serde_json::json!({ "gates": statuses }).to_string();
+    let mut res = Response::new(Body::from(body));
+    if let Some((policy, limit)) = crate::headers::rate_limit_values(&statuses) {
+        res.headers_mut()
+            .insert(crate::headers::RATELIMIT_POLICY, policy);
+        res.headers_mut().insert(crate::headers::RATELIMIT, limit);
+    }
+    res.headers_mut().insert(http::header::CONTENT_TYPE, json);
+    res
+}
+
+/// A response body that releases the request's concurrency leases when it ends, fails or is
+/// dropped.
+#[derive(Debug)]
+struct GuardedBody {
+    inner: Body,
+    guard: Option<LeaseGuard>,
+}
+
+impl http_body::Body for GuardedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
+            self.guard.take();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
