@@ -14,6 +14,7 @@ pub mod pacer;
 pub mod ratelimit;
 pub mod retry_after;
 mod serde_secs;
+pub mod warnings;
 
 pub use backoff::{Backoff, Jitter};
 pub use budget::{BudgetSnapshot, RetryBudget, RetryBudgetConfig};
@@ -22,3 +23,4 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use pacer::{Pacer, PacerConfig, PacerSnapshot};
 pub use ratelimit::{parse_rate_limit, RateLimitInfo, RateLimitSource};
 pub use retry_after::{DelayReason, RetryAfter, RetryAfterError, RetryAfterPolicy, RetryDelay};
+pub use warnings::{parse_warnings, Warning};
