@@ -1,8 +1,38 @@
 //! # abide-core
 //!
-//! Pure policy for cooperating with rate limits: no async runtime, no I/O.
+//! Pure policy for cooperating with rate limits: no async runtime, no I/O, no clock reads
+//! (time comes in as arguments or through a [`Clock`]), no global RNG (one is passed in).
 //!
-//! OWNER NOTE: quick start and crate map to be written once modules land.
+//! # Quick start
+//! Classify a response, let the host's pacer learn from it, and ask when to send next:
+//! ```
+//! # use abide_core::*; use rand::SeedableRng; use std::time::{Duration, UNIX_EPOCH};
+//! # let (clock, mut rng) = (ManualClock::new(UNIX_EPOCH), rand_chacha::ChaCha8Rng::seed_from_u64(7));
+//! let headers = http::HeaderMap::from_iter([(http::header::RETRY_AFTER, "30".parse()?)]);
+//! let obs = Observation::Http { status: http::StatusCode::TOO_MANY_REQUESTS, headers: &headers };
+//! let verdict = Classifier::default().classify(&obs, clock.now(), &mut rng);
+//! let pacer = Pacer::new(PacerConfig::default(), clock.monotonic());
+//! pacer.on_verdict(clock.monotonic(), &verdict); // throttle: halve the rate, pause 30 s
+//! assert!(pacer.reserve(clock.monotonic()) >= clock.monotonic() + Duration::from_secs(30));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Crate map
+//! In the order a response flows through them:
+//!
+//! | module | what it decides |
+//! |---|---|
+//! | [`clock`] | injected wall and monotonic time ([`SystemClock`], [`ManualClock`]) |
+//! | [`classify`] | what a response means: success, throttle, retry, refresh credentials, terminal, unknown ([`Classifier`], [`Verdict`]) |
+//! | [`retry_after`] | `Retry-After` (RFC 9110 §10.2.3) parsed and clamped to [floor, cap], with its reason ([`RetryAfterPolicy`]) |
+//! | [`ratelimit`] | `RateLimit` / `RateLimit-Policy` and `X-RateLimit-*` headers, clamped ([`parse_rate_limit`]) |
+//! | [`warnings`] | `Deprecation` (RFC 9745) and `Sunset` (RFC 8594) ([`parse_warnings`]) |
+//! | [`backoff`] | our own delay when the server gave none: capped exponential with jitter ([`Backoff`]) |
+//! | [`budget`] | whether one more retry is allowed at all, shared by every worker ([`RetryBudget`]) |
+//! | [`pacer`] | when the next request to a host may go: AIMD rate, pauses, advertised targets ([`Pacer`]) |
+//!
+//! A server's `Retry-After` outranks [`Backoff`]; a [`RetryBudget`] bounds retries across
+//! the fleet; a throttle changes the *sender* through the [`Pacer`], not only the one item.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -18,7 +48,9 @@ pub mod warnings;
 
 pub use backoff::{Backoff, Jitter};
 pub use budget::{BudgetSnapshot, RetryBudget, RetryBudgetConfig};
-pub use classify::{Classifier, Observation, TransportFailure, Verdict, VerdictClass};
+pub use classify::{
+    Classifier, ClassifyOverrides, Observation, TransportFailure, Verdict, VerdictClass,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use pacer::{Pacer, PacerConfig, PacerSnapshot};
 pub use ratelimit::{parse_rate_limit, RateLimitInfo, RateLimitSource};
