@@ -7,8 +7,8 @@ use std::hint::black_box;
 use std::time::{Duration, UNIX_EPOCH};
 
 use abide_core::{
-    Backoff, Classifier, Clock, ManualClock, Observation, Pacer, PacerConfig, RetryBudget,
-    RetryBudgetConfig, Verdict, VerdictClass,
+    parse_rate_limit, Backoff, Classifier, Clock, ManualClock, Observation, Pacer, PacerConfig,
+    RetryAfterPolicy, RetryBudget, RetryBudgetConfig, Verdict, VerdictClass,
 };
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -98,5 +98,58 @@ fn bench_budget(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_classify, bench_pacer, bench_budget);
+fn bench_parse_retry_after(c: &mut Criterion) {
+    let policy = RetryAfterPolicy::default();
+    let now = UNIX_EPOCH + Duration::from_secs(1_781_510_400);
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let mut g = c.benchmark_group("parse_retry_after");
+    g.throughput(Throughput::Elements(1));
+    for (name, value) in [
+        ("delay_seconds", &b"120"[..]),
+        ("imf_fixdate", b"Mon, 15 Jun 2026 08:02:31 GMT"),
+        ("rfc850", b"Monday, 15-Jun-26 08:02:31 GMT"),
+        ("asctime", b"Mon Jun 15 08:02:31 2026"),
+        ("garbage", b"soon"),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter(|| policy.decide([black_box(value)], now, &mut rng));
+        });
+    }
+    g.finish();
+}
+
+fn bench_parse_rate_limit(c: &mut Criterion) {
+    let now = UNIX_EPOCH + Duration::from_secs(1_781_510_400);
+    let mut ietf = HeaderMap::new();
+    ietf.insert(
+        "ratelimit-policy",
+        HeaderValue::from_static(r#""burst";q=100;w=60, "daily";q=1000;w=86400"#),
+    );
+    ietf.insert(
+        "ratelimit",
+        HeaderValue::from_static(r#""burst";r=40;t=10, "daily";r=0;t=3600"#),
+    );
+    let mut x = HeaderMap::new();
+    x.insert("x-ratelimit-limit", HeaderValue::from_static("5000"));
+    x.insert("x-ratelimit-remaining", HeaderValue::from_static("4999"));
+    x.insert("x-ratelimit-reset", HeaderValue::from_static("1781510460"));
+    let mut g = c.benchmark_group("parse_rate_limit");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("ietf_two_policies", |b| {
+        b.iter(|| parse_rate_limit(black_box(&ietf), now));
+    });
+    g.bench_function("x_ratelimit_epoch", |b| {
+        b.iter(|| parse_rate_limit(black_box(&x), now));
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_classify,
+    bench_pacer,
+    bench_budget,
+    bench_parse_retry_after,
+    bench_parse_rate_limit
+);
 criterion_main!(benches);

@@ -1,0 +1,9 @@
+//! Contract and property tests for abide-core's header parsers (one test binary).
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod props;
+mod ratelimit;
+mod retry_after;
+mod support;
+mod warnings;
