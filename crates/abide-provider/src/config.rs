@@ -1,0 +1,510 @@
+//! [`ProviderConfig`]: keys, limits, abuse protection and the behaviour schedule, from
+//! flags or TOML.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::Error;
+
+/// Everything a fake provider needs, deserialisable from TOML.
+///
+/// # Default
+/// One key `demo-key` (account `demo`); per key 10/s with burst 10 and 4 concurrent
+/// requests; per account 50/s with burst 50; leases 30 s; no abuse protection; no latency;
+/// behaviour [`Behaviour::default`]; empty schedule.
+///
+/// # Examples
+/// ```
+/// let cfg = abide_provider::ProviderConfig::from_toml_str(r#"
+///     [limits]
+///     key_rate = "5/s"
+///     [[schedule]]
+///     at_secs = 60
+///     retry_after = "imf-fixdate"
+/// "#)?;
+/// assert_eq!(cfg.schedule.len(), 1);
+/// # Ok::<(), abide_provider::Error>(())
+/// ```
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// Accepted API keys (`Authorization: Bearer <key>`).
+    pub api_keys: Vec<ApiKey>,
+    /// Rate and concurrency limits.
+    pub limits: Limits,
+    /// Abuse protection (key suspension).
+    pub abuse: Abuse,
+    /// Time each accepted message takes before the answer is sent, in milliseconds
+    /// (holds a concurrency slot meanwhile).
+    pub latency_ms: u64,
+    /// Behaviour from the start.
+    pub behaviour: Behaviour,
+    /// Behaviour changes, applied in order once their trigger is reached.
+    pub schedule: Vec<ScheduleEntry>,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        Self {
+            api_keys: vec![ApiKey {
+                key: DEMO_KEY.to_owned(),
+                account: Some("demo".to_owned()),
+            }],
+            limits: Limits::default(),
+            abuse: Abuse::default(),
+            latency_ms: 0,
+            behaviour: Behaviour::default(),
+            schedule: Vec::new(),
+        }
+    }
+}
+
+/// The API key accepted when none is configured.
+pub const DEMO_KEY: &str = "demo-key";
+
+impl ProviderConfig {
+    /// Parse TOML.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for invalid TOML, unknown fields or bad values.
+    pub fn from_toml_str(s: &str) -> Result<Self, Error> {
+        toml::from_str(s).map_err(|e| Error::Config(e.to_string()))
+    }
+}
+
+/// An accepted API key and its account. `Debug` never shows the key.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKey {
+    /// The secret key.
+    pub key: String,
+    /// Its account (keys of one account share the account limits).
+    #[serde(default)]
+    pub account: Option<String>,
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiKey")
+            .field("key", &"<redacted>")
+            .field("account", &self.account)
+            .finish()
+    }
+}
+
+impl FromStr for ApiKey {
+    type Err = Error;
+
+    /// `KEY` or `KEY:ACCOUNT`.
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let (key, account) = match s.split_once(':') {
+            Some((k, a)) => (k, Some(a.to_owned())),
+            None => (s, None),
+        };
+        if key.is_empty() {
+            return Err(Error::Config("empty API key".into()));
+        }
+        Ok(Self {
+            key: key.to_owned(),
+            account,
+        })
+    }
+}
+
+/// Limits per key and per account. `None` switches a limit off.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Sustained rate per key, e.g. `"10/s"`, `"600/1m"`, `"1/1h"`.
+    pub key_rate: Option<Rate>,
+    /// Requests back to back from idle per key (default: the rate's count).
+    pub key_burst: Option<u32>,
+    /// Sustained rate shared by all keys of an account.
+    pub account_rate: Option<Rate>,
+    /// Burst of the account rate.
+    pub account_burst: Option<u32>,
+    /// Requests in flight per key.
+    pub key_concurrency: Option<u32>,
+    /// Requests in flight per account.
+    pub account_concurrency: Option<u32>,
+    /// A concurrency slot not released within this many seconds is freed.
+    pub lease_secs: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            key_rate: Some(Rate {
+                count: 10,
+                per: Duration::from_secs(1),
+            }),
+            key_burst: None,
+            account_rate: Some(Rate {
+                count: 50,
+                per: Duration::from_secs(1),
+            }),
+            account_burst: None,
+            key_concurrency: Some(4),
+            account_concurrency: None,
+            lease_secs: 30,
+        }
+    }
+}
+
+/// `count` requests per `per`, written `COUNT/PERIOD` (`10/s`, `600/1m`, `1/1h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Rate {
+    /// Requests per period.
+    pub count: u32,
+    /// The period.
+    pub per: Duration,
+}
+
+impl FromStr for Rate {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let bad = || {
+            Error::Config(format!(
+                "rate {s:?}: expected COUNT/PERIOD like 10/s or 1/1h"
+            ))
+        };
+        let (n, per) = s.split_once('/').ok_or_else(bad)?;
+        let count: u32 = n.trim().parse().map_err(|_| bad())?;
+        let per = per.trim();
+        let per = if per.starts_with(|c: char| c.is_ascii_digit()) {
+            parse_duration(per)?
+        } else {
+            parse_duration(&format!("1{per}"))?
+        };
+        if count == 0 || per.is_zero() {
+            return Err(bad());
+        }
+        Ok(Self { count, per })
+    }
+}
+
+impl TryFrom<String> for Rate {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self, Error> {
+        s.parse()
+    }
+}
+
+/// Abuse protection: a key with `threshold` limit rejections within `window_secs` is
+/// suspended for `suspend_secs`. Suspended requests get `403 {"error":"suspended"}` without
+/// `Retry-After`, as real providers' abuse systems answer: the key is blocked, not slowed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Abuse {
+    /// Rejections that trigger a suspension; 0 switches abuse protection off.
+    pub threshold: u32,
+    /// Window in which rejections are counted, in seconds.
+    pub window_secs: u64,
+    /// Suspension length in seconds (the seeds saw 3600 and 86400).
+    pub suspend_secs: u64,
+}
+
+impl Default for Abuse {
+    fn default() -> Self {
+        Self {
+            threshold: 0,
+            window_secs: 60,
+            suspend_secs: 3600,
+        }
+    }
+}
+
+/// How a throttled request is answered. All facets can change on a schedule.
+///
+/// # Default
+/// `Retry-After` as delay-seconds, HTTP 429, SMPP status 88, no 503s, no grace.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Behaviour {
+    /// Form of `Retry-After` on 429s.
+    pub retry_after: RetryAfterStyle,
+    /// Status and body of a throttle.
+    pub throttle: ThrottleStyle,
+    /// SMPP `command_status` put in the body by the `smpp-*` throttle styles
+    /// (88 = `ESME_RTHROTTLED`, 20 = `ESME_RMSGQFUL`).
+    pub smpp_status: u32,
+    /// Fraction of message requests answered 503 before any limit is checked, 0.0 to 1.0;
+    /// spread evenly and deterministically (0.25 = every 4th request).
+    pub fail_503: f64,
+    /// Grace period: throttled requests still get a 429, but the next attempt with the same
+    /// `Idempotency-Key` is accepted whatever the limits say.
+    pub grace: bool,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Self {
+            retry_after: RetryAfterStyle::Seconds,
+            throttle: ThrottleStyle::Http429,
+            smpp_status: 88,
+            fail_503: 0.0,
+            grace: false,
+        }
+    }
+}
+
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $($s:literal)|+),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+        #[serde(try_from = "String")]
+        pub enum $name { $($(#[$vm])* $v),+ }
+
+        impl $name {
+            /// Every accepted spelling, for help and error texts.
+            pub const NAMES: &'static [&'static str] = &[$($($s),+),+];
+        }
+
+        impl FromStr for $name {
+            type Err = Error;
+            fn from_str(s: &str) -> Result<Self, Error> {
+                match s {
+                    $($($s)|+ => Ok(Self::$v),)+
+                    _ => Err(Error::Config(format!(
+                        "{} {s:?}: expected one of {}", stringify!($name), Self::NAMES.join(", ")
+                    ))),
+                }
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = Error;
+            fn try_from(s: String) -> Result<Self, Error> {
+                s.parse()
+            }
+        }
+    };
+}
+
+named_enum!(
+    /// The form of `Retry-After` (RFC 9110 §10.2.3) on a throttle.
+    RetryAfterStyle {
+        /// Delay-seconds, rounded up, at least 1 (the honest default).
+        Seconds = "seconds",
+        /// An IMF-fixdate, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
+        ImfFixdate = "imf-fixdate" | "http-date",
+        /// The obsolete RFC 850 date, e.g. `Sunday, 06-Nov-94 08:49:37 GMT`.
+        Rfc850 = "rfc850",
+        /// The obsolete asctime date, e.g. `Sun Nov  6 08:49:37 1994`.
+        Asctime = "asctime",
+        /// `0`, whatever the real wait.
+        Zero = "zero" | "0",
+        /// `86400` (a day).
+        Huge = "huge",
+        /// Something unparseable (`soon-ish`).
+        Garbage = "garbage",
+        /// No `Retry-After` at all.
+        Absent = "absent",
+    }
+);
+
+named_enum!(
+    /// How a throttled request is answered.
+    ThrottleStyle {
+        /// 429 with `Retry-After` and a JSON reason.
+        Http429 = "429",
+        /// 403 with `Retry-After: 0` and an empty body (a misconfigured gateway).
+        Http403 = "403",
+        /// 200 with `{"command_status": N}`: an SMPP-style throttle hidden in a success.
+        Smpp200 = "smpp-200",
+        /// 429 with `Retry-After` and `{"command_status": N}`.
+        Smpp429 = "smpp-429",
+    }
+);
+
+/// A behaviour change and when it happens. Written on the command line as
+/// `FACET=VALUE[@WHEN]` (see [`ScheduleEntry::from_str`]) or in TOML as
+/// `[[schedule]] at_secs = 60, retry_after = "imf-fixdate"`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ScheduleEntry {
+    /// Applies once this many seconds have passed since the provider started.
+    pub at_secs: Option<f64>,
+    /// Applies from the N-th message request on (1-based, counting every request).
+    pub at_request: Option<u64>,
+    /// New `Retry-After` form.
+    pub retry_after: Option<RetryAfterStyle>,
+    /// New throttle style.
+    pub throttle: Option<ThrottleStyle>,
+    /// New SMPP status.
+    pub smpp_status: Option<u32>,
+    /// New 503 fraction.
+    pub fail_503: Option<f64>,
+    /// Grace on or off.
+    pub grace: Option<bool>,
+}
+
+impl ScheduleEntry {
+    /// Whether the trigger is reached `elapsed` after start at request number `request`.
+    pub fn reached(&self, elapsed: Duration, request: u64) -> bool {
+        self.at_secs.is_none_or(|s| elapsed.as_secs_f64() >= s)
+            && self.at_request.is_none_or(|n| request >= n)
+    }
+
+    /// Apply the changes to `b`.
+    pub fn apply(&self, b: &mut Behaviour) {
+        if let Some(v) = self.retry_after {
+            b.retry_after = v;
+        }
+        if let Some(v) = self.throttle {
+            b.throttle = v;
+        }
+        if let Some(v) = self.smpp_status {
+            b.smpp_status = v;
+        }
+        if let Some(v) = self.fail_503 {
+            b.fail_503 = v;
+        }
+        if let Some(v) = self.grace {
+            b.grace = v;
+        }
+    }
+}
+
+impl FromStr for ScheduleEntry {
+    type Err = Error;
+
+    /// `FACET=VALUE[@WHEN]`. Facets: `retry-after`, `throttle`, `smpp-status`, `fail-503`,
+    /// `grace` (`on`/`off`). WHEN: a duration since start (`60s`, `500ms`, `2m`, `1h`) or
+    /// `#N` (from the N-th message request on). Without `@WHEN` it applies from the start.
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let (set, when) = match s.rsplit_once('@') {
+            Some((a, b)) => (a, Some(b)),
+            None => (s, None),
+        };
+        let mut e = ScheduleEntry::default();
+        match when {
+            Some(w) if w.starts_with('#') => {
+                e.at_request = Some(w[1..].parse().map_err(|_| {
+                    Error::Config(format!("behaviour {s:?}: bad request number {w:?}"))
+                })?);
+            }
+            Some(w) => e.at_secs = Some(parse_duration(w)?.as_secs_f64()),
+            None => {}
+        }
+        let (facet, value) = set.split_once('=').ok_or_else(|| {
+            Error::Config(format!("behaviour {s:?}: expected FACET=VALUE[@WHEN]"))
+        })?;
+        match facet.trim() {
+            "retry-after" => e.retry_after = Some(value.parse()?),
+            "throttle" => e.throttle = Some(value.parse()?),
+            "smpp-status" => {
+                e.smpp_status = Some(value.parse().map_err(|_| {
+                    Error::Config(format!("behaviour {s:?}: smpp-status must be an integer"))
+                })?);
+            }
+            "fail-503" => {
+                let f: f64 = value.parse().map_err(|_| {
+                    Error::Config(format!("behaviour {s:?}: fail-503 must be a fraction"))
+                })?;
+                if !(0.0..=1.0).contains(&f) {
+                    return Err(Error::Config(format!("behaviour {s:?}: fail-503 outside 0..=1")));
+                }
+                e.fail_503 = Some(f);
+            }
+            "grace" => {
+                e.grace = Some(match value {
+                    "on" | "true" => true,
+                    "off" | "false" => false,
+                    _ => return Err(Error::Config(format!("behaviour {s:?}: grace is on or off"))),
+                });
+            }
+            other => {
+                return Err(Error::Config(format!(
+                    "behaviour {s:?}: unknown facet {other:?} (retry-after, throttle, smpp-status, fail-503, grace)"
+                )))
+            }
+        }
+        Ok(e)
+    }
+}
+
+/// Parse `250ms`, `60s`, `2m`, `1h`, `1d` or a bare number of seconds.
+///
+/// # Errors
+/// [`Error::Config`] for anything else.
+pub fn parse_duration(s: &str) -> Result<Duration, Error> {
+    let s = s.trim();
+    let bad = || {
+        Error::Config(format!(
+            "duration {s:?}: expected e.g. 500ms, 60s, 2m, 1h, 1d"
+        ))
+    };
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        "d" => n * 86400.0,
+        _ => return Err(bad()),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_syntax() {
+        let e: ScheduleEntry = "retry-after=http-date@60s".parse().unwrap();
+        assert_eq!(e.retry_after, Some(RetryAfterStyle::ImfFixdate));
+        assert_eq!(e.at_secs, Some(60.0));
+        let e: ScheduleEntry = "grace=on@#5".parse().unwrap();
+        assert_eq!((e.grace, e.at_request), (Some(true), Some(5)));
+        let e: ScheduleEntry = "throttle=403".parse().unwrap();
+        assert!(e.reached(Duration::ZERO, 1));
+        assert!("retry-after=sometimes".parse::<ScheduleEntry>().is_err());
+        assert!("fail-503=2".parse::<ScheduleEntry>().is_err());
+        assert!("colour=red".parse::<ScheduleEntry>().is_err());
+    }
+
+    #[test]
+    fn rates_and_durations() {
+        assert_eq!("10/s".parse::<Rate>().unwrap().per, Duration::from_secs(1));
+        assert_eq!(
+            "1/1h".parse::<Rate>().unwrap().per,
+            Duration::from_secs(3600)
+        );
+        assert_eq!("600/m".parse::<Rate>().unwrap().count, 600);
+        assert!("0/s".parse::<Rate>().is_err());
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn toml_config_and_redacted_debug() {
+        let c = ProviderConfig::from_toml_str(
+            r#"
+            latency_ms = 5
+            [[api_keys]]
+            key = "sk_secret"
+            account = "acme"
+            [abuse]
+            threshold = 3
+            [[schedule]]
+            at_request = 3
+            throttle = "smpp-200"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.abuse.threshold, 3);
+        assert_eq!(c.schedule[0].throttle, Some(ThrottleStyle::Smpp200));
+        assert!(!format!("{c:?}").contains("sk_secret"));
+        assert!(ProviderConfig::from_toml_str("nonsense = 1").is_err());
+    }
+}

@@ -1,0 +1,394 @@
+//! The HTTP side: routes, the message handler and the throttle styles.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use abide_core::Clock;
+use abide_gate::{safe_trace, BearerKeys, Gate, GateSet, RateQuota, Rejection, Scope};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::config::{Behaviour, Rate, RetryAfterStyle, ThrottleStyle};
+use crate::dates;
+use crate::stats::{Stats, StatsSnapshot};
+use crate::{Error, ProviderConfig};
+
+/// Idempotency answers remembered (oldest forgotten first).
+const IDEMPOTENCY_MEMORY: usize = 100_000;
+
+pub(crate) struct App {
+    cfg: ProviderConfig,
+    clock: Arc<dyn Clock>,
+    start: Instant,
+    gates: Arc<GateSet>,
+    keys: BearerKeys,
+    inner: Mutex<Inner>,
+}
+
+impl fmt::Debug for App {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("App")
+            .field("cfg", &self.cfg)
+            .field("gates", &self.gates)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    stats: Stats,
+    seq: u64,
+    /// (API key, idempotency key) -> message id.
+    answers: HashMap<(String, String), String>,
+    answer_order: VecDeque<(String, String)>,
+    /// Throttled during grace: the next attempt is let through.
+    grace_pending: HashSet<(String, String)>,
+    /// Recent limit rejections per API key.
+    abuse: HashMap<String, VecDeque<Instant>>,
+    suspended: HashMap<String, Instant>,
+    acc_503: f64,
+}
+
+fn gate_set(cfg: &ProviderConfig) -> Result<GateSet, Error> {
+    let l = &cfg.limits;
+    let nz = |n: u32, what: &str| {
+        NonZeroU32::new(n).ok_or_else(|| Error::Config(format!("{what} must be at least 1")))
+    };
+    let quota = |r: Rate, burst: Option<u32>, what: &str| -> Result<RateQuota, Error> {
+        let q = RateQuota::new(nz(r.count, what)?, r.per).map_err(Error::Gate)?;
+        Ok(q.with_burst(nz(burst.unwrap_or(r.count), what)?))
+    };
+    let lease = Duration::from_secs(l.lease_secs.max(1));
+    let mut b = GateSet::builder();
+    if let Some(r) = l.key_rate {
+        b = b.with_gate(Gate::rate(
+            "key",
+            "key_rate",
+            Scope::Key,
+            quota(r, l.key_burst, "key burst")?,
+        ));
+    }
+    if let Some(r) = l.account_rate {
+        let q = quota(r, l.account_burst, "account burst")?;
+        b = b.with_gate(Gate::rate("account", "account_rate", Scope::Account, q));
+    }
+    if let Some(n) = l.key_concurrency {
+        let n = nz(n, "key concurrency")?;
+        b = b.with_gate(Gate::concurrency(
+            "conc",
+            "concurrency",
+            Scope::Key,
+            n,
+            lease,
+        ));
+    }
+    if let Some(n) = l.account_concurrency {
+        let n = nz(n, "account concurrency")?;
+        b = b.with_gate(Gate::concurrency(
+            "account-conc",
+            "account_concurrency",
+            Scope::Account,
+            n,
+            lease,
+        ));
+    }
+    b.build().map_err(Error::Gate)
+}
+
+impl App {
+    pub(crate) fn new(cfg: ProviderConfig, clock: Arc<dyn Clock>) -> Result<Self, Error> {
+        if cfg.api_keys.is_empty() {
+            return Err(Error::Config("at least one API key is needed".into()));
+        }
+        let gates = Arc::new(gate_set(&cfg)?);
+        let keys = cfg.api_keys.iter().fold(BearerKeys::new(), |k, a| {
+            k.with_key(&a.key, a.account.as_deref())
+        });
+        Ok(Self {
+            start: clock.monotonic(),
+            cfg,
+            clock,
+            gates,
+            keys,
+            inner: Mutex::new(Inner::default()),
+        })
+    }
+
+    pub(crate) fn stats(&self) -> StatsSnapshot {
+        self.lock().stats.snapshot()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn behaviour(&self, elapsed: Duration, request: u64) -> Behaviour {
+        let mut b = self.cfg.behaviour.clone();
+        for e in self
+            .cfg
+            .schedule
+            .iter()
+            .filter(|e| e.reached(elapsed, request))
+        {
+            e.apply(&mut b);
+        }
+        b
+    }
+}
+
+pub(crate) fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/v1/messages", post(messages))
+        .route("/v1/quota", get(quota))
+        .route("/_stats", get(stats))
+        .route("/healthz", get(|| async { "ok" }))
+        .with_state(app)
+}
+
+fn json(status: StatusCode, body: serde_json::Value) -> Response {
+    (status, axum::Json(body)).into_response()
+}
+
+async fn stats(State(app): State<Arc<App>>) -> Response {
+    json(
+        StatusCode::OK,
+        serde_json::to_value(app.stats()).unwrap_or_default(),
+    )
+}
+
+async fn quota(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let Some(id) = app.keys.lookup(&headers) else {
+        return json(
+            StatusCode::UNAUTHORIZED,
+            serde_json::json!({"error": "unauthenticated"}),
+        );
+    };
+    // Inspection only: `GateSet::quota` charges nothing and ignores exhaustion.
+    let statuses = app
+        .gates
+        .quota(&id.key, id.account.as_deref(), app.clock.monotonic());
+    let mut res = json(StatusCode::OK, serde_json::json!({ "gates": statuses }));
+    if let Some((p, l)) = abide_gate::rate_limit_values(&statuses) {
+        res.headers_mut().insert(abide_gate::RATELIMIT_POLICY, p);
+        res.headers_mut().insert(abide_gate::RATELIMIT, l);
+    }
+    res
+}
+
+/// Decrements `in_flight` when the request ends, however it ends.
+struct InFlight(Arc<App>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.lock().stats.snap.in_flight -= 1;
+    }
+}
+
+async fn messages(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+    let (msg_id, guard, extra) = match decide(&app, &headers, &body) {
+        Ok(accepted) => accepted,
+        Err(refused) => return refused,
+    };
+    let in_flight = InFlight(Arc::clone(&app));
+    if app.cfg.latency_ms > 0 {
+        // Processing time is real time even under a manual clock: it models work, and
+        // keeps the slot (and `in_flight`) held while the client waits.
+        tokio::time::sleep(Duration::from_millis(app.cfg.latency_ms)).await;
+    }
+    drop((guard, in_flight));
+    let mut res = json(StatusCode::ACCEPTED, serde_json::json!({ "id": msg_id }));
+    res.headers_mut().extend(extra);
+    res
+}
+
+type Accepted = (String, Option<abide_gate::LeaseGuard>, HeaderMap);
+
+/// Everything decided under the lock: `Ok` to accept (after the configured latency), `Err`
+/// with the final answer otherwise.
+// A response is big, but this is called once per request and returns at once.
+#[allow(clippy::result_large_err)]
+fn decide(app: &Arc<App>, headers: &HeaderMap, body: &[u8]) -> Result<Accepted, Response> {
+    let now = app.clock.monotonic();
+    let wall = app.clock.now();
+    let elapsed = now.saturating_duration_since(app.start);
+    let sec = elapsed.as_secs();
+    let mut st = app.lock();
+    st.stats.request(sec);
+    let n = st.stats.snap.requests;
+
+    let Some(id) = app.keys.lookup(headers) else {
+        st.stats.reject(sec, "unauthenticated", 401, false);
+        return Err(json(
+            StatusCode::UNAUTHORIZED,
+            serde_json::json!({"error": "unauthenticated"}),
+        ));
+    };
+    let caller = safe_trace(&id.key);
+    if !serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| v.is_object()) {
+        st.stats.reject(sec, "bad_request", 400, false);
+        return Err(json(
+            StatusCode::BAD_REQUEST,
+            serde_json::json!({"error": "invalid_json"}),
+        ));
+    }
+    if let Some(until) = st.suspended.get(&id.key).copied() {
+        if until > now {
+            st.stats.reject(sec, "suspended", 403, false);
+            tracing::info!(%caller, "request from suspended key refused");
+            return Err(json(
+                StatusCode::FORBIDDEN,
+                serde_json::json!({"error": "suspended"}),
+            ));
+        }
+        st.suspended.remove(&id.key);
+    }
+    let idem = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(|v| (id.key.clone(), v.to_owned()));
+    if let Some(msg_id) = idem.as_ref().and_then(|k| st.answers.get(k)).cloned() {
+        st.stats.snap.duplicates += 1;
+        return Err(json(
+            StatusCode::ACCEPTED,
+            serde_json::json!({ "id": msg_id }),
+        ));
+    }
+
+    let b = app.behaviour(elapsed, n);
+    if b.fail_503 > 0.0 {
+        st.acc_503 += b.fail_503;
+        if st.acc_503 >= 1.0 - 1e-9 {
+            st.acc_503 -= 1.0;
+            st.stats.reject(sec, "unavailable", 503, false);
+            return Err(json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                serde_json::json!({"error": "unavailable"}),
+            ));
+        }
+    }
+
+    let grace_pass = b.grace && idem.as_ref().is_some_and(|k| st.grace_pending.remove(k));
+    let mut extra = HeaderMap::new();
+    let mut guard = None;
+    if grace_pass {
+        st.stats.snap.grace_passes += 1;
+        tracing::info!(%caller, "over-limit retry accepted during grace period");
+    } else {
+        let trace = idem.as_ref().map(|k| k.1.as_str());
+        match app
+            .gates
+            .check_traced(&id.key, id.account.as_deref(), trace, now)
+        {
+            Err(rej) => {
+                if b.grace {
+                    if let Some(k) = idem {
+                        st.grace_pending.insert(k);
+                    }
+                }
+                note_abuse(app, &mut st, &id.key, &caller, now);
+                let (status, res) = throttle(&b, &rej, wall);
+                st.stats.reject(sec, rej.category(), status.as_u16(), true);
+                tracing::info!(gate = rej.category(), %caller, status = status.as_u16(), "request throttled");
+                return Err(res);
+            }
+            Ok(adm) => {
+                extra = adm.headers();
+                guard = Some(adm.into_guard(Arc::clone(&app.gates)));
+            }
+        }
+    }
+
+    st.seq += 1;
+    let msg_id = format!("msg_{:010}", st.seq);
+    if let Some(k) = idem {
+        st.answers.insert(k.clone(), msg_id.clone());
+        st.answer_order.push_back(k);
+        if st.answer_order.len() > IDEMPOTENCY_MEMORY {
+            if let Some(old) = st.answer_order.pop_front() {
+                st.answers.remove(&old);
+            }
+        }
+    }
+    st.stats.snap.accepted += 1;
+    st.stats.snap.in_flight += 1;
+    Ok((msg_id, guard, extra))
+}
+
+fn note_abuse(app: &App, st: &mut Inner, key: &str, caller: &str, now: Instant) {
+    let a = &app.cfg.abuse;
+    if a.threshold == 0 {
+        return;
+    }
+    let window = Duration::from_secs(a.window_secs);
+    let q = st.abuse.entry(key.to_owned()).or_default();
+    q.push_back(now);
+    while q
+        .front()
+        .is_some_and(|t| now.saturating_duration_since(*t) >= window)
+    {
+        q.pop_front();
+    }
+    if q.len() >= a.threshold as usize {
+        q.clear();
+        st.suspended
+            .insert(key.to_owned(), now + Duration::from_secs(a.suspend_secs));
+        st.stats.snap.suspensions += 1;
+        tracing::warn!(%caller, suspend_secs = a.suspend_secs, "key suspended by abuse protection");
+    }
+}
+
+fn retry_after_value(style: RetryAfterStyle, rej: &Rejection, wall: SystemTime) -> Option<String> {
+    let secs = rej.retry_after_secs();
+    let at = dates::ceil_to_second(wall) + Duration::from_secs(secs);
+    Some(match style {
+        RetryAfterStyle::Seconds => secs.to_string(),
+        RetryAfterStyle::ImfFixdate => dates::imf_fixdate(at),
+        RetryAfterStyle::Rfc850 => dates::rfc850(at),
+        RetryAfterStyle::Asctime => dates::asctime(at),
+        RetryAfterStyle::Zero => "0".to_owned(),
+        RetryAfterStyle::Huge => "86400".to_owned(),
+        RetryAfterStyle::Garbage => "soon-ish".to_owned(),
+        RetryAfterStyle::Absent => return None,
+    })
+}
+
+fn throttle(b: &Behaviour, rej: &Rejection, wall: SystemTime) -> (StatusCode, Response) {
+    let smpp = serde_json::json!({ "command_status": b.smpp_status });
+    let (status, mut res) = match b.throttle {
+        ThrottleStyle::Http403 => {
+            let mut res = StatusCode::FORBIDDEN.into_response();
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("0"));
+            return (StatusCode::FORBIDDEN, res);
+        }
+        ThrottleStyle::Smpp200 => return (StatusCode::OK, json(StatusCode::OK, smpp)),
+        ThrottleStyle::Smpp429 => (
+            StatusCode::TOO_MANY_REQUESTS,
+            json(StatusCode::TOO_MANY_REQUESTS, smpp),
+        ),
+        ThrottleStyle::Http429 => {
+            let body = serde_json::json!({"error": "rate_limited", "reason": rej.category()});
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                json(StatusCode::TOO_MANY_REQUESTS, body),
+            )
+        }
+    };
+    if b.retry_after == RetryAfterStyle::Seconds {
+        // The honest style also advertises the rejecting gates' RateLimit fields.
+        res.headers_mut().extend(rej.headers());
+    } else if let Some(v) = retry_after_value(b.retry_after, rej, wall) {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            res.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+    }
+    (status, res)
+}
