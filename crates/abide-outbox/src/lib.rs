@@ -10,6 +10,7 @@
 pub mod error;
 pub mod model;
 pub mod state;
+pub mod store;
 
 pub use error::{Error, Result};
 pub use model::{
@@ -17,3 +18,4 @@ pub use model::{
     RequeueFilter, StoredAttempt,
 };
 pub use state::{transition, Event, IllegalTransition, State};
+pub use store::{AnyStore, PostgresStore, SqliteStore, Store};

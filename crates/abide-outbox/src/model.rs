@@ -210,8 +210,14 @@ pub struct Item {
     pub created_at: SystemTime,
     /// Where it is.
     pub state: State,
-    /// Attempts made so far.
+    /// Attempts made so far, in total.
     pub attempts: u32,
+    /// Attempts made in the current window (since enqueue or the last requeue); attempt
+    /// caps count these.
+    pub window_attempts: u32,
+    /// Start of the current window (enqueue or last requeue, UTC); the maximum age and
+    /// the fail-over age are measured from here.
+    pub window_start: SystemTime,
     /// Earliest time of the next attempt (UTC).
     pub next_attempt_at: SystemTime,
     /// What the provider said last, e.g. `"http_429"` or `"smpp_0x58"`.
@@ -323,6 +329,9 @@ impl Outcome {
 pub struct Completion {
     /// Item id.
     pub id: String,
+    /// The lease owner the item was claimed under ([`Item::lease_owner`]); the store
+    /// refuses the completion if the lease has since passed to someone else.
+    pub lease_owner: String,
     /// Where it goes.
     pub outcome: Outcome,
     /// The attempts made under this lease (usually one; two after a credential refresh).

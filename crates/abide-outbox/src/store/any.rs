@@ -1,0 +1,123 @@
+//! Pick a backend at run time from a URL.
+
+use std::time::{Duration, SystemTime};
+
+use super::{PostgresStore, SqliteStore, Store};
+use crate::error::Result;
+use crate::model::{
+    Completion, Counts, Enqueued, Item, NewItem, RemoteCode, RequeueFilter, StoredAttempt,
+};
+use crate::state::State;
+
+/// Either backend, chosen by [`AnyStore::connect`]. Native `async fn` traits are not
+/// object safe, so this enum is how a binary stays generic-free.
+///
+/// # Clone
+/// Clones share the connection pool.
+#[derive(Debug, Clone)]
+pub enum AnyStore {
+    /// Embedded SQLite.
+    Sqlite(SqliteStore),
+    /// PostgreSQL.
+    Postgres(PostgresStore),
+}
+
+impl AnyStore {
+    /// `postgres://…` or `postgresql://…` opens Postgres; `sqlite:…` or anything else
+    /// (taken as a file path) opens SQLite, creating the file if needed.
+    ///
+    /// # Errors
+    /// Connection or migration errors.
+    pub async fn connect(url_or_path: &str) -> Result<Self> {
+        if url_or_path.starts_with("postgres://") || url_or_path.starts_with("postgresql://") {
+            Ok(Self::Postgres(PostgresStore::connect(url_or_path).await?))
+        } else if url_or_path.starts_with("sqlite:") {
+            Ok(Self::Sqlite(SqliteStore::connect(url_or_path).await?))
+        } else {
+            Ok(Self::Sqlite(SqliteStore::open(url_or_path).await?))
+        }
+    }
+}
+
+macro_rules! delegate {
+    ($self:ident, $s:ident => $call:expr) => {
+        match $self {
+            AnyStore::Sqlite($s) => $call.await,
+            AnyStore::Postgres($s) => $call.await,
+        }
+    };
+}
+
+impl Store for AnyStore {
+    async fn enqueue(&self, items: &[NewItem], now: SystemTime) -> Result<Vec<Enqueued>> {
+        delegate!(self, s => s.enqueue(items, now))
+    }
+    async fn claim(
+        &self,
+        provider: &str,
+        owner: &str,
+        now: SystemTime,
+        lease: Duration,
+        limit: usize,
+    ) -> Result<Vec<Item>> {
+        delegate!(self, s => s.claim(provider, owner, now, lease, limit))
+    }
+    async fn complete(
+        &self,
+        completions: &[Completion],
+        now: SystemTime,
+    ) -> Result<Vec<Result<State>>> {
+        delegate!(self, s => s.complete(completions, now))
+    }
+    async fn reclaim_expired(&self, now: SystemTime) -> Result<u64> {
+        delegate!(self, s => s.reclaim_expired(now))
+    }
+    async fn promote_due(&self, provider: Option<&str>, now: SystemTime) -> Result<u64> {
+        delegate!(self, s => s.promote_due(provider, now))
+    }
+    async fn defer(&self, id: &str, reason: &str, now: SystemTime) -> Result<()> {
+        delegate!(self, s => s.defer(id, reason, now))
+    }
+    async fn defer_older_than(
+        &self,
+        provider: &str,
+        window_started_before: SystemTime,
+        reason: &str,
+        now: SystemTime,
+    ) -> Result<u64> {
+        delegate!(self, s => s.defer_older_than(provider, window_started_before, reason, now))
+    }
+    async fn requeue(&self, id: &str, now: SystemTime) -> Result<()> {
+        delegate!(self, s => s.requeue(id, now))
+    }
+    async fn requeue_deferred(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64> {
+        delegate!(self, s => s.requeue_deferred(filter, now))
+    }
+    async fn fail_over(
+        &self,
+        from: &str,
+        to: &str,
+        pending_since_before: SystemTime,
+        now: SystemTime,
+    ) -> Result<u64> {
+        delegate!(self, s => s.fail_over(from, to, pending_since_before, now))
+    }
+    async fn counts_by_state(&self, provider: Option<&str>) -> Result<Counts> {
+        delegate!(self, s => s.counts_by_state(provider))
+    }
+    async fn oldest_pending_age(&self, now: SystemTime) -> Result<Option<Duration>> {
+        delegate!(self, s => s.oldest_pending_age(now))
+    }
+    async fn next_due(&self, provider: &str) -> Result<Option<SystemTime>> {
+        delegate!(self, s => s.next_due(provider))
+    }
+    async fn get(&self, id: &str) -> Result<Option<Item>> {
+        delegate!(self, s => s.get(id))
+    }
+    async fn attempts(&self, id: &str) -> Result<Vec<StoredAttempt>> {
+        delegate!(self, s => s.attempts(id))
+    }
+    async fn remote_counts(&self, provider: Option<&str>) -> Result<Vec<(RemoteCode, u64)>> {
+        delegate!(self, s => s.remote_counts(provider))
+    }
+}

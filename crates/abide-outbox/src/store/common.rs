@@ -1,0 +1,700 @@
+//! SQL and row decoding shared by the SQLite and Postgres stores.
+//!
+//! Both backends accept `$N` placeholders and `UPDATE … RETURNING`, so the statements are
+//! written once; only claiming differs (Postgres adds `FOR UPDATE SKIP LOCKED`, SQLite has
+//! a single writer). [`store_impl!`] stamps the [`super::Store`] implementation onto a
+//! backend type that has a `pool` field and a `begin_write` method.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::model::{from_ms, AttemptRecord, Body, Item, RemoteCode, Request, StoredAttempt};
+use crate::state::State;
+
+/// Columns of `items` decoded into [`RawItem`].
+macro_rules! item_cols {
+    () => {
+        "id, provider, current_provider, method, path, headers_json, body_json, \
+         idempotency_key, created_at_ms, state, attempts, window_attempts, window_start_ms, \
+         next_attempt_at_ms, last_provider_code, reason, lease_owner, lease_expires_at_ms"
+    };
+}
+
+/// The SQLite claim statement: a single `UPDATE … RETURNING`, atomic because SQLite has
+/// one writer.
+macro_rules! claim_sql_sqlite {
+    () => {
+        concat!(
+            "UPDATE items SET state = $1, lease_owner = $2, lease_expires_at_ms = $3, \
+             updated_at_ms = $4 \
+             WHERE id IN (SELECT id FROM items WHERE current_provider = $5 AND state = $6 \
+             AND next_attempt_at_ms <= $4 ORDER BY next_attempt_at_ms LIMIT $7) \
+             AND state = $6 RETURNING ",
+            item_cols!()
+        )
+    };
+}
+
+/// The Postgres claim statement. The rows are picked in a CTE with `FOR UPDATE SKIP
+/// LOCKED` (a `LIMIT` inside `IN (…)` may be re-evaluated per row and over-claim).
+macro_rules! claim_sql_postgres {
+    () => {
+        concat!(
+            "WITH picked AS (SELECT id AS picked_id FROM items WHERE current_provider = $5 \
+             AND state = $6 AND next_attempt_at_ms <= $4 ORDER BY next_attempt_at_ms \
+             LIMIT $7 FOR UPDATE SKIP LOCKED) \
+             UPDATE items SET state = $1, lease_owner = $2, lease_expires_at_ms = $3, \
+             updated_at_ms = $4 FROM picked WHERE id = picked_id AND state = $6 RETURNING ",
+            item_cols!()
+        )
+    };
+}
+
+pub(crate) const SQL_INSERT: &str = "INSERT INTO items (id, provider, current_provider, \
+    method, path, headers_json, body_json, idempotency_key, created_at_ms, state, attempts, \
+    window_attempts, window_start_ms, next_attempt_at_ms, updated_at_ms) \
+    VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, 0, 0, $8, $8, $8) \
+    ON CONFLICT (idempotency_key) DO NOTHING RETURNING id";
+
+pub(crate) const SQL_ID_BY_KEY: &str = "SELECT id FROM items WHERE idempotency_key = $1";
+
+pub(crate) const SQL_PROMOTE_ONE_PROVIDER: &str = "UPDATE items SET state = $1, \
+    updated_at_ms = $2 WHERE current_provider = $3 AND state = $4 AND next_attempt_at_ms <= $2";
+
+pub(crate) const SQL_PROMOTE_ALL: &str = "UPDATE items SET state = $1, updated_at_ms = $2 \
+    WHERE state = $3 AND next_attempt_at_ms <= $2";
+
+pub(crate) const SQL_COMPLETE: &str = "UPDATE items SET state = $1, \
+    attempts = attempts + $2, window_attempts = window_attempts + $2, \
+    next_attempt_at_ms = COALESCE($3, next_attempt_at_ms), \
+    last_provider_code = COALESCE($4, last_provider_code), reason = $5, \
+    lease_owner = NULL, lease_expires_at_ms = NULL, updated_at_ms = $6 \
+    WHERE id = $7 AND state = $8 AND lease_owner = $9 \
+    RETURNING attempts, idempotency_key";
+
+pub(crate) const SQL_INSERT_ATTEMPT: &str = "INSERT INTO attempts (item_id, attempt_no, at_ms, \
+    provider, remote_http_status, remote_smpp_code, verdict_class, delay_ms, delay_reason, \
+    latency_ms, idempotency_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+
+pub(crate) const SQL_STATE_OF: &str = "SELECT state, lease_owner FROM items WHERE id = $1";
+
+pub(crate) const SQL_RECLAIM: &str = "UPDATE items SET state = $1, attempts = attempts + 1, \
+    window_attempts = window_attempts + 1, next_attempt_at_ms = $2, reason = 'lease_expired', \
+    lease_owner = NULL, lease_expires_at_ms = NULL, updated_at_ms = $2 \
+    WHERE state = $3 AND lease_expires_at_ms <= $2";
+
+pub(crate) const SQL_DEFER_ONE: &str = "UPDATE items SET state = $1, reason = $2, \
+    updated_at_ms = $3 WHERE id = $4 AND state = $5";
+
+pub(crate) const SQL_DEFER_OLD: &str = "UPDATE items SET state = $1, reason = $2, \
+    updated_at_ms = $3 WHERE current_provider = $4 AND state = $5 AND window_start_ms <= $6";
+
+/// `$4` is a provider name or `''` for any; `$5` an id or `''` for any.
+pub(crate) const SQL_REQUEUE: &str = "UPDATE items SET state = $1, window_attempts = 0, \
+    window_start_ms = $2, next_attempt_at_ms = $2, reason = NULL, updated_at_ms = $2 \
+    WHERE state = $3 AND ($4 = '' OR current_provider = $4) AND ($5 = '' OR id = $5)";
+
+pub(crate) const SQL_FAIL_OVER: &str = "UPDATE items SET state = $1, current_provider = $2, \
+    next_attempt_at_ms = $3, reason = $4, updated_at_ms = $3 \
+    WHERE current_provider = $5 AND state = $6 AND window_start_ms <= $7";
+
+/// `$1` is a provider name or `''` for all.
+pub(crate) const SQL_COUNTS: &str = "SELECT state, COUNT(*) FROM items \
+    WHERE ($1 = '' OR current_provider = $1) GROUP BY state";
+
+pub(crate) const SQL_OLDEST_WAITING: &str =
+    "SELECT MIN(window_start_ms) FROM items WHERE state IN ($1, $2)";
+
+pub(crate) const SQL_NEXT_DUE: &str = "SELECT MIN(next_attempt_at_ms) FROM items \
+    WHERE current_provider = $1 AND state IN ($2, $3)";
+
+pub(crate) const SQL_GET: &str = concat!("SELECT ", item_cols!(), " FROM items WHERE id = $1");
+
+pub(crate) const SQL_ATTEMPTS: &str = "SELECT item_id, attempt_no, at_ms, provider, \
+    remote_http_status, remote_smpp_code, verdict_class, delay_ms, delay_reason, latency_ms, \
+    idempotency_key FROM attempts WHERE item_id = $1 ORDER BY attempt_no";
+
+/// `$1` is a provider name or `''` for all.
+pub(crate) const SQL_REMOTE_COUNTS: &str = "SELECT remote_http_status, remote_smpp_code, \
+    COUNT(*) FROM attempts WHERE ($1 = '' OR provider = $1) \
+    GROUP BY remote_http_status, remote_smpp_code ORDER BY 3 DESC";
+
+/// An `items` row as stored.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RawItem {
+    id: String,
+    provider: String,
+    current_provider: String,
+    method: String,
+    path: String,
+    headers_json: String,
+    body_json: Option<String>,
+    idempotency_key: String,
+    created_at_ms: i64,
+    state: String,
+    attempts: i64,
+    window_attempts: i64,
+    window_start_ms: i64,
+    next_attempt_at_ms: i64,
+    last_provider_code: Option<String>,
+    reason: Option<String>,
+    lease_owner: Option<String>,
+    lease_expires_at_ms: Option<i64>,
+}
+
+impl RawItem {
+    pub(crate) fn into_item(self) -> Result<Item> {
+        let corrupt = |what: &str, e: &dyn std::fmt::Display| {
+            Error::Corrupt(format!("item {}: {what}: {e}", self.id))
+        };
+        let headers =
+            serde_json::from_str(&self.headers_json).map_err(|e| corrupt("headers_json", &e))?;
+        let body: Option<Body> = match &self.body_json {
+            Some(b) => Some(serde_json::from_str(b).map_err(|e| corrupt("body_json", &e))?),
+            None => None,
+        };
+        let state: State = self.state.parse().map_err(|e| corrupt("state", &e))?;
+        Ok(Item {
+            request: Request {
+                method: self.method,
+                path: self.path,
+                headers,
+                body,
+            },
+            id: self.id,
+            provider: self.provider,
+            current_provider: self.current_provider,
+            idempotency_key: self.idempotency_key,
+            created_at: from_ms(self.created_at_ms),
+            state,
+            attempts: clamp_u32(self.attempts),
+            window_attempts: clamp_u32(self.window_attempts),
+            window_start: from_ms(self.window_start_ms),
+            next_attempt_at: from_ms(self.next_attempt_at_ms),
+            last_provider_code: self.last_provider_code,
+            reason: self.reason,
+            lease_owner: self.lease_owner,
+            lease_expires_at: self.lease_expires_at_ms.map(from_ms),
+        })
+    }
+}
+
+/// An `attempts` row as stored.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RawAttempt {
+    item_id: String,
+    attempt_no: i64,
+    at_ms: i64,
+    provider: String,
+    remote_http_status: Option<i64>,
+    remote_smpp_code: Option<i64>,
+    verdict_class: String,
+    delay_ms: Option<i64>,
+    delay_reason: Option<String>,
+    latency_ms: i64,
+    idempotency_key: String,
+}
+
+impl RawAttempt {
+    pub(crate) fn into_attempt(self) -> StoredAttempt {
+        StoredAttempt {
+            item_id: self.item_id,
+            attempt_no: clamp_u32(self.attempt_no),
+            idempotency_key: self.idempotency_key,
+            record: AttemptRecord {
+                at: from_ms(self.at_ms),
+                provider: self.provider,
+                remote: remote_code(self.remote_http_status, self.remote_smpp_code),
+                verdict_class: self.verdict_class,
+                delay: self.delay_ms.map(ms_duration),
+                delay_reason: self.delay_reason,
+                latency: ms_duration(self.latency_ms),
+            },
+        }
+    }
+}
+
+/// The two nullable code columns as a [`RemoteCode`].
+pub(crate) fn remote_code(http: Option<i64>, smpp: Option<i64>) -> RemoteCode {
+    match (http, smpp) {
+        (Some(s), _) => RemoteCode::Http(u16::try_from(s).unwrap_or(0)),
+        (None, Some(c)) => RemoteCode::Smpp(u32::try_from(c).unwrap_or(u32::MAX)),
+        (None, None) => RemoteCode::NoResponse,
+    }
+}
+
+/// [`RemoteCode`] split into the two code columns.
+pub(crate) fn code_columns(code: RemoteCode) -> (Option<i64>, Option<i64>) {
+    match code {
+        RemoteCode::Http(s) => (Some(i64::from(s)), None),
+        RemoteCode::Smpp(c) => (None, Some(i64::from(c))),
+        RemoteCode::NoResponse => (None, None),
+    }
+}
+
+pub(crate) fn clamp_u32(v: i64) -> u32 {
+    u32::try_from(v.clamp(0, i64::from(u32::MAX))).unwrap_or(u32::MAX)
+}
+
+pub(crate) fn ms_duration(ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+pub(crate) fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Why a conditioned single-row update touched nothing.
+pub(crate) fn refused(
+    id: &str,
+    row: Option<(String, Option<String>)>,
+    expected: State,
+    event: crate::state::Event,
+) -> Error {
+    match row {
+        None => Error::NotFound(id.to_owned()),
+        Some((state, _)) => match state.parse::<State>() {
+            Err(e) => Error::Corrupt(format!("item {id}: state: {e}")),
+            Ok(from) if from != expected => {
+                Error::IllegalTransition(crate::state::IllegalTransition { from, event })
+            }
+            Ok(_) => Error::LeaseLost { id: id.to_owned() },
+        },
+    }
+}
+
+/// Implements [`super::Store`] for a backend with `self.pool` and `self.begin_write()`.
+macro_rules! store_impl {
+    ($ty:ty, claim = $claim_sql:expr) => {
+        impl $crate::store::Store for $ty {
+            async fn enqueue(
+                &self,
+                items: &[$crate::model::NewItem],
+                now: std::time::SystemTime,
+            ) -> $crate::Result<Vec<$crate::model::Enqueued>> {
+                use $crate::store::common::*;
+                for it in items {
+                    it.validate()?;
+                }
+                let now_ms = $crate::model::to_ms(now);
+                let state = $crate::State::Queued.as_str();
+                let mut out = Vec::with_capacity(items.len());
+                let mut tx = self.begin_write().await?;
+                for it in items {
+                    let id = $crate::model::new_item_id(now);
+                    let key = it.idempotency_key.clone().unwrap_or_else(|| id.clone());
+                    let headers = serde_json::to_string(&it.request.headers)
+                        .map_err(|e| $crate::Error::InvalidRequest(e.to_string()))?;
+                    let body = it
+                        .request
+                        .body
+                        .as_ref()
+                        .map(serde_json::to_string)
+                        .transpose()
+                        .map_err(|e| $crate::Error::InvalidRequest(e.to_string()))?;
+                    let inserted: Option<(String,)> = sqlx::query_as(SQL_INSERT)
+                        .bind(&id)
+                        .bind(&it.provider)
+                        .bind(&it.request.method)
+                        .bind(&it.request.path)
+                        .bind(headers)
+                        .bind(body)
+                        .bind(&key)
+                        .bind(now_ms)
+                        .bind(state)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    let enq = match inserted {
+                        Some((id,)) => $crate::model::Enqueued { id, created: true },
+                        None => {
+                            let (id,): (String,) = sqlx::query_as(SQL_ID_BY_KEY)
+                                .bind(&key)
+                                .fetch_one(&mut *tx)
+                                .await?;
+                            $crate::model::Enqueued { id, created: false }
+                        }
+                    };
+                    out.push(enq);
+                }
+                tx.commit().await?;
+                Ok(out)
+            }
+
+            async fn claim(
+                &self,
+                provider: &str,
+                owner: &str,
+                now: std::time::SystemTime,
+                lease: std::time::Duration,
+                limit: usize,
+            ) -> $crate::Result<Vec<$crate::Item>> {
+                use $crate::store::common::*;
+                if limit == 0 {
+                    return Ok(Vec::new());
+                }
+                self.promote_due(Some(provider), now).await?;
+                let to = $crate::transition($crate::State::Queued, $crate::Event::Claim)?;
+                let rows: Vec<RawItem> = sqlx::query_as($claim_sql)
+                    .bind(to.as_str())
+                    .bind(owner)
+                    .bind($crate::model::to_ms(now) + duration_ms(lease))
+                    .bind($crate::model::to_ms(now))
+                    .bind(provider)
+                    .bind($crate::State::Queued.as_str())
+                    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                    .fetch_all(&self.pool)
+                    .await?;
+                let mut items = rows
+                    .into_iter()
+                    .map(RawItem::into_item)
+                    .collect::<$crate::Result<Vec<_>>>()?;
+                items.sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
+                Ok(items)
+            }
+
+            async fn complete(
+                &self,
+                completions: &[$crate::model::Completion],
+                now: std::time::SystemTime,
+            ) -> $crate::Result<Vec<$crate::Result<$crate::State>>> {
+                use $crate::model::Outcome;
+                use $crate::store::common::*;
+                use $crate::{transition, Event, State};
+                let now_ms = $crate::model::to_ms(now);
+                let mut out = Vec::with_capacity(completions.len());
+                let mut tx = self.begin_write().await?;
+                for c in completions {
+                    let (event, then) = match &c.outcome {
+                        Outcome::Submitted => (Event::Accept, None),
+                        Outcome::Retry { .. } => (Event::Retry, None),
+                        Outcome::Failed { .. } => (Event::Fail, None),
+                        Outcome::Deferred { .. } => (Event::Retry, Some(Event::Defer)),
+                    };
+                    let target = transition(State::InFlight, event).and_then(|s| match then {
+                        Some(e) => transition(s, e),
+                        None => Ok(s),
+                    });
+                    let target = match target {
+                        Ok(t) => t,
+                        Err(e) => {
+                            out.push(Err(e.into()));
+                            continue;
+                        }
+                    };
+                    let (next, reason) = match &c.outcome {
+                        Outcome::Submitted => (None, None),
+                        Outcome::Retry {
+                            next_attempt_at,
+                            reason,
+                        } => (
+                            Some($crate::model::to_ms(*next_attempt_at)),
+                            Some(reason.as_str()),
+                        ),
+                        Outcome::Failed { reason } | Outcome::Deferred { reason } => {
+                            (None, Some(reason.as_str()))
+                        }
+                    };
+                    let n = i64::try_from(c.attempts.len()).unwrap_or(i64::MAX);
+                    let row: Option<(i64, String)> = sqlx::query_as(SQL_COMPLETE)
+                        .bind(target.as_str())
+                        .bind(n)
+                        .bind(next)
+                        .bind(c.last_provider_code.as_deref())
+                        .bind(reason)
+                        .bind(now_ms)
+                        .bind(&c.id)
+                        .bind(State::InFlight.as_str())
+                        .bind(&c.lease_owner)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    let Some((attempts, key)) = row else {
+                        let cur: Option<(String, Option<String>)> = sqlx::query_as(SQL_STATE_OF)
+                            .bind(&c.id)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                        out.push(Err(refused(&c.id, cur, State::InFlight, event)));
+                        continue;
+                    };
+                    let first_no = attempts - n + 1;
+                    for (i, a) in c.attempts.iter().enumerate() {
+                        let (http, smpp) = code_columns(a.remote);
+                        sqlx::query(SQL_INSERT_ATTEMPT)
+                            .bind(&c.id)
+                            .bind(first_no + i64::try_from(i).unwrap_or(0))
+                            .bind($crate::model::to_ms(a.at))
+                            .bind(&a.provider)
+                            .bind(http)
+                            .bind(smpp)
+                            .bind(&a.verdict_class)
+                            .bind(a.delay.map(duration_ms))
+                            .bind(a.delay_reason.as_deref())
+                            .bind(duration_ms(a.latency))
+                            .bind(&key)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    out.push(Ok(target));
+                }
+                tx.commit().await?;
+                Ok(out)
+            }
+
+            async fn reclaim_expired(&self, now: std::time::SystemTime) -> $crate::Result<u64> {
+                use $crate::store::common::*;
+                let to = $crate::transition($crate::State::InFlight, $crate::Event::LeaseExpired)?;
+                let r = sqlx::query(SQL_RECLAIM)
+                    .bind(to.as_str())
+                    .bind($crate::model::to_ms(now))
+                    .bind($crate::State::InFlight.as_str())
+                    .execute(&self.pool)
+                    .await?;
+                Ok(r.rows_affected())
+            }
+
+            async fn promote_due(
+                &self,
+                provider: Option<&str>,
+                now: std::time::SystemTime,
+            ) -> $crate::Result<u64> {
+                use $crate::store::common::*;
+                let to = $crate::transition($crate::State::Pending, $crate::Event::Due)?;
+                let from = $crate::State::Pending.as_str();
+                let now_ms = $crate::model::to_ms(now);
+                let r = match provider {
+                    Some(p) => {
+                        sqlx::query(SQL_PROMOTE_ONE_PROVIDER)
+                            .bind(to.as_str())
+                            .bind(now_ms)
+                            .bind(p)
+                            .bind(from)
+                            .execute(&self.pool)
+                            .await?
+                    }
+                    None => {
+                        sqlx::query(SQL_PROMOTE_ALL)
+                            .bind(to.as_str())
+                            .bind(now_ms)
+                            .bind(from)
+                            .execute(&self.pool)
+                            .await?
+                    }
+                };
+                Ok(r.rows_affected())
+            }
+
+            async fn defer(
+                &self,
+                id: &str,
+                reason: &str,
+                now: std::time::SystemTime,
+            ) -> $crate::Result<()> {
+                use $crate::store::common::*;
+                use $crate::{Event, State};
+                let to = $crate::transition(State::Pending, Event::Defer)?;
+                let r = sqlx::query(SQL_DEFER_ONE)
+                    .bind(to.as_str())
+                    .bind(reason)
+                    .bind($crate::model::to_ms(now))
+                    .bind(id)
+                    .bind(State::Pending.as_str())
+                    .execute(&self.pool)
+                    .await?;
+                if r.rows_affected() == 1 {
+                    return Ok(());
+                }
+                let cur: Option<(String, Option<String>)> = sqlx::query_as(SQL_STATE_OF)
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                Err(refused(id, cur, State::Pending, Event::Defer))
+            }
+
+            async fn defer_older_than(
+                &self,
+                provider: &str,
+                window_started_before: std::time::SystemTime,
+                reason: &str,
+                now: std::time::SystemTime,
+            ) -> $crate::Result<u64> {
+                use $crate::store::common::*;
+                use $crate::{Event, State};
+                let to = $crate::transition(State::Pending, Event::Defer)?;
+                let r = sqlx::query(SQL_DEFER_OLD)
+                    .bind(to.as_str())
+                    .bind(reason)
+                    .bind($crate::model::to_ms(now))
+                    .bind(provider)
+                    .bind(State::Pending.as_str())
+                    .bind($crate::model::to_ms(window_started_before))
+                    .execute(&self.pool)
+                    .await?;
+                Ok(r.rows_affected())
+            }
+
+            async fn requeue(&self, id: &str, now: std::time::SystemTime) -> $crate::Result<()> {
+                use $crate::store::common::*;
+                use $crate::{Event, State};
+                let to = $crate::transition(State::Deferred, Event::Requeue)?;
+                let r = sqlx::query(SQL_REQUEUE)
+                    .bind(to.as_str())
+                    .bind($crate::model::to_ms(now))
+                    .bind(State::Deferred.as_str())
+                    .bind("")
+                    .bind(id)
+                    .execute(&self.pool)
+                    .await?;
+                if r.rows_affected() == 1 {
+                    return Ok(());
+                }
+                let cur: Option<(String, Option<String>)> = sqlx::query_as(SQL_STATE_OF)
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                Err(refused(id, cur, State::Deferred, Event::Requeue))
+            }
+
+            async fn requeue_deferred(
+                &self,
+                filter: &$crate::model::RequeueFilter,
+                now: std::time::SystemTime,
+            ) -> $crate::Result<u64> {
+                use $crate::store::common::*;
+                use $crate::{Event, State};
+                let to = $crate::transition(State::Deferred, Event::Requeue)?;
+                let provider = filter.provider.as_deref().unwrap_or("");
+                let now_ms = $crate::model::to_ms(now);
+                let mut tx = self.begin_write().await?;
+                let mut n = 0;
+                let all = [String::new()];
+                let ids: &[String] = match &filter.ids {
+                    Some(ids) => ids,
+                    None => &all,
+                };
+                for id in ids {
+                    if filter.ids.is_some() && id.is_empty() {
+                        continue;
+                    }
+                    n += sqlx::query(SQL_REQUEUE)
+                        .bind(to.as_str())
+                        .bind(now_ms)
+                        .bind(State::Deferred.as_str())
+                        .bind(provider)
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                }
+                tx.commit().await?;
+                Ok(n)
+            }
+
+            async fn fail_over(
+                &self,
+                from: &str,
+                to: &str,
+                pending_since_before: std::time::SystemTime,
+                now: std::time::SystemTime,
+            ) -> $crate::Result<u64> {
+                use $crate::store::common::*;
+                use $crate::{Event, State};
+                let target = $crate::transition(State::Pending, Event::FailOver)?;
+                let r = sqlx::query(SQL_FAIL_OVER)
+                    .bind(target.as_str())
+                    .bind(to)
+                    .bind($crate::model::to_ms(now))
+                    .bind(format!("failed_over_from:{from}"))
+                    .bind(from)
+                    .bind(State::Pending.as_str())
+                    .bind($crate::model::to_ms(pending_since_before))
+                    .execute(&self.pool)
+                    .await?;
+                Ok(r.rows_affected())
+            }
+
+            async fn counts_by_state(
+                &self,
+                provider: Option<&str>,
+            ) -> $crate::Result<$crate::model::Counts> {
+                use $crate::store::common::*;
+                let rows: Vec<(String, i64)> = sqlx::query_as(SQL_COUNTS)
+                    .bind(provider.unwrap_or(""))
+                    .fetch_all(&self.pool)
+                    .await?;
+                let mut c = $crate::model::Counts::default();
+                for (state, n) in rows {
+                    let s: $crate::State = state
+                        .parse()
+                        .map_err(|e| $crate::Error::Corrupt(format!("state: {e}")))?;
+                    *c.get_mut(s) = u64::try_from(n).unwrap_or(0);
+                }
+                Ok(c)
+            }
+
+            async fn oldest_pending_age(
+                &self,
+                now: std::time::SystemTime,
+            ) -> $crate::Result<Option<std::time::Duration>> {
+                use $crate::store::common::*;
+                let (min,): (Option<i64>,) = sqlx::query_as(SQL_OLDEST_WAITING)
+                    .bind($crate::State::Queued.as_str())
+                    .bind($crate::State::Pending.as_str())
+                    .fetch_one(&self.pool)
+                    .await?;
+                Ok(min.map(|ms| {
+                    now.duration_since($crate::model::from_ms(ms))
+                        .unwrap_or_default()
+                }))
+            }
+
+            async fn next_due(
+                &self,
+                provider: &str,
+            ) -> $crate::Result<Option<std::time::SystemTime>> {
+                use $crate::store::common::*;
+                let (min,): (Option<i64>,) = sqlx::query_as(SQL_NEXT_DUE)
+                    .bind(provider)
+                    .bind($crate::State::Queued.as_str())
+                    .bind($crate::State::Pending.as_str())
+                    .fetch_one(&self.pool)
+                    .await?;
+                Ok(min.map($crate::model::from_ms))
+            }
+
+            async fn get(&self, id: &str) -> $crate::Result<Option<$crate::Item>> {
+                use $crate::store::common::*;
+                let row: Option<RawItem> = sqlx::query_as(SQL_GET)
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                row.map(RawItem::into_item).transpose()
+            }
+
+            async fn attempts(
+                &self,
+                id: &str,
+            ) -> $crate::Result<Vec<$crate::model::StoredAttempt>> {
+                use $crate::store::common::*;
+                let rows: Vec<RawAttempt> = sqlx::query_as(SQL_ATTEMPTS)
+                    .bind(id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                Ok(rows.into_iter().map(RawAttempt::into_attempt).collect())
+            }
+
+            async fn remote_counts(
+                &self,
+                provider: Option<&str>,
+            ) -> $crate::Result<Vec<($crate::model::RemoteCode, u64)>> {
+                use $crate::store::common::*;
+                let rows: Vec<(Option<i64>, Option<i64>, i64)> = sqlx::query_as(SQL_REMOTE_COUNTS)
+                    .bind(provider.unwrap_or(""))
+                    .fetch_all(&self.pool)
+                    .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(h, s, n)| (remote_code(h, s), u64::try_from(n).unwrap_or(0)))
+                    .collect())
+            }
+        }
+    };
+}

@@ -1,0 +1,205 @@
+//! Durable storage for items and attempts.
+//!
+//! [`Store`] is the only thing the dispatcher knows about storage. Two backends mirror it:
+//! [`SqliteStore`] (embedded, the default) and [`PostgresStore`]; [`AnyStore`] picks one
+//! from a URL at run time. Both keep callers unaware of the backend:
+//!
+//! - Every method that compares times takes `now` from the caller's
+//!   [`abide_core::Clock`] instead of asking the database, so leases and retries are
+//!   testable with a manual clock.
+//! - Every state change computes its target with [`crate::transition`] and conditions the
+//!   `UPDATE` on the source state (and the lease owner for `IN_FLIGHT`): an illegal
+//!   transition is refused by the database. Single-item methods return
+//!   [`Error::IllegalTransition`](crate::Error::IllegalTransition); bulk methods touch
+//!   only the rows for which the move is legal and return how many moved.
+//! - Claiming is a lease with `SKIP LOCKED` semantics: two claimers never get the same
+//!   item, and an item whose lease ran out (a crash) goes back to `PENDING`.
+
+use std::future::Future;
+use std::time::{Duration, SystemTime};
+
+use crate::error::Result;
+use crate::model::{
+    Completion, Counts, Enqueued, Item, NewItem, RemoteCode, RequeueFilter, StoredAttempt,
+};
+use crate::state::State;
+
+#[macro_use]
+mod common;
+mod any;
+mod postgres;
+mod sqlite;
+
+pub use any::AnyStore;
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+
+/// Storage for the outbox. Cheap to clone (a connection pool inside); clones share it.
+///
+/// All futures are `Send`, and every method is cancel safe in the sense that a dropped
+/// future either committed its transaction or rolled it back.
+pub trait Store: Clone + Send + Sync + 'static {
+    /// Enqueue `items` in ONE transaction: all are stored or none is. An item whose
+    /// idempotency key already exists is a no-op returning the existing id
+    /// (`created: false`); this is what makes re-running a batch resumable.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`](crate::Error::InvalidRequest) if any item is invalid
+    /// (nothing is stored), or a database error.
+    fn enqueue(
+        &self,
+        items: &[NewItem],
+        now: SystemTime,
+    ) -> impl Future<Output = Result<Vec<Enqueued>>> + Send;
+
+    /// Claim up to `limit` items for `provider` whose `next_attempt_at <= now`:
+    /// first `PENDING → QUEUED` for the due ones ([`Store::promote_due`]), then
+    /// `QUEUED → IN_FLIGHT` with `lease_owner = owner` and
+    /// `lease_expires_at = now + lease`. Oldest due first.
+    ///
+    /// # Errors
+    /// Database errors.
+    fn claim(
+        &self,
+        provider: &str,
+        owner: &str,
+        now: SystemTime,
+        lease: Duration,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Item>>> + Send;
+
+    /// Apply a batch of completions in one transaction, recording one attempts row per
+    /// attempt. Each completion is checked on its own: the returned vector holds, in
+    /// order, the new state or the reason it was refused (illegal transition, lease lost,
+    /// not found); a refused completion changes nothing.
+    ///
+    /// # Errors
+    /// The outer error is a database failure (nothing committed).
+    fn complete(
+        &self,
+        completions: &[Completion],
+        now: SystemTime,
+    ) -> impl Future<Output = Result<Vec<Result<State>>>> + Send;
+
+    /// `IN_FLIGHT → PENDING` for every item whose lease ran out by `now` (its worker
+    /// crashed or hung): due at once, `attempts + 1` (the request may have been sent),
+    /// reason `lease_expired`. Returns how many.
+    ///
+    /// # Errors
+    /// Database errors.
+    fn reclaim_expired(&self, now: SystemTime) -> impl Future<Output = Result<u64>> + Send;
+
+    /// `PENDING → QUEUED` for due items (of `provider`, or all). Returns how many.
+    ///
+    /// # Errors
+    /// Database errors.
+    fn promote_due(
+        &self,
+        provider: Option<&str>,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// `PENDING → DEFERRED` for one item.
+    ///
+    /// # Errors
+    /// [`Error::IllegalTransition`](crate::Error::IllegalTransition) unless `PENDING`,
+    /// [`Error::NotFound`](crate::Error::NotFound).
+    fn defer(
+        &self,
+        id: &str,
+        reason: &str,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// `PENDING → DEFERRED` for items of `provider` whose window started at or before
+    /// `window_started_before` (the maximum age). Returns how many.
+    ///
+    /// # Errors
+    /// Database errors.
+    fn defer_older_than(
+        &self,
+        provider: &str,
+        window_started_before: SystemTime,
+        reason: &str,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// `DEFERRED → QUEUED` for one item, starting a fresh attempt window.
+    ///
+    /// # Errors
+    /// [`Error::IllegalTransition`](crate::Error::IllegalTransition) unless `DEFERRED`,
+    /// [`Error::NotFound`](crate::Error::NotFound).
+    fn requeue(&self, id: &str, now: SystemTime) -> impl Future<Output = Result<()>> + Send;
+
+    /// `DEFERRED → QUEUED` for every deferred item matching `filter`. Returns how many.
+    ///
+    /// # Errors
+    /// Database errors.
+    fn requeue_deferred(
+        &self,
+        filter: &RequeueFilter,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Fail-over: `PENDING` items currently targeting `from` whose window started at or
+    /// before `pending_since_before` move to `to` (the original provider stays
+    /// recorded in [`Item::provider`]) and become due at once. Returns how many.
+    ///
+    /// # Errors
+    /// Database errors.
+    fn fail_over(
+        &self,
+        from: &str,
+        to: &str,
+        pending_since_before: SystemTime,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Items per state (for `provider`'s current items, or all).
+    ///
+    /// # Errors
+    /// Database errors.
+    fn counts_by_state(
+        &self,
+        provider: Option<&str>,
+    ) -> impl Future<Output = Result<Counts>> + Send;
+
+    /// Age at `now` of the oldest item still waiting (`QUEUED` or `PENDING`), measured
+    /// from its window start; `None` when nothing waits.
+    ///
+    /// # Errors
+    /// Database errors.
+    fn oldest_pending_age(
+        &self,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<Option<Duration>>> + Send;
+
+    /// Earliest `next_attempt_at` among `provider`'s waiting items (`QUEUED`/`PENDING`);
+    /// tells an idle worker how long it may sleep.
+    ///
+    /// # Errors
+    /// Database errors.
+    fn next_due(&self, provider: &str) -> impl Future<Output = Result<Option<SystemTime>>> + Send;
+
+    /// One item.
+    ///
+    /// # Errors
+    /// Database errors, [`Error::Corrupt`](crate::Error::Corrupt).
+    fn get(&self, id: &str) -> impl Future<Output = Result<Option<Item>>> + Send;
+
+    /// An item's attempts, oldest first.
+    ///
+    /// # Errors
+    /// Database errors.
+    fn attempts(&self, id: &str) -> impl Future<Output = Result<Vec<StoredAttempt>>> + Send;
+
+    /// "Count by what the remote side said": attempts per remote code (for `provider`,
+    /// or all), most frequent first. One query.
+    ///
+    /// # Errors
+    /// Database errors.
+    fn remote_counts(
+        &self,
+        provider: Option<&str>,
+    ) -> impl Future<Output = Result<Vec<(RemoteCode, u64)>>> + Send;
+}

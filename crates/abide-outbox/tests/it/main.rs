@@ -1,0 +1,5 @@
+//! The one integration test binary of abide-outbox.
+#![allow(clippy::unwrap_used, missing_docs, unreachable_pub)]
+
+mod store_conformance;
+mod support;

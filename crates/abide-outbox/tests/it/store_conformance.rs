@@ -1,0 +1,550 @@
+//! One conformance suite, written once against `Store`, run on every backend.
+//!
+//! The `matrix` test drives a fresh item into each state and applies each event through
+//! the store: legal pairs must move the item to `transition(from, event)`, illegal ones
+//! must leave it where it was (and single-item methods must say `IllegalTransition`).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use abide_outbox::model::Completion;
+use abide_outbox::{
+    transition, AttemptRecord, Error, Event, NewItem, Outcome, RemoteCode, Request, RequeueFilter,
+    State, Store,
+};
+use serde_json::json;
+
+use crate::support::t0;
+
+const LEASE: Duration = Duration::from_secs(60);
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn item(provider: &str, key: &str) -> NewItem {
+    NewItem::new(
+        provider,
+        Request::post_json("/v1/messages", json!({"to": "+15550100", "text": key})),
+    )
+    .with_idempotency_key(key)
+}
+
+fn attempt(provider: &str, remote: RemoteCode, class: &str) -> AttemptRecord {
+    AttemptRecord {
+        at: t0(),
+        provider: provider.into(),
+        remote,
+        verdict_class: class.into(),
+        delay: Some(Duration::from_secs(2)),
+        delay_reason: Some("honoured".into()),
+        latency: Duration::from_millis(12),
+    }
+}
+
+fn done(id: &str, owner: &str, outcome: Outcome, remote: RemoteCode) -> Completion {
+    let class = match outcome {
+        Outcome::Submitted => "success",
+        Outcome::Failed { .. } => "terminal",
+        _ => "throttle",
+    };
+    Completion {
+        id: id.into(),
+        lease_owner: owner.into(),
+        outcome,
+        attempts: vec![attempt("p", remote, class)],
+        last_provider_code: Some(remote.to_string()),
+    }
+}
+
+async fn state_of<S: Store>(s: &S, id: &str) -> State {
+    s.get(id).await.unwrap().unwrap().state
+}
+
+/// Enqueue one item for its own provider and drive it into `target` at `t0`.
+async fn drive_to<S: Store>(s: &S, provider: &str, target: State) -> String {
+    let id = s.enqueue(&[item(provider, provider)], t0()).await.unwrap()[0]
+        .id
+        .clone();
+    if target == State::Queued {
+        return id;
+    }
+    let claimed = s.claim(provider, "o1", t0(), LEASE, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let outcome = match target {
+        State::InFlight => return id,
+        State::Submitted => Outcome::Submitted,
+        State::Pending => Outcome::Retry {
+            next_attempt_at: t0() + HOUR,
+            reason: "http_429".into(),
+        },
+        State::Failed => Outcome::Failed {
+            reason: "http_400".into(),
+        },
+        State::Deferred => Outcome::Deferred {
+            reason: "attempt cap".into(),
+        },
+        State::Queued => unreachable!(),
+    };
+    let r = s
+        .complete(&[done(&id, "o1", outcome, RemoteCode::Http(429))], t0())
+        .await
+        .unwrap();
+    assert_eq!(r[0].as_ref().ok(), Some(&target));
+    assert_eq!(state_of(s, &id).await, target);
+    id
+}
+
+pub async fn matrix<S: Store>(s: S) {
+    let t1 = t0() + 2 * HOUR;
+    let mut n = 0;
+    for from in State::ALL {
+        for event in Event::ALL {
+            n += 1;
+            let p = format!("p{n}");
+            let id = drive_to(&s, &p, from).await;
+            let single: Option<abide_outbox::Result<()>> = match event {
+                Event::Claim => {
+                    // At t0 a PENDING item is not due: a claim must not take it.
+                    let got = s.claim(&p, "o2", t0(), LEASE, 10).await.unwrap();
+                    assert!(got
+                        .iter()
+                        .all(|i| i.id == id && i.lease_owner.as_deref() == Some("o2")));
+                    None
+                }
+                Event::Accept | Event::Retry | Event::Fail => {
+                    let outcome = match event {
+                        Event::Accept => Outcome::Submitted,
+                        Event::Retry => Outcome::Retry {
+                            next_attempt_at: t1,
+                            reason: "r".into(),
+                        },
+                        _ => Outcome::Failed { reason: "f".into() },
+                    };
+                    let r = s
+                        .complete(&[done(&id, "o1", outcome, RemoteCode::Http(503))], t1)
+                        .await
+                        .unwrap();
+                    Some(r.into_iter().next().unwrap().map(|_| ()))
+                }
+                Event::LeaseExpired => {
+                    s.reclaim_expired(t1).await.unwrap();
+                    None
+                }
+                Event::Due => {
+                    s.promote_due(None, t1).await.unwrap();
+                    None
+                }
+                Event::Defer => Some(s.defer(&id, "by hand", t1).await),
+                Event::Requeue => Some(s.requeue(&id, t1).await),
+                Event::FailOver => {
+                    s.fail_over(&p, "backup", t1, t1).await.unwrap();
+                    None
+                }
+            };
+            let got = s.get(&id).await.unwrap().unwrap();
+            match transition(from, event) {
+                Ok(to) => {
+                    assert_eq!(got.state, to, "{from} --{event:?}--> expected {to}");
+                    if let Some(r) = single {
+                        assert!(r.is_ok(), "{from} {event:?}: {r:?}");
+                    }
+                    if event == Event::FailOver {
+                        assert_eq!(got.current_provider, "backup");
+                        assert_eq!(got.provider, p, "original provider is kept");
+                    }
+                }
+                Err(illegal) => {
+                    assert_eq!(got.state, from, "{from} --{event:?}--> must not move");
+                    assert_eq!(got.current_provider, p);
+                    if let Some(r) = single {
+                        match r {
+                            Err(Error::IllegalTransition(e)) => assert_eq!(e, illegal),
+                            other => panic!("{from} {event:?}: expected illegal, got {other:?}"),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub async fn enqueue_is_idempotent_and_all_or_nothing<S: Store>(s: S) {
+    let first = s
+        .enqueue(&[item("p", "k1"), item("p", "k2")], t0())
+        .await
+        .unwrap();
+    assert!(first.iter().all(|e| e.created));
+    let again = s
+        .enqueue(&[item("p", "k2"), item("p", "k3"), item("p", "k3")], t0())
+        .await
+        .unwrap();
+    assert_eq!(again[0].id, first[1].id);
+    assert!(!again[0].created);
+    assert!(again[1].created);
+    assert_eq!(
+        (again[2].id.as_str(), again[2].created),
+        (again[1].id.as_str(), false)
+    );
+
+    let mut bad = item("p", "k4");
+    bad.request.path = "https://elsewhere.example/x".into();
+    let err = s.enqueue(&[item("p", "k5"), bad], t0()).await;
+    assert!(matches!(err, Err(Error::InvalidRequest(_))), "{err:?}");
+    let c = s.counts_by_state(None).await.unwrap();
+    assert_eq!(c.queued, 3, "nothing of the bad batch was stored");
+
+    let it = s.get(&first[0].id).await.unwrap().unwrap();
+    assert_eq!(it.idempotency_key, "k1");
+    assert_eq!(it.state, State::Queued);
+    assert_eq!(it.attempts, 0);
+    assert_eq!(it.created_at, t0());
+    assert_eq!(it.next_attempt_at, t0());
+    assert_eq!(it.request, item("p", "k1").request);
+    assert!(s.get("no-such-id").await.unwrap().is_none());
+
+    // Without a caller key the id is the key.
+    let e = s
+        .enqueue(&[NewItem::new("p", item("p", "x").request)], t0())
+        .await
+        .unwrap();
+    assert_eq!(
+        s.get(&e[0].id).await.unwrap().unwrap().idempotency_key,
+        e[0].id
+    );
+}
+
+pub async fn claim_leases_respect_provider_limit_and_due_time<S: Store>(s: S) {
+    let items: Vec<_> = (0..5).map(|i| item("a", &format!("a{i}"))).collect();
+    s.enqueue(&items, t0()).await.unwrap();
+    s.enqueue(&[item("b", "b0")], t0()).await.unwrap();
+    // Not due yet.
+    assert!(s
+        .claim("a", "w", t0() - Duration::from_secs(1), LEASE, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    let c1 = s.claim("a", "w1", t0(), LEASE, 3).await.unwrap();
+    assert_eq!(c1.len(), 3);
+    for i in &c1 {
+        assert_eq!(i.state, State::InFlight);
+        assert_eq!(i.lease_owner.as_deref(), Some("w1"));
+        assert_eq!(i.lease_expires_at, Some(t0() + LEASE));
+        assert_eq!(i.current_provider, "a");
+    }
+    let c2 = s.claim("a", "w2", t0(), LEASE, 10).await.unwrap();
+    assert_eq!(c2.len(), 2);
+    assert!(s
+        .claim("a", "w3", t0(), LEASE, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    let ids: HashSet<_> = c1.iter().chain(&c2).map(|i| i.id.clone()).collect();
+    assert_eq!(ids.len(), 5);
+    assert_eq!(s.counts_by_state(Some("b")).await.unwrap().queued, 1);
+    assert_eq!(s.counts_by_state(Some("a")).await.unwrap().in_flight, 5);
+    assert!(s.claim("a", "w", t0(), LEASE, 0).await.unwrap().is_empty());
+}
+
+pub async fn concurrent_claimers_never_share_an_item<S: Store>(s: S) {
+    let items: Vec<_> = (0..400).map(|i| item("p", &format!("k{i}"))).collect();
+    s.enqueue(&items, t0()).await.unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for _ in 0..400 {
+                let batch = s
+                    .claim("p", &format!("w{w}"), t0(), LEASE, 7)
+                    .await
+                    .unwrap();
+                if batch.is_empty() {
+                    break;
+                }
+                got.extend(batch.into_iter().map(|i| i.id));
+            }
+            got
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let unique: HashSet<_> = all.iter().collect();
+    assert_eq!(all.len(), 400, "every item claimed once");
+    assert_eq!(unique.len(), 400);
+}
+
+pub async fn complete_records_attempts_and_checks_the_lease<S: Store>(s: S) {
+    let ids: Vec<_> = s
+        .enqueue(&[item("p", "k1"), item("p", "k2")], t0())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    s.claim("p", "w1", t0(), LEASE, 10).await.unwrap();
+    let retry = Outcome::Retry {
+        next_attempt_at: t0() + Duration::from_secs(30),
+        reason: "http_429".into(),
+    };
+    let mut two = done(&ids[0], "w1", retry, RemoteCode::Http(401));
+    two.attempts
+        .push(attempt("p", RemoteCode::Http(429), "throttle"));
+    two.last_provider_code = Some("http_429".into());
+    let r = s
+        .complete(
+            &[
+                two,
+                done(
+                    &ids[1],
+                    "intruder",
+                    Outcome::Submitted,
+                    RemoteCode::Http(202),
+                ),
+                done("missing", "w1", Outcome::Submitted, RemoteCode::Http(202)),
+            ],
+            t0(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r[0].as_ref().ok(), Some(&State::Pending));
+    assert!(matches!(r[1], Err(Error::LeaseLost { .. })), "{:?}", r[1]);
+    assert!(matches!(r[2], Err(Error::NotFound(_))), "{:?}", r[2]);
+    assert_eq!(state_of(&s, &ids[1]).await, State::InFlight);
+
+    let it = s.get(&ids[0]).await.unwrap().unwrap();
+    assert_eq!(it.attempts, 2);
+    assert_eq!(it.window_attempts, 2);
+    assert_eq!(it.next_attempt_at, t0() + Duration::from_secs(30));
+    assert_eq!(it.last_provider_code.as_deref(), Some("http_429"));
+    assert_eq!(it.reason.as_deref(), Some("http_429"));
+    assert_eq!(it.lease_owner, None);
+    let att = s.attempts(&ids[0]).await.unwrap();
+    assert_eq!(att.iter().map(|a| a.attempt_no).collect::<Vec<_>>(), [1, 2]);
+    assert!(att.iter().all(|a| a.idempotency_key == "k1"));
+    assert_eq!(att[0].record.remote, RemoteCode::Http(401));
+    assert_eq!(att[1].record.verdict_class, "throttle");
+    assert_eq!(att[1].record.delay, Some(Duration::from_secs(2)));
+    assert_eq!(att[1].record.latency, Duration::from_millis(12));
+
+    // The next attempt continues the numbering.
+    let c = s
+        .claim("p", "w2", t0() + Duration::from_secs(30), LEASE, 10)
+        .await
+        .unwrap();
+    assert_eq!(c.len(), 1);
+    s.complete(
+        &[done(
+            &ids[0],
+            "w2",
+            Outcome::Submitted,
+            RemoteCode::Http(202),
+        )],
+        t0(),
+    )
+    .await
+    .unwrap();
+    let att = s.attempts(&ids[0]).await.unwrap();
+    assert_eq!(att.last().map(|a| a.attempt_no), Some(3));
+    assert_eq!(state_of(&s, &ids[0]).await, State::Submitted);
+}
+
+pub async fn expired_leases_return_to_pending<S: Store>(s: S) {
+    let id = s.enqueue(&[item("p", "k")], t0()).await.unwrap()[0]
+        .id
+        .clone();
+    s.claim("p", "crashed", t0(), LEASE, 1).await.unwrap();
+    assert_eq!(
+        s.reclaim_expired(t0() + LEASE - Duration::from_millis(1))
+            .await
+            .unwrap(),
+        0
+    );
+    let later = t0() + LEASE;
+    assert_eq!(s.reclaim_expired(later).await.unwrap(), 1);
+    let it = s.get(&id).await.unwrap().unwrap();
+    assert_eq!(it.state, State::Pending);
+    assert_eq!(it.attempts, 1, "the crashed attempt may have been sent");
+    assert_eq!(it.next_attempt_at, later);
+    assert_eq!(it.reason.as_deref(), Some("lease_expired"));
+    // The crashed worker's late completion is refused.
+    let r = s
+        .complete(
+            &[done(
+                &id,
+                "crashed",
+                Outcome::Submitted,
+                RemoteCode::Http(202),
+            )],
+            later,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(r[0], Err(Error::IllegalTransition(_))),
+        "{:?}",
+        r[0]
+    );
+    // A new claim picks it up with the same idempotency key.
+    let again = s.claim("p", "fresh", later, LEASE, 1).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].idempotency_key, "k");
+}
+
+pub async fn deferral_requeue_and_failover_sweeps<S: Store>(s: S) {
+    let e = s
+        .enqueue(
+            &[item("p", "old"), item("p", "young"), item("q", "other")],
+            t0(),
+        )
+        .await
+        .unwrap();
+    for claimed in [
+        s.claim("p", "w", t0(), LEASE, 10).await.unwrap(),
+        s.claim("q", "w", t0(), LEASE, 10).await.unwrap(),
+    ] {
+        for it in claimed {
+            let out = Outcome::Retry {
+                next_attempt_at: t0() + HOUR,
+                reason: "http_503".into(),
+            };
+            s.complete(&[done(&it.id, "w", out, RemoteCode::Http(503))], t0())
+                .await
+                .unwrap();
+        }
+    }
+    assert_eq!(s.next_due("p").await.unwrap(), Some(t0() + HOUR));
+    assert_eq!(s.next_due("none").await.unwrap(), None);
+    assert_eq!(
+        s.oldest_pending_age(t0() + Duration::from_secs(5))
+            .await
+            .unwrap(),
+        Some(Duration::from_secs(5))
+    );
+    // Age cut-off before t0: nothing is old enough.
+    let before = t0() - Duration::from_secs(1);
+    assert_eq!(s.fail_over("p", "backup", before, t0()).await.unwrap(), 0);
+    assert_eq!(
+        s.defer_older_than("p", before, "max age", t0())
+            .await
+            .unwrap(),
+        0
+    );
+    // Fail over only p's pending items.
+    assert_eq!(s.fail_over("p", "backup", t0(), t0()).await.unwrap(), 2);
+    let moved = s.get(&e[0].id).await.unwrap().unwrap();
+    assert_eq!(
+        (moved.provider.as_str(), moved.current_provider.as_str()),
+        ("p", "backup")
+    );
+    assert_eq!(
+        moved.next_attempt_at,
+        t0(),
+        "due at once on the new provider"
+    );
+    assert_eq!(
+        s.claim("backup", "w", t0(), LEASE, 10).await.unwrap().len(),
+        2
+    );
+    // Max age defers q's item.
+    assert_eq!(
+        s.defer_older_than("q", t0(), "max age", t0())
+            .await
+            .unwrap(),
+        1
+    );
+    let d = s.get(&e[2].id).await.unwrap().unwrap();
+    assert_eq!(
+        (d.state, d.reason.as_deref()),
+        (State::Deferred, Some("max age"))
+    );
+    // Requeue by filter: wrong provider touches nothing, right one starts a new window.
+    let f = RequeueFilter {
+        provider: Some("p".into()),
+        ids: None,
+    };
+    assert_eq!(s.requeue_deferred(&f, t0()).await.unwrap(), 0);
+    let later = t0() + HOUR;
+    let f = RequeueFilter {
+        provider: None,
+        ids: Some(vec![e[2].id.clone(), "missing".into()]),
+    };
+    assert_eq!(s.requeue_deferred(&f, later).await.unwrap(), 1);
+    let r = s.get(&e[2].id).await.unwrap().unwrap();
+    assert_eq!(r.state, State::Queued);
+    assert_eq!((r.attempts, r.window_attempts), (1, 0));
+    assert_eq!((r.window_start, r.next_attempt_at), (later, later));
+    assert!(matches!(
+        s.requeue("missing", later).await,
+        Err(Error::NotFound(_))
+    ));
+}
+
+pub async fn remote_counts_group_what_the_remote_said<S: Store>(s: S) {
+    let keys: Vec<_> = (0..3).map(|i| item("p", &format!("k{i}"))).collect();
+    let ids: Vec<_> = s
+        .enqueue(&keys, t0())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    s.claim("p", "w", t0(), LEASE, 10).await.unwrap();
+    let mut c0 = done(&ids[0], "w", Outcome::Submitted, RemoteCode::Http(429));
+    c0.attempts
+        .push(attempt("p", RemoteCode::Http(429), "throttle"));
+    c0.attempts
+        .push(attempt("p", RemoteCode::Http(202), "success"));
+    let c1 = done(&ids[1], "w", Outcome::Submitted, RemoteCode::Smpp(0x58));
+    let fail = Outcome::Failed {
+        reason: "connect".into(),
+    };
+    let c2 = done(&ids[2], "w", fail, RemoteCode::NoResponse);
+    s.complete(&[c0, c1, c2], t0()).await.unwrap();
+    let counts = s.remote_counts(None).await.unwrap();
+    assert_eq!(counts[0], (RemoteCode::Http(429), 2));
+    let mut rest = counts[1..].to_vec();
+    rest.sort();
+    assert_eq!(
+        rest,
+        [
+            (RemoteCode::Http(202), 1),
+            (RemoteCode::Smpp(0x58), 1),
+            (RemoteCode::NoResponse, 1)
+        ]
+    );
+    assert!(s.remote_counts(Some("other")).await.unwrap().is_empty());
+    let c = s.counts_by_state(None).await.unwrap();
+    assert_eq!((c.submitted, c.failed, c.total()), (2, 1, 3));
+}
+
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    crate::support::with_sqlite(super::$name).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    crate::support::with_postgres(super::$name).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    matrix,
+    enqueue_is_idempotent_and_all_or_nothing,
+    claim_leases_respect_provider_limit_and_due_time,
+    concurrent_claimers_never_share_an_item,
+    complete_records_attempts_and_checks_the_lease,
+    expired_leases_return_to_pending,
+    deferral_requeue_and_failover_sweeps,
+    remote_counts_group_what_the_remote_said,
+);

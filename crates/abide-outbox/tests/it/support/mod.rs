@@ -1,0 +1,81 @@
+//! Fresh stores for tests: a temp SQLite file, or a fresh Postgres schema.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use abide_outbox::{PostgresStore, SqliteStore};
+use futures::FutureExt;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::Executor;
+
+pub const PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// A fixed, readable start time for every test.
+pub fn t0() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_750_000_000)
+}
+
+/// Run `check` against a store in a fresh temporary SQLite file.
+pub async fn with_sqlite<F, Fut>(check: F)
+where
+    F: FnOnce(SqliteStore) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("outbox.db"))
+        .await
+        .unwrap();
+    check(store).await;
+}
+
+fn require_services() -> bool {
+    std::env::var("ABIDE_REQUIRE_SERVICES").is_ok_and(|v| v == "1")
+}
+
+/// Run `check` against a store in a fresh Postgres schema, dropped afterwards (also when
+/// `check` panics). Prints `SKIPPED:` and returns when Postgres is unreachable, unless
+/// `ABIDE_REQUIRE_SERVICES=1`.
+pub async fn with_postgres<F, Fut>(check: F)
+where
+    F: FnOnce(PostgresStore) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let admin = match PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(3))
+        .connect(PG_URL)
+        .await
+    {
+        Ok(p) => p,
+        Err(e) if !require_services() => {
+            println!("SKIPPED: PostgreSQL at {PG_URL} unreachable: {e}");
+            return;
+        }
+        Err(e) => panic!("PostgreSQL required (ABIDE_REQUIRE_SERVICES=1) but unreachable: {e}"),
+    };
+    let schema = format!("abide_test_{}", uuid::Uuid::new_v4().simple());
+    admin
+        .execute(format!("CREATE SCHEMA {schema}").as_str())
+        .await
+        .unwrap();
+    let opts = PgConnectOptions::from_str(PG_URL)
+        .unwrap()
+        .options([("search_path", schema.as_str())]);
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(opts)
+        .await
+        .unwrap();
+    let store = PostgresStore::from_pool(pool.clone()).await.unwrap();
+    let result = AssertUnwindSafe(check(store)).catch_unwind().await;
+    pool.close().await;
+    admin
+        .execute(format!("DROP SCHEMA {schema} CASCADE").as_str())
+        .await
+        .unwrap();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
