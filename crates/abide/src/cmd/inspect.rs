@@ -1,11 +1,384 @@
-//! `abide inspect` (not yet implemented).
+//! `abide inspect`: explain how abide reads one response (verdict, delay and its reason,
+//! rate limits, deprecation warnings) as stable JSON on stdout.
 
+use std::io::Read;
 use std::process::ExitCode;
+use std::time::SystemTime;
+
+use abide_core::ratelimit::RateLimitInfo;
+use abide_core::retry_after::escape_raw;
+use abide_core::{
+    parse_warnings, Backoff, Classifier, Clock, Observation, SystemClock, VerdictClass, Warning,
+};
+use anyhow::{bail, Context};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+const LONG_HELP: &str = "\
+INPUT
+  Give the status with --status (or --smpp for an SMPP command_status) and headers with
+  repeated --header 'Name: value' flags, or pipe a raw header block with --stdin (or `-`).
+  The block may start with a status line such as `HTTP/1.1 429 Too Many Requests`; it ends
+  at the first empty line (a body after it is ignored). --status overrides the status line.
+  Flags and stdin headers combine; a repeated header (two Retry-After lines) is kept.
+
+OUTPUT (one JSON object on stdout; field names and meanings are stable)
+  verdict           success | throttle | retry | refresh_credentials | terminal | unknown
+  reason            stable reason code, e.g. http_429, http_403_retry_after, smpp_0x58_throttled
+  delay_secs        seconds abide would wait before the next attempt (within floor 1 s and
+                    cap 600 s); null for success and terminal
+  delay_reason      honoured | floored | capped | unparseable | absent; null when delay_secs is.
+                    absent = no Retry-After, the default backoff base (0.5 s) floored to 1 s
+  retry_after_raw   the Retry-After line(s) as received, joined with \", \" (control
+                    characters escaped); null when absent
+  retry_after_secs  what Retry-After parsed to before floor and cap (largest value, a date
+                    converted against --now); null when absent or unparseable
+  rate_limit        null, or {source, policy, limit, remaining, reset_secs, window_secs,
+                    exhausted, advertised_rate_per_sec}
+  warnings          list of {kind: deprecation, at, link} and {kind: sunset, at}
+  now               the clock used, RFC 3339
+  status            the HTTP status, or null; smpp_command_status: the SMPP code, or null
+
+  An unparseable Retry-After waits 300 s plus a jitter of up to 60 s drawn from --seed
+  (default 0, so the same input and --now always print the same output).
+
+EXIT STATUS
+  0 when the response was read (whatever the verdict); 2 for bad input (a malformed
+  header line, a bad --now, --status or --smpp), with the offending line or flag named.";
 
 /// Arguments of `abide inspect`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
+#[command(after_long_help = LONG_HELP)]
+pub(crate) struct Args {
+    /// HTTP status code of the response (or give a status line on stdin).
+    #[arg(long, value_name = "N")]
+    status: Option<u16>,
+    /// SMPP command_status instead of an HTTP status, e.g. 0x58 (hex) or 88.
+    #[arg(long, value_name = "CODE", conflicts_with = "status")]
+    smpp: Option<String>,
+    /// A response header `Name: value`; repeat for several (or the same one twice).
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    /// Read a raw header block (optionally starting with a status line) from stdin.
+    #[arg(long)]
+    stdin: bool,
+    /// `-` reads stdin, like --stdin.
+    #[arg(value_name = "-", hide = true)]
+    dash: Option<String>,
+    /// Wall-clock time to judge HTTP-dates against, RFC 3339 (default: now).
+    #[arg(long, value_name = "RFC3339")]
+    now: Option<String>,
+    /// Seed for the jitter of an unparseable Retry-After (default 0: reproducible output).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    seed: u64,
+}
 
-pub(crate) fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`abide inspect` is not implemented yet")
+/// The JSON printed on stdout. Field order is part of the contract.
+#[derive(Debug, Serialize)]
+struct Report {
+    verdict: &'static str,
+    reason: String,
+    delay_secs: Option<f64>,
+    delay_reason: Option<&'static str>,
+    retry_after_raw: Option<String>,
+    retry_after_secs: Option<f64>,
+    rate_limit: Option<RateLimitReport>,
+    warnings: Vec<Warning>,
+    now: String,
+    status: Option<u16>,
+    smpp_command_status: Option<u32>,
+}
+
+#[derive(Debug, Serialize)]
+struct RateLimitReport {
+    #[serde(flatten)]
+    info: RateLimitInfo,
+    exhausted: bool,
+    advertised_rate_per_sec: Option<f64>,
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let from_stdin = args.stdin || args.dash.is_some();
+    if let Some(other) = args.dash.as_deref().filter(|d| *d != "-") {
+        bail!("unexpected argument {other:?} (only `-` is accepted, meaning stdin)");
+    }
+    let now = match &args.now {
+        Some(s) => parse_now(s)?,
+        None => SystemClock.now(),
+    };
+
+    let mut headers = HeaderMap::new();
+    let mut status_line = None;
+    if from_stdin {
+        let mut input = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut input)
+            .context("reading stdin")?;
+        status_line = parse_block(&input, &mut headers)?;
+    }
+    for (i, h) in args.headers.iter().enumerate() {
+        let (name, value) = parse_header_line(h.as_bytes())
+            .with_context(|| format!("--header #{} {}", i + 1, shown(h.as_bytes())))?;
+        headers.append(name, value);
+    }
+
+    let report = if let Some(code) = &args.smpp {
+        let code = parse_smpp(code)?;
+        if !headers.is_empty() {
+            bail!("--smpp takes no headers: SMPP responses carry none");
+        }
+        build(
+            &Observation::Smpp {
+                command_status: code,
+            },
+            &headers,
+            now,
+            args.seed,
+        )
+    } else {
+        let status = match args.status.or(status_line) {
+            Some(s) => s,
+            None => bail!("missing --status (or a status line on stdin, or --smpp)"),
+        };
+        let code = StatusCode::from_u16(status)
+            .ok()
+            .filter(|_| (100..=599).contains(&status))
+            .with_context(|| format!("--status {status}: not an HTTP status (100-599)"))?;
+        build(
+            &Observation::Http {
+                status: code,
+                headers: &headers,
+            },
+            &headers,
+            now,
+            args.seed,
+        )
+    }?;
+    let json = serde_json::to_string_pretty(&report).context("serialising the report")?;
+    println!("{json}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn build(
+    obs: &Observation<'_>,
+    headers: &HeaderMap,
+    now: SystemTime,
+    seed: u64,
+) -> anyhow::Result<Report> {
+    let classifier = Classifier::default();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let verdict = classifier.classify(obs, now, &mut rng);
+
+    // What the server said, independent of whether the verdict uses it (a terminal 404
+    // with Retry-After still shows the raw value). The RNG only jitters the delay, which
+    // is not read here.
+    let said =
+        classifier
+            .retry_after
+            .from_headers(headers, now, &mut ChaCha8Rng::seed_from_u64(seed));
+
+    let delay = match verdict.class {
+        VerdictClass::Success | VerdictClass::Terminal => None,
+        _ => Some(
+            verdict
+                .retry_after
+                .clone()
+                .unwrap_or_else(|| classifier.retry_after.from_backoff(Backoff::default().base)),
+        ),
+    };
+    let (status, smpp_command_status) = match *obs {
+        Observation::Http { status, .. } => (Some(status.as_u16()), None),
+        Observation::Smpp { command_status } => (None, Some(command_status)),
+        Observation::Transport(_) => (None, None),
+    };
+    Ok(Report {
+        verdict: verdict.class.as_str(),
+        reason: verdict.reason,
+        delay_secs: delay.as_ref().map(|d| d.delay.as_secs_f64()),
+        delay_reason: delay.as_ref().map(|d| d.reason.as_str()),
+        retry_after_raw: said.as_ref().and_then(|d| d.raw.clone()),
+        retry_after_secs: said
+            .as_ref()
+            .and_then(|d| d.retry_after)
+            .map(|d| d.as_secs_f64()),
+        rate_limit: verdict.rate_limit.map(|info| RateLimitReport {
+            exhausted: info.exhausted(),
+            advertised_rate_per_sec: info.advertised_rate(),
+            info,
+        }),
+        warnings: parse_warnings(headers),
+        now: format_now(now)?,
+        status,
+        smpp_command_status,
+    })
+}
+
+fn parse_now(s: &str) -> anyhow::Result<SystemTime> {
+    let t = OffsetDateTime::parse(s, &Rfc3339).with_context(|| {
+        format!("--now {s:?}: not an RFC 3339 time (e.g. 2026-06-15T08:00:00Z)")
+    })?;
+    Ok(t.into())
+}
+
+fn format_now(now: SystemTime) -> anyhow::Result<String> {
+    OffsetDateTime::from(now)
+        .format(&Rfc3339)
+        .context("formatting the clock as RFC 3339")
+}
+
+fn parse_smpp(s: &str) -> anyhow::Result<u32> {
+    let t = s.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => t.parse(),
+    };
+    parsed.with_context(|| format!("--smpp {s:?}: not a command_status (e.g. 0x58 or 88)"))
+}
+
+/// Parse a raw header block into `headers`; returns the status of a leading status line.
+fn parse_block(input: &[u8], headers: &mut HeaderMap) -> anyhow::Result<Option<u16>> {
+    let mut status = None;
+    let mut lines: Vec<(usize, Vec<u8>)> = Vec::new();
+    for (i, raw) in input.split(|&b| b == b'\n').enumerate() {
+        let n = i + 1;
+        let line = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if line.is_empty() {
+            if lines.is_empty() && status.is_none() {
+                continue; // leading blank lines
+            }
+            break; // end of the header block
+        }
+        if n == 1 || (lines.is_empty() && status.is_none()) {
+            if line.starts_with(b"HTTP/") {
+                status =
+                    Some(parse_status_line(line).with_context(|| {
+                        format!("stdin line {n}: bad status line {}", shown(line))
+                    })?);
+                continue;
+            }
+        }
+        if matches!(line.first(), Some(b' ' | b'\t')) {
+            // obs-fold (RFC 9112 §5.2): a continuation of the previous value.
+            let Some((_, prev)) = lines.last_mut() else {
+                bail!("stdin line {n}: continuation line with no header before it");
+            };
+            prev.push(b' ');
+            prev.extend_from_slice(trim(line));
+            continue;
+        }
+        lines.push((n, line.to_vec()));
+    }
+    for (n, line) in lines {
+        let (name, value) =
+            parse_header_line(&line).with_context(|| format!("stdin line {n} {}", shown(&line)))?;
+        headers.append(name, value);
+    }
+    Ok(status)
+}
+
+/// `HTTP/1.1 429 Too Many Requests` or `HTTP/2 429`.
+fn parse_status_line(line: &[u8]) -> anyhow::Result<u16> {
+    let text = std::str::from_utf8(line).context("not UTF-8")?;
+    let code = text
+        .split_ascii_whitespace()
+        .nth(1)
+        .context("no status code")?;
+    let n: u16 = code
+        .parse()
+        .ok()
+        .filter(|c| (100..=599).contains(c) && code.len() == 3)
+        .with_context(|| format!("{code:?} is not a status code"))?;
+    Ok(n)
+}
+
+/// `Name: value`, value trimmed of OWS. Non-UTF-8 value bytes are kept (they are a real
+/// case for Retry-After and are reported escaped).
+fn parse_header_line(line: &[u8]) -> anyhow::Result<(HeaderName, HeaderValue)> {
+    let colon = line
+        .iter()
+        .position(|&b| b == b':')
+        .context("expected `Name: value`")?;
+    let name = HeaderName::from_bytes(trim(&line[..colon])).context("invalid header name")?;
+    let value = HeaderValue::from_bytes(trim(&line[colon + 1..]))
+        .context("invalid header value (control characters?)")?;
+    Ok((name, value))
+}
+
+fn trim(mut v: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = v {
+        v = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = v {
+        v = rest;
+    }
+    v
+}
+
+/// Headers whose values are secrets: never echoed, even in an error message.
+fn is_sensitive(name: &[u8]) -> bool {
+    let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+    matches!(
+        name.as_str(),
+        "authorization" | "proxy-authorization" | "cookie" | "set-cookie"
+    ) || name.contains("api-key")
+        || name.contains("apikey")
+        || name.contains("token")
+        || name.contains("secret")
+}
+
+/// A line for an error message: escaped, shortened, and with a secret value redacted.
+fn shown(line: &[u8]) -> String {
+    // The name ends at ':' or, on a line missing its colon, at the first blank.
+    let end = line
+        .iter()
+        .position(|&b| matches!(b, b':' | b' ' | b'\t'))
+        .unwrap_or(line.len());
+    let name = trim(&line[..end]);
+    if is_sensitive(name) {
+        return format!("({}: <redacted>)", escape_raw(name));
+    }
+    let cut = &line[..line.len().min(80)];
+    format!("({})", escape_raw(cut))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_with_status_line_crlf_and_fold() {
+        let mut h = HeaderMap::new();
+        let s = parse_block(
+            b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 5\r\nX-Long: a\r\n  b\r\n\r\nbody: x\n",
+            &mut h,
+        )
+        .unwrap();
+        assert_eq!(s, Some(429));
+        assert_eq!(h.get("retry-after").unwrap(), "5");
+        assert_eq!(h.get("x-long").unwrap(), "a b");
+        assert!(h.get("body").is_none());
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_errors() {
+        assert_eq!(
+            shown(b"Authorization: Bearer abc"),
+            "(Authorization: <redacted>)"
+        );
+        assert_eq!(shown(b"X-Api-Key: k"), "(X-Api-Key: <redacted>)");
+        assert_eq!(shown(b"Retry-After: 5"), "(Retry-After: 5)");
+        assert_eq!(shown(b"Cookie sid=1"), "(Cookie: <redacted>)");
+    }
+
+    #[test]
+    fn smpp_codes() {
+        assert_eq!(parse_smpp("0x58").unwrap(), 0x58);
+        assert_eq!(parse_smpp("88").unwrap(), 88);
+        assert!(parse_smpp("throttled").is_err());
+    }
 }
