@@ -2,6 +2,7 @@
 //! async commands build their own tokio runtime inside `run`.
 
 pub(crate) mod demo;
+pub(crate) mod input;
 pub(crate) mod inspect;
 pub(crate) mod provider;
 pub(crate) mod requeue;
