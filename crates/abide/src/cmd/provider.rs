@@ -1,11 +1,221 @@
-//! `abide provider` (not yet implemented).
+//! `abide provider`: run the fake rate-limited messaging API of `abide-provider`.
 
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+
+use abide_core::SystemClock;
+use abide_provider::{parse_duration, ApiKey, ProviderConfig, Rate, ScheduleEntry};
+use anyhow::Context;
+
+const LONG_HELP: &str = "\
+ENDPOINTS
+  POST /v1/messages   JSON object body, `Authorization: Bearer <key>`, optional
+                      `Idempotency-Key`. 202 {\"id\":\"msg_...\"}. A repeated idempotency key
+                      gets the original answer and counts as a duplicate; a message is never
+                      accepted twice. Unknown key: 401. Body not a JSON object: 400.
+  GET /v1/quota       The caller's gates (limit, remaining, reset) as JSON and RateLimit
+                      headers. Needs a key; never charges; answers while exhausted.
+  GET /_stats         JSON: requests, accepted, duplicates, rejected, rejected_by_reason,
+                      rejected_by_status, suspensions, grace_passes, in_flight, and a
+                      per-second histogram (requests and throttled; last 3600 s).
+  GET /healthz        ok
+
+LIMITS (flags override --config)
+  Rates are COUNT/PERIOD: 10/s, 600/1m, 1/1h; `off` disables. Over a rate or concurrency
+  limit a request is throttled (see THROTTLE). Reasons: key_rate, account_rate,
+  concurrency, account_concurrency. An honest 429 carries Retry-After (delay-seconds,
+  rounded up, at least 1), RateLimit-Policy, RateLimit and {\"error\":\"rate_limited\",
+  \"reason\":\"key_rate\"}.
+
+BEHAVIOURS: --behaviour FACET=VALUE[@WHEN] (repeatable, applied in order)
+  WHEN is a time since start (500ms, 60s, 2m, 1h) or #N (from the N-th message request on,
+  counting every request). Without @WHEN the change applies from the start.
+  retry-after=STYLE  Retry-After on throttles: seconds (default), imf-fixdate (alias
+                     http-date), rfc850, asctime, zero (`0`), huge (`86400`), garbage
+                     (`soon-ish`), absent. Only `seconds` also sends RateLimit fields.
+  throttle=STYLE     429 (default); 403 (403, Retry-After: 0, empty body, like a
+                     misconfigured gateway); smpp-200 (HTTP 200 with {\"command_status\":N});
+                     smpp-429 (429 with {\"command_status\":N} and Retry-After).
+  smpp-status=N      command_status for the smpp styles (88 ESME_RTHROTTLED, default;
+                     20 ESME_RMSGQFUL).
+  fail-503=F         Answer a fraction F (0..1) of message requests 503 before any limit,
+                     evenly spread (0.25 = every 4th). A 503 burst is fail-503=1@10s followed
+                     by fail-503=0@20s.
+  grace=on|off       Grace period: throttled requests still get a 429, but the next attempt
+                     with the same Idempotency-Key is accepted (counted as grace_passes).
+                     Turn it off on a schedule to start enforcing (grace=off@#100).
+
+ABUSE PROTECTION
+  --abuse-threshold N suspends a key after N throttled requests within --abuse-window;
+  for --suspend-for (seeds saw 1h and 24h) its requests get 403 {\"error\":\"suspended\"}
+  without Retry-After, as real abuse systems block rather than slow down.
+
+CONFIG FILE (--config provider.toml)
+  latency_ms = 0
+  [[api_keys]]
+  key = \"demo-key\"
+  account = \"demo\"
+  [limits]
+  key_rate = \"10/s\"        # key_burst, account_rate, account_burst, key_concurrency,
+  account_concurrency = 8  # lease_secs
+  [abuse]
+  threshold = 20           # window_secs = 60, suspend_secs = 3600
+  [behaviour]
+  retry_after = \"seconds\"  # throttle, smpp_status, fail_503, grace
+  [[schedule]]
+  at_secs = 60             # or at_request = 100
+  retry_after = \"imf-fixdate\"
+
+The first line on stdout is `listening on http://ADDR`. Logs go to stderr and never
+contain API keys (callers appear as a hash prefix, e.g. k:1a2b3c4d).";
 
 /// Arguments of `abide provider`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
+#[command(after_long_help = LONG_HELP)]
+pub(crate) struct Args {
+    /// Address to listen on; port 0 picks a free port (printed on stdout).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// TOML configuration file; flags given as well override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Accepted API key, `KEY` or `KEY:ACCOUNT` (repeatable; replaces the configured keys).
+    /// Default: demo-key (account demo).
+    #[arg(long = "api-key", value_name = "KEY[:ACCOUNT]")]
+    api_keys: Vec<String>,
+    /// Sustained rate per key, COUNT/PERIOD or `off` [default: 10/s].
+    #[arg(long, value_name = "RATE")]
+    key_rate: Option<String>,
+    /// Burst per key [default: the rate's COUNT].
+    #[arg(long, value_name = "N")]
+    key_burst: Option<u32>,
+    /// Sustained rate per account, COUNT/PERIOD or `off` [default: 50/s].
+    #[arg(long, value_name = "RATE")]
+    account_rate: Option<String>,
+    /// Burst per account [default: the rate's COUNT].
+    #[arg(long, value_name = "N")]
+    account_burst: Option<u32>,
+    /// Requests in flight per key, or `off` [default: 4].
+    #[arg(long, value_name = "N")]
+    key_concurrency: Option<String>,
+    /// Requests in flight per account, or `off` [default: off].
+    #[arg(long, value_name = "N")]
+    account_concurrency: Option<String>,
+    /// A concurrency slot not released by then is freed [default: 30s].
+    #[arg(long, value_name = "DURATION")]
+    lease: Option<String>,
+    /// Processing time of each accepted message (holds its concurrency slot) [default: 0ms].
+    #[arg(long, value_name = "DURATION")]
+    latency: Option<String>,
+    /// Throttled requests within --abuse-window that suspend a key; 0 = off [default: 0].
+    #[arg(long, value_name = "N")]
+    abuse_threshold: Option<u32>,
+    /// Window for --abuse-threshold [default: 60s].
+    #[arg(long, value_name = "DURATION")]
+    abuse_window: Option<String>,
+    /// Suspension length [default: 1h].
+    #[arg(long, value_name = "DURATION")]
+    suspend_for: Option<String>,
+    /// Behaviour change FACET=VALUE[@WHEN], repeatable (see BEHAVIOURS below).
+    #[arg(long = "behaviour", value_name = "FACET=VALUE[@WHEN]")]
+    behaviours: Vec<String>,
+}
 
-pub(crate) fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`abide provider` is not implemented yet")
+fn opt_rate(s: &str) -> anyhow::Result<Option<Rate>> {
+    Ok(if s == "off" { None } else { Some(s.parse()?) })
+}
+
+fn opt_count(s: &str) -> anyhow::Result<Option<u32>> {
+    Ok(if s == "off" {
+        None
+    } else {
+        Some(s.parse().with_context(|| format!("{s:?} is not a count"))?)
+    })
+}
+
+fn secs(s: &str) -> anyhow::Result<u64> {
+    Ok(parse_duration(s)?.as_secs())
+}
+
+/// The configuration: the file if given, then flags on top.
+fn config(a: &Args) -> anyhow::Result<ProviderConfig> {
+    let mut c = match &a.config {
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            ProviderConfig::from_toml_str(&text).with_context(|| format!("in {}", p.display()))?
+        }
+        None => ProviderConfig::default(),
+    };
+    if !a.api_keys.is_empty() {
+        c.api_keys = a
+            .api_keys
+            .iter()
+            .map(|k| k.parse::<ApiKey>())
+            .collect::<Result<_, _>>()?;
+    }
+    let l = &mut c.limits;
+    if let Some(v) = &a.key_rate {
+        l.key_rate = opt_rate(v)?;
+    }
+    if let Some(v) = a.key_burst {
+        l.key_burst = Some(v);
+    }
+    if let Some(v) = &a.account_rate {
+        l.account_rate = opt_rate(v)?;
+    }
+    if let Some(v) = a.account_burst {
+        l.account_burst = Some(v);
+    }
+    if let Some(v) = &a.key_concurrency {
+        l.key_concurrency = opt_count(v)?;
+    }
+    if let Some(v) = &a.account_concurrency {
+        l.account_concurrency = opt_count(v)?;
+    }
+    if let Some(v) = &a.lease {
+        l.lease_secs = secs(v)?;
+    }
+    if let Some(v) = &a.latency {
+        c.latency_ms = u64::try_from(parse_duration(v)?.as_millis()).unwrap_or(u64::MAX);
+    }
+    if let Some(v) = a.abuse_threshold {
+        c.abuse.threshold = v;
+    }
+    if let Some(v) = &a.abuse_window {
+        c.abuse.window_secs = secs(v)?;
+    }
+    if let Some(v) = &a.suspend_for {
+        c.abuse.suspend_secs = secs(v)?;
+    }
+    for b in &a.behaviours {
+        c.schedule.push(b.parse::<ScheduleEntry>()?);
+    }
+    c.validate()?;
+    Ok(c)
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let cfg = config(&args)?;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let p = abide_provider::spawn(cfg, Arc::new(SystemClock), args.listen).await?;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on {}", p.url())?;
+        out.flush()?;
+        drop(out);
+        tokio::signal::ctrl_c().await?;
+        p.shutdown().await?;
+        Ok(ExitCode::SUCCESS)
+    })
 }
