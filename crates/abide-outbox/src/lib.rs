@@ -7,11 +7,13 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod config;
 pub mod error;
 pub mod model;
 pub mod state;
 pub mod store;
 
+pub use config::{Config, FailoverConfig, ProviderConfig, RetryConfig, Secret};
 pub use error::{Error, Result};
 pub use model::{
     AttemptRecord, Body, Completion, Counts, Enqueued, Item, NewItem, Outcome, RemoteCode, Request,

@@ -1,0 +1,620 @@
+//! Providers from a TOML file.
+//!
+//! ```toml
+//! [[provider]]
+//! name = "sms-primary"
+//! base_url = "https://api.example.com"
+//! credentials_env = "SMS_PRIMARY_TOKEN"   # the variable's NAME; its value is never stored
+//! rate_hint = 50.0                        # requests per second to start at
+//! concurrency = 16                        # concurrent senders
+//! idempotency_key_header = "Idempotency-Key"
+//! timeout_secs = 10
+//!
+//! [provider.retry]
+//! max_attempts = 12          # per attempt window, then DEFERRED
+//! unknown_max_attempts = 3   # cap for responses we do not recognise
+//! max_age_secs = 86400       # per attempt window, then DEFERRED
+//! backoff_base_ms = 500
+//! backoff_cap_secs = 300
+//!
+//! [provider.classify.http]
+//! 409 = "retry"
+//!
+//! [provider.failover]
+//! to = "sms-backup"
+//! after_pending_secs = 120
+//!
+//! [[provider]]
+//! name = "sms-backup"
+//! base_url = "https://backup.example.net/api"
+//! ```
+//!
+//! Every field but `name` and `base_url` is optional; see [`ProviderConfig`] for the
+//! defaults. Validation errors name the provider and the field.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use abide_core::{Backoff, Classifier, ClassifyOverrides, Jitter, RetryBudgetConfig};
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::model::NewItem;
+
+/// Default idempotency-key header (IETF draft-ietf-httpapi-idempotency-key-header).
+pub const DEFAULT_IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
+
+/// All configured providers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Providers, in file order.
+    pub providers: Vec<ProviderConfig>,
+}
+
+/// One provider.
+///
+/// # Default
+/// - `rate_hint`: 10 requests per second (the pacer's starting rate; it then learns)
+/// - `concurrency`: 4 senders
+/// - `timeout`: 10 s per request
+/// - `idempotency_key_header`: `Idempotency-Key`
+/// - `auth_header`: none, i.e. `Authorization: Bearer <token>` (RFC 6750 §2.1)
+/// - `retry`: see [`RetryConfig`]
+/// - `budget`: [`RetryBudgetConfig::default`]
+/// - no credentials, no classification overrides, no failover
+#[derive(Clone, PartialEq)]
+pub struct ProviderConfig {
+    /// Unique name items refer to.
+    pub name: String,
+    /// Base URL; item paths are appended to it.
+    pub base_url: reqwest::Url,
+    /// Name of the environment variable holding the token (never the token itself).
+    pub credentials_env: Option<String>,
+    /// Header that carries the token as is; `None` sends `Authorization: Bearer <token>`.
+    pub auth_header: Option<http::HeaderName>,
+    /// Starting send rate, requests per second.
+    pub rate_hint: f64,
+    /// Concurrent senders.
+    pub concurrency: usize,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Header carrying the item's idempotency key.
+    pub idempotency_key_header: http::HeaderName,
+    /// Attempt caps and backoff.
+    pub retry: RetryConfig,
+    /// Retry budget shared by the provider's senders.
+    pub budget: RetryBudgetConfig,
+    /// Classification overrides for this provider.
+    pub classify: ClassifyOverrides,
+    /// Where pending items go after a while.
+    pub failover: Option<FailoverConfig>,
+}
+
+impl fmt::Debug for ProviderConfig {
+    // Written out so that a future secret field cannot leak through a derive; the
+    // credential itself is never held here, only the variable's name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("name", &self.name)
+            .field("base_url", &self.base_url.as_str())
+            .field("credentials_env", &self.credentials_env)
+            .field("auth_header", &self.auth_header)
+            .field("rate_hint", &self.rate_hint)
+            .field("concurrency", &self.concurrency)
+            .field("timeout", &self.timeout)
+            .field("idempotency_key_header", &self.idempotency_key_header)
+            .field("retry", &self.retry)
+            .field("classify", &self.classify)
+            .field("failover", &self.failover)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProviderConfig {
+    /// The classifier for this provider: defaults plus overrides.
+    pub fn classifier(&self) -> Classifier {
+        Classifier::default().with_overrides(self.classify.clone())
+    }
+
+    /// Read the credential from the environment now (called at start and again once on
+    /// a 401). `None` when no variable is configured or it is unset.
+    pub fn read_credentials(&self) -> Option<Secret> {
+        let var = self.credentials_env.as_ref()?;
+        std::env::var(var).ok().map(Secret)
+    }
+}
+
+/// A credential read from the environment. `Debug` and `Display` print `***`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wrap a value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    /// The value, for building the request header only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Attempt caps and backoff.
+///
+/// # Default
+/// - `max_attempts`: 12 per window, then `DEFERRED`
+/// - `unknown_max_attempts`: 3 (unrecognised responses get few tries)
+/// - `max_age`: 24 h per window, then `DEFERRED`
+/// - `backoff`: base 500 ms, cap 5 min, full jitter
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryConfig {
+    /// Attempts per window before the item is deferred.
+    pub max_attempts: u32,
+    /// Attempts per window when the last verdict was `Unknown`.
+    pub unknown_max_attempts: u32,
+    /// Age (from the window start) after which a pending item is deferred.
+    pub max_age: Duration,
+    /// Our own backoff when the remote sent no `Retry-After`.
+    pub backoff: Backoff,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: 12,
+            unknown_max_attempts: 3,
+            max_age: Duration::from_secs(86_400),
+            backoff: Backoff {
+                base: Duration::from_millis(500),
+                cap: Duration::from_secs(300),
+                jitter: Jitter::Full,
+            },
+        }
+    }
+}
+
+/// Fail-over of pending items to another provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailoverConfig {
+    /// The provider to move to.
+    pub to: String,
+    /// How long an item may wait (from its window start) before it moves.
+    pub after_pending: Duration,
+}
+
+// ---- the file format -------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    provider: Vec<FileProvider>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileProvider {
+    name: String,
+    base_url: String,
+    credentials_env: Option<String>,
+    auth_header: Option<String>,
+    rate_hint: Option<f64>,
+    concurrency: Option<usize>,
+    timeout_secs: Option<f64>,
+    idempotency_key_header: Option<String>,
+    #[serde(default)]
+    retry: FileRetry,
+    #[serde(default)]
+    budget: FileBudget,
+    #[serde(default)]
+    classify: ClassifyOverrides,
+    failover: Option<FileFailover>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileRetry {
+    max_attempts: Option<u32>,
+    unknown_max_attempts: Option<u32>,
+    max_age_secs: Option<u64>,
+    backoff_base_ms: Option<u64>,
+    backoff_cap_secs: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileBudget {
+    ttl_secs: Option<u64>,
+    min_per_sec: Option<u32>,
+    retry_ratio: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileFailover {
+    to: String,
+    after_pending_secs: u64,
+}
+
+/// Highest accepted `rate_hint`, requests per second.
+const MAX_RATE_HINT: f64 = 1_000_000.0;
+/// Highest accepted `concurrency`.
+const MAX_CONCURRENCY: usize = 1024;
+
+fn invalid(provider: &str, field: &str, message: impl Into<String>) -> Error {
+    Error::Config {
+        provider: provider.to_owned(),
+        field: field.to_owned(),
+        message: message.into(),
+    }
+}
+
+impl Config {
+    /// Read and validate a TOML file.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the provider and field (or `"<file>"` for syntax errors).
+    pub fn load(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| invalid("<file>", &path.display().to_string(), e.to_string()))?;
+        Self::from_toml_str(&text)
+    }
+
+    /// Parse and validate TOML text.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the provider and field (or `"<file>"` for syntax errors).
+    pub fn from_toml_str(text: &str) -> Result<Self> {
+        let file: FileConfig =
+            toml::from_str(text).map_err(|e| invalid("<file>", "toml", e.to_string()))?;
+        if file.provider.is_empty() {
+            return Err(invalid("<file>", "provider", "no [[provider]] configured"));
+        }
+        let mut names = HashSet::new();
+        let mut providers = Vec::with_capacity(file.provider.len());
+        for p in file.provider {
+            let cfg = validate_provider(p)?;
+            if !names.insert(cfg.name.clone()) {
+                return Err(invalid(&cfg.name, "name", "configured twice"));
+            }
+            providers.push(cfg);
+        }
+        for p in &providers {
+            if let Some(f) = &p.failover {
+                if f.to == p.name {
+                    return Err(invalid(
+                        &p.name,
+                        "failover.to",
+                        "cannot fail over to itself",
+                    ));
+                }
+                if !names.contains(&f.to) {
+                    return Err(invalid(
+                        &p.name,
+                        "failover.to",
+                        format!("{:?} is not a configured provider", f.to),
+                    ));
+                }
+            }
+        }
+        Ok(Self { providers })
+    }
+
+    /// The provider called `name`.
+    pub fn provider(&self, name: &str) -> Option<&ProviderConfig> {
+        self.providers.iter().find(|p| p.name == name)
+    }
+
+    /// Check that `item` is well formed and targets a configured provider.
+    ///
+    /// # Errors
+    /// [`Error::UnknownProvider`], [`Error::InvalidRequest`].
+    pub fn check_item(&self, item: &NewItem) -> Result<()> {
+        item.validate()?;
+        if self.provider(&item.provider).is_none() {
+            return Err(Error::UnknownProvider(item.provider.clone()));
+        }
+        Ok(())
+    }
+}
+
+fn validate_provider(p: FileProvider) -> Result<ProviderConfig> {
+    let name = p.name;
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+    {
+        return Err(invalid(
+            &name,
+            "name",
+            "must be 1-64 characters of A-Z a-z 0-9 - _ .",
+        ));
+    }
+    let n = name.as_str();
+    let base_url = reqwest::Url::parse(&p.base_url)
+        .map_err(|e| invalid(n, "base_url", format!("{:?}: {e}", p.base_url)))?;
+    if !matches!(base_url.scheme(), "http" | "https") || base_url.host_str().is_none() {
+        return Err(invalid(
+            n,
+            "base_url",
+            "must be an http or https URL with a host",
+        ));
+    }
+    if base_url.query().is_some() || base_url.fragment().is_some() {
+        return Err(invalid(n, "base_url", "must not have a query or fragment"));
+    }
+    if !base_url.username().is_empty() || base_url.password().is_some() {
+        return Err(invalid(
+            n,
+            "base_url",
+            "must not embed credentials; use credentials_env",
+        ));
+    }
+    if let Some(var) = &p.credentials_env {
+        if var.is_empty() || var.contains('=') || var.contains('\0') {
+            return Err(invalid(
+                n,
+                "credentials_env",
+                "must be the NAME of an environment variable",
+            ));
+        }
+    }
+    let auth_header = p
+        .auth_header
+        .map(|h| {
+            http::HeaderName::from_bytes(h.as_bytes())
+                .map_err(|_| invalid(n, "auth_header", format!("{h:?} is not a header name")))
+        })
+        .transpose()?;
+    let rate_hint = p.rate_hint.unwrap_or(10.0);
+    if !(rate_hint.is_finite() && rate_hint > 0.0 && rate_hint <= MAX_RATE_HINT) {
+        return Err(invalid(
+            n,
+            "rate_hint",
+            format!("must be in (0, {MAX_RATE_HINT}] requests per second"),
+        ));
+    }
+    let concurrency = p.concurrency.unwrap_or(4);
+    if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
+        return Err(invalid(
+            n,
+            "concurrency",
+            format!("must be 1..={MAX_CONCURRENCY}"),
+        ));
+    }
+    let timeout_secs = p.timeout_secs.unwrap_or(10.0);
+    if !(timeout_secs.is_finite() && (0.001..=600.0).contains(&timeout_secs)) {
+        return Err(invalid(n, "timeout_secs", "must be in [0.001, 600]"));
+    }
+    let idem = p
+        .idempotency_key_header
+        .unwrap_or_else(|| DEFAULT_IDEMPOTENCY_KEY_HEADER.to_owned());
+    let idempotency_key_header = http::HeaderName::from_bytes(idem.as_bytes()).map_err(|_| {
+        invalid(
+            n,
+            "idempotency_key_header",
+            format!("{idem:?} is not a header name"),
+        )
+    })?;
+
+    let d = RetryConfig::default();
+    let r = p.retry;
+    let retry = RetryConfig {
+        max_attempts: r.max_attempts.unwrap_or(d.max_attempts),
+        unknown_max_attempts: r.unknown_max_attempts.unwrap_or(d.unknown_max_attempts),
+        max_age: r.max_age_secs.map_or(d.max_age, Duration::from_secs),
+        backoff: Backoff {
+            base: r
+                .backoff_base_ms
+                .map_or(d.backoff.base, Duration::from_millis),
+            cap: r
+                .backoff_cap_secs
+                .map_or(d.backoff.cap, Duration::from_secs),
+            jitter: Jitter::Full,
+        },
+    };
+    if retry.max_attempts == 0 {
+        return Err(invalid(n, "retry.max_attempts", "must be at least 1"));
+    }
+    if retry.unknown_max_attempts == 0 {
+        return Err(invalid(
+            n,
+            "retry.unknown_max_attempts",
+            "must be at least 1",
+        ));
+    }
+    if retry.max_age.is_zero() {
+        return Err(invalid(n, "retry.max_age_secs", "must be positive"));
+    }
+    if retry.backoff.base.is_zero() || retry.backoff.base > retry.backoff.cap {
+        return Err(invalid(
+            n,
+            "retry.backoff_base_ms",
+            "must be positive and at most backoff_cap_secs",
+        ));
+    }
+    let db = RetryBudgetConfig::default();
+    let budget = RetryBudgetConfig {
+        ttl: p.budget.ttl_secs.map_or(db.ttl, Duration::from_secs),
+        min_per_sec: p.budget.min_per_sec.unwrap_or(db.min_per_sec),
+        retry_ratio: p.budget.retry_ratio.unwrap_or(db.retry_ratio),
+    };
+    if !(budget.retry_ratio.is_finite() && budget.retry_ratio >= 0.0) {
+        return Err(invalid(
+            n,
+            "budget.retry_ratio",
+            "must be a finite number >= 0",
+        ));
+    }
+    let failover = p
+        .failover
+        .map(|f| {
+            if f.after_pending_secs == 0 {
+                return Err(invalid(
+                    n,
+                    "failover.after_pending_secs",
+                    "must be positive",
+                ));
+            }
+            Ok(FailoverConfig {
+                to: f.to,
+                after_pending: Duration::from_secs(f.after_pending_secs),
+            })
+        })
+        .transpose()?;
+    Ok(ProviderConfig {
+        base_url,
+        credentials_env: p.credentials_env,
+        auth_header,
+        rate_hint,
+        concurrency,
+        timeout: Duration::from_secs_f64(timeout_secs),
+        idempotency_key_header,
+        retry,
+        budget,
+        classify: p.classify,
+        failover,
+        name,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use abide_core::VerdictClass;
+
+    const GOOD: &str = r#"
+        [[provider]]
+        name = "a"
+        base_url = "http://127.0.0.1:9000/api"
+        credentials_env = "ABIDE_TEST_TOKEN_A"
+        rate_hint = 50.0
+        concurrency = 20
+        [provider.retry]
+        max_attempts = 5
+        backoff_base_ms = 100
+        backoff_cap_secs = 10
+        [provider.classify.http]
+        409 = "retry"
+        [provider.failover]
+        to = "b"
+        after_pending_secs = 120
+
+        [[provider]]
+        name = "b"
+        base_url = "https://backup.example"
+    "#;
+
+    #[test]
+    fn parses_with_defaults() {
+        let c = Config::from_toml_str(GOOD).unwrap();
+        let a = c.provider("a").unwrap();
+        assert_eq!(a.concurrency, 20);
+        assert_eq!(a.retry.max_attempts, 5);
+        assert_eq!(a.retry.backoff.cap, Duration::from_secs(10));
+        assert_eq!(a.classify.http.get(&409), Some(&VerdictClass::Retry));
+        assert_eq!(
+            a.failover,
+            Some(FailoverConfig {
+                to: "b".into(),
+                after_pending: Duration::from_secs(120)
+            })
+        );
+        let b = c.provider("b").unwrap();
+        assert_eq!(b.idempotency_key_header.as_str(), "idempotency-key");
+        assert_eq!(b.concurrency, 4);
+        assert_eq!(b.retry, RetryConfig::default());
+    }
+
+    fn err_of(text: &str) -> (String, String) {
+        match Config::from_toml_str(text) {
+            Err(Error::Config {
+                provider, field, ..
+            }) => (provider, field),
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_provider_and_field() {
+        let cases = [
+            (
+                GOOD.replace("to = \"b\"", "to = \"zz\""),
+                "a",
+                "failover.to",
+            ),
+            (GOOD.replace("to = \"b\"", "to = \"a\""), "a", "failover.to"),
+            (
+                GOOD.replace("concurrency = 20", "concurrency = 0"),
+                "a",
+                "concurrency",
+            ),
+            (
+                GOOD.replace("rate_hint = 50.0", "rate_hint = -1.0"),
+                "a",
+                "rate_hint",
+            ),
+            (
+                GOOD.replace("https://backup.example", "ftp://backup.example"),
+                "b",
+                "base_url",
+            ),
+            (
+                GOOD.replace("https://backup.example", "https://u:p@backup.example"),
+                "b",
+                "base_url",
+            ),
+            (
+                GOOD.replace("backoff_base_ms = 100", "backoff_base_ms = 60000"),
+                "a",
+                "retry.backoff_base_ms",
+            ),
+            (GOOD.replace("name = \"b\"", "name = \"a\""), "a", "name"),
+            (GOOD.replace("rate_hint", "rate_hnit"), "<file>", "toml"),
+        ];
+        for (text, provider, field) in cases {
+            assert_eq!(
+                err_of(&text),
+                (provider.to_owned(), field.to_owned()),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn items_target_only_configured_providers() {
+        let c = Config::from_toml_str(GOOD).unwrap();
+        let req = crate::Request::post_json("/m", serde_json::json!({}));
+        assert!(c.check_item(&NewItem::new("a", req.clone())).is_ok());
+        assert!(matches!(
+            c.check_item(&NewItem::new("nope", req)),
+            Err(Error::UnknownProvider(_))
+        ));
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let s = Secret::new("hunter2");
+        assert_eq!(format!("{s:?} {s}"), "Secret(***) ***");
+        let c = Config::from_toml_str(GOOD).unwrap();
+        let dbg = format!("{:?}", c);
+        assert!(dbg.contains("ABIDE_TEST_TOKEN_A") && !dbg.contains("hunter2"));
+    }
+}
