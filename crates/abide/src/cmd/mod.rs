@@ -1,10 +1,12 @@
 //! One module per subcommand. Each exposes `Args` (clap) and `run(Args) -> Result<ExitCode>`;
 //! async commands build their own tokio runtime inside `run`.
 
+pub(crate) mod db;
 pub(crate) mod demo;
 pub(crate) mod input;
 pub(crate) mod inspect;
 pub(crate) mod provider;
+pub(crate) mod report;
 pub(crate) mod requeue;
 pub(crate) mod send;
 pub(crate) mod serve;

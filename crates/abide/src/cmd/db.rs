@@ -1,0 +1,163 @@
+//! Opening the outbox database for the CLI, and the one-sender-per-SQLite-file lock.
+//!
+//! `abide send` and `abide serve` on an SQLite file take an exclusive lock on
+//! `<db>.lock` (an OS file lock, released by the kernel when the process dies, even by
+//! `kill -9`). Holding it proves that no other abide process is sending from this file, so
+//! every `IN_FLIGHT` item found at start belongs to a dead process: its lease is cut short
+//! and it goes back to `PENDING` at once (attempts + 1, since the request may have been
+//! sent; the retry carries the same idempotency key). Without this a restarted sender
+//! would wait for the old leases to run out (`--lease`).
+//!
+//! Postgres is shared by design, so no lock is taken there and dead leases are reclaimed
+//! only when they expire.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use abide_outbox::{AnyStore, Store};
+use anyhow::{bail, Context};
+
+/// The database used when `--db` is not given: a file in the current directory.
+pub(crate) const DEFAULT_DB: &str = "abide.db";
+
+/// True for a Postgres URL.
+pub(crate) fn is_postgres(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
+}
+
+/// The SQLite file behind `db`, if it names one.
+fn sqlite_path(db: &str) -> Option<PathBuf> {
+    if is_postgres(db) {
+        return None;
+    }
+    let p = db
+        .strip_prefix("sqlite://")
+        .or_else(|| db.strip_prefix("sqlite:"))
+        .unwrap_or(db);
+    let p = p.split('?').next().unwrap_or(p);
+    (!p.is_empty() && p != ":memory:").then(|| PathBuf::from(p))
+}
+
+/// Open (creating if needed) the database for sending.
+pub(crate) async fn open(db: &str) -> anyhow::Result<AnyStore> {
+    AnyStore::connect(db)
+        .await
+        .with_context(|| format!("opening the outbox database {db}"))
+}
+
+/// Open a database that must already exist (for `status` and `requeue`, which should
+/// not create an empty file when the path is mistyped).
+pub(crate) async fn open_existing(db: &str) -> anyhow::Result<AnyStore> {
+    if let Some(p) = sqlite_path(db) {
+        if !p.exists() {
+            bail!(
+                "no outbox database at {} (give --db; `abide send` creates it)",
+                p.display()
+            );
+        }
+    }
+    open(db).await
+}
+
+/// An exclusive lock on `<db>.lock`; dropped (or the process dies) = released.
+#[derive(Debug)]
+pub(crate) struct DbLock {
+    _file: File,
+    path: PathBuf,
+}
+
+impl DbLock {
+    /// The lock file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Take the sender lock for an SQLite database; `None` for Postgres.
+///
+/// # Errors
+/// Another process holds it, or the lock file cannot be created.
+pub(crate) fn lock(db: &str) -> anyhow::Result<Option<DbLock>> {
+    let Some(p) = sqlite_path(db) else {
+        return Ok(None);
+    };
+    let mut name = p.clone().into_os_string();
+    name.push(".lock");
+    let path = PathBuf::from(name);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("creating the lock file {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(DbLock { _file: file, path })),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "another abide send or serve is using {} (lock {} is held); \
+             wait for it or stop it first",
+            p.display(),
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", path.display()))
+        }
+    }
+}
+
+/// With the lock held: move every `IN_FLIGHT` item (its owner is dead) back to `PENDING`
+/// now. Returns how many.
+///
+/// The store's own [`Store::reclaim_expired`] does the state change (so the state machine
+/// still decides); this only shortens the dead leases to `now` first.
+pub(crate) async fn reclaim_dead_leases(
+    store: &AnyStore,
+    _lock: &DbLock,
+    now: SystemTime,
+) -> anyhow::Result<u64> {
+    let AnyStore::Sqlite(s) = store else {
+        return Ok(0);
+    };
+    let now_ms = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    sqlx::query(
+        "UPDATE items SET lease_expires_at_ms = $1 \
+         WHERE state = 'IN_FLIGHT' AND lease_expires_at_ms > $1",
+    )
+    .bind(now_ms)
+    .execute(s.pool())
+    .await
+    .context("shortening dead leases")?;
+    Ok(store.reclaim_expired(now).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn sqlite_paths() {
+        assert_eq!(sqlite_path("abide.db"), Some(PathBuf::from("abide.db")));
+        assert_eq!(
+            sqlite_path("sqlite:///tmp/x.db?mode=rwc"),
+            Some(PathBuf::from("/tmp/x.db"))
+        );
+        assert_eq!(sqlite_path("postgres://u@h/db"), None);
+        assert_eq!(sqlite_path("sqlite::memory:"), None);
+    }
+
+    #[test]
+    fn second_lock_is_refused_until_the_first_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("o.db");
+        let db = db.to_str().unwrap();
+        let first = lock(db).unwrap().unwrap();
+        let second = lock(db).unwrap_err().to_string();
+        assert!(second.contains("another abide"), "{second}");
+        drop(first);
+        assert!(lock(db).unwrap().is_some());
+    }
+}

@@ -1,0 +1,131 @@
+//! What an outbox database holds, read from the store: used by `status`, the final report
+//! of `send` and `demo`, and `serve`'s `/v1/stats`.
+//!
+//! Two kinds of number are kept apart on purpose: what the remote side SAID (attempts per
+//! HTTP status or SMPP code, straight from the attempts table) and what abide DECIDED
+//! (item states: submitted, pending, deferred, failed).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
+
+use abide_outbox::{Counts, RemoteCode, Store};
+use serde::Serialize;
+
+/// A point-in-time view of an outbox database.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Snapshot {
+    /// Items per state (what abide decided).
+    pub(crate) counts: Counts,
+    /// All items (logical requests).
+    pub(crate) items: u64,
+    /// Age of the oldest item still waiting (QUEUED or PENDING), seconds.
+    pub(crate) oldest_pending_age_secs: Option<f64>,
+    /// Attempts made, all providers (every request put on the wire, as recorded).
+    pub(crate) attempts: u64,
+    /// Attempts the remote answered with HTTP 429.
+    pub(crate) http_429: u64,
+    /// `http_429 / items`: the issue-4 target is at most 0.05.
+    pub(crate) http_429_per_item: f64,
+    /// Attempts per remote code (`http_202`, `http_429`, `smpp_0x58`, `no_response`):
+    /// what the remote side said.
+    pub(crate) remote_counts: BTreeMap<String, u64>,
+}
+
+impl Snapshot {
+    /// Read it from `store`.
+    pub(crate) async fn load<S: Store>(store: &S, now: SystemTime) -> anyhow::Result<Self> {
+        let counts = store.counts_by_state(None).await?;
+        let age = store.oldest_pending_age(now).await?;
+        let remote = store.remote_counts(None).await?;
+        let attempts = remote.iter().map(|(_, n)| n).sum();
+        let http_429 = remote
+            .iter()
+            .filter(|(c, _)| *c == RemoteCode::Http(429))
+            .map(|(_, n)| n)
+            .sum();
+        let items = counts.total();
+        Ok(Self {
+            counts,
+            items,
+            oldest_pending_age_secs: age.map(|d| d.as_secs_f64()),
+            attempts,
+            http_429,
+            http_429_per_item: ratio(http_429, items),
+            remote_counts: remote
+                .into_iter()
+                .map(|(c, n)| (c.to_string(), n))
+                .collect(),
+        })
+    }
+
+    /// A table for a terminal.
+    pub(crate) fn render_table(&self, db: &str) -> String {
+        let c = &self.counts;
+        let mut s = String::new();
+        let _ = writeln!(s, "outbox {db}: {} items", self.items);
+        let _ = writeln!(s, "  what abide decided (items per state)");
+        for (name, n) in [
+            ("QUEUED", c.queued),
+            ("IN_FLIGHT", c.in_flight),
+            ("PENDING", c.pending),
+            ("SUBMITTED", c.submitted),
+            ("FAILED", c.failed),
+            ("DEFERRED", c.deferred),
+        ] {
+            let _ = writeln!(s, "    {name:<10} {n:>9}");
+        }
+        let _ = writeln!(
+            s,
+            "  oldest waiting   {}",
+            self.oldest_pending_age_secs
+                .map_or_else(|| "-".to_owned(), |a| human(Duration::from_secs_f64(a)))
+        );
+        let _ = writeln!(
+            s,
+            "  what the remote said ({} attempts; 429s per item {:.3})",
+            self.attempts, self.http_429_per_item
+        );
+        if self.remote_counts.is_empty() {
+            let _ = writeln!(s, "    (no attempts yet)");
+        }
+        for (code, n) in &self.remote_counts {
+            let _ = writeln!(s, "    {code:<12} {n:>7}");
+        }
+        s
+    }
+}
+
+/// `a / b`, 0 when `b` is 0.
+pub(crate) fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// `1h02m`, `3m04s`, `12.3s`.
+pub(crate) fn human(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 3600 {
+        format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60)
+    } else if secs >= 60 {
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human(Duration::from_millis(12_340)), "12.3s");
+        assert_eq!(human(Duration::from_secs(184)), "3m04s");
+        assert_eq!(human(Duration::from_secs(3720)), "1h02m");
+        assert_eq!(ratio(1, 0), 0.0);
+    }
+}
