@@ -1,0 +1,492 @@
+//! abide-gate through its public API: the plain library and the tower layer in axum.
+
+#![allow(clippy::unwrap_used)]
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use abide_core::{Clock, ManualClock};
+use abide_gate::{BearerKeys, Gate, GateLayer, GateSet, RateQuota, Scope};
+use axum::body::Body;
+use axum::http::{Request, Response, StatusCode};
+use axum::routing::get;
+use axum::Router;
+use tokio::sync::{mpsc, Semaphore};
+use tower::ServiceExt;
+
+fn nz(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap()
+}
+
+fn clock() -> ManualClock {
+    ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_750_000_000))
+}
+
+fn per(n: u32, window: Duration) -> RateQuota {
+    RateQuota::new(nz(n), window).unwrap()
+}
+
+fn key_gate(q: RateQuota) -> Gate {
+    Gate::rate("key", "key_rate", Scope::Key, q)
+}
+
+fn account_gate(q: RateQuota) -> Gate {
+    Gate::rate("account", "account_rate", Scope::Account, q)
+}
+
+fn conc_gate(n: u32) -> Gate {
+    Gate::concurrency(
+        "conc",
+        "concurrency",
+        Scope::Key,
+        nz(n),
+        Duration::from_secs(30),
+    )
+}
+
+fn set(gates: Vec<Gate>) -> Arc<GateSet> {
+    Arc::new(
+        gates
+            .into_iter()
+            .fold(GateSet::builder(), |b, g| b.with_gate(g))
+            .build()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn retry_after_boundaries_round_up_and_never_say_zero() {
+    let c = clock();
+    let gates = set(vec![key_gate(per(1, Duration::from_secs(1)))]);
+    let _ = gates.check("k", None, c.monotonic()).unwrap();
+
+    // 1.0 s left.
+    let no = gates.check("k", None, c.monotonic()).unwrap_err();
+    assert_eq!(no.wait(), Duration::from_secs(1));
+    assert_eq!(no.retry_after_secs(), 1);
+
+    // 0.2 s left.
+    c.advance(Duration::from_millis(800));
+    let no = gates.check("k", None, c.monotonic()).unwrap_err();
+    assert_eq!(no.wait(), Duration::from_millis(200));
+    assert_eq!(no.headers()["retry-after"], "1");
+    assert_eq!(no.headers()["ratelimit"], "\"key\";r=0;t=1");
+
+    // 1 ns left is still 1, never 0.
+    c.advance(Duration::from_millis(200) - Duration::from_nanos(1));
+    assert_eq!(
+        gates
+            .check("k", None, c.monotonic())
+            .unwrap_err()
+            .retry_after_secs(),
+        1
+    );
+    c.advance(Duration::from_nanos(1));
+    let _ = gates.check("k", None, c.monotonic()).unwrap();
+
+    // 1.01 s left rounds up to 2.
+    let g2 = set(vec![key_gate(per(1, Duration::from_millis(1010)))]);
+    let _ = g2.check("k", None, c.monotonic()).unwrap();
+    assert_eq!(
+        g2.check("k", None, c.monotonic())
+            .unwrap_err()
+            .retry_after_secs(),
+        2
+    );
+}
+
+#[test]
+fn the_reported_reset_is_the_rejecting_gates_own() {
+    let c = clock();
+    let gates = set(vec![
+        key_gate(per(10, Duration::from_secs(1))),
+        account_gate(per(1, Duration::from_secs(60))),
+    ]);
+    let now = c.monotonic();
+    let _ = gates.check("k1", Some("acme"), now).unwrap();
+    // Another key of the same account: the key gate admits, the account gate refuses.
+    let no = gates.check("k2", Some("acme"), now).unwrap_err();
+    assert_eq!(no.rejected().len(), 1);
+    assert_eq!(no.category(), "account_rate");
+    let h = no.headers();
+    assert_eq!(h["retry-after"], "60");
+    assert_eq!(h["ratelimit-policy"], "\"account\";q=1;w=60");
+    assert_eq!(h["ratelimit"], "\"account\";r=0;t=60");
+    assert_eq!(
+        no.body(),
+        r#"{"error":"rate_limited","reason":"account_rate"}"#
+    );
+    // A refused request charged nothing: k2's own window is untouched.
+    let k2 = gates.quota("k2", Some("acme"), now);
+    assert_eq!((k2[0].name.as_str(), k2[0].remaining), ("key", 10));
+
+    // The key gate refusing alone reports the key gate's reset.
+    let gates = set(vec![
+        key_gate(per(1, Duration::from_secs(2))),
+        account_gate(per(100, Duration::from_secs(60))),
+    ]);
+    let _ = gates.check("k", Some("acme"), now).unwrap();
+    let no = gates.check("k", Some("acme"), now).unwrap_err();
+    assert_eq!((no.category(), no.retry_after_secs()), ("key_rate", 2));
+}
+
+#[test]
+fn when_several_gates_refuse_retry_after_waits_for_all() {
+    let c = clock();
+    let gates = set(vec![
+        key_gate(per(1, Duration::from_secs(5))),
+        account_gate(per(1, Duration::from_secs(30))),
+    ]);
+    let now = c.monotonic();
+    let _ = gates.check("k", Some("a"), now).unwrap();
+    let no = gates.check("k", Some("a"), now).unwrap_err();
+    assert_eq!(no.rejected().len(), 2);
+    assert_eq!(no.retry_after_secs(), 30);
+    assert_eq!(no.category(), "account_rate");
+    assert_eq!(
+        no.headers()["ratelimit"],
+        "\"key\";r=0;t=5, \"account\";r=0;t=30"
+    );
+}
+
+#[test]
+fn one_trace_holds_one_slot_and_stale_releases_free_nothing() {
+    let c = clock();
+    let gates = set(vec![conc_gate(1)]);
+    let now = c.monotonic();
+    let a1 = gates.check_traced("k", None, Some("A"), now).unwrap();
+    let a2 = gates.check_traced("k", None, Some("A"), now).unwrap();
+    assert!(gates.check_traced("k", None, Some("B"), now).is_err());
+    // Releasing A's first acquisition twice: the second call does nothing, A still holds.
+    assert!(gates.release(&a1.leases()[0]));
+    assert!(!gates.release(&a1.leases()[0]));
+    assert!(gates.check_traced("k", None, Some("B"), now).is_err());
+    assert!(gates.release(&a2.leases()[0]));
+    let b = gates.check_traced("k", None, Some("B"), now).unwrap();
+
+    // A's leases are stale now: releasing them cannot free B's slot.
+    assert!(!gates.release(&a1.leases()[0]));
+    assert!(!gates.release(&a2.leases()[0]));
+    assert!(gates.check_traced("k", None, Some("C"), now).is_err());
+    drop(b);
+}
+
+#[test]
+fn an_expired_lease_frees_its_slot_and_its_late_release_is_harmless() {
+    let c = clock();
+    let gates = set(vec![conc_gate(1)]);
+    let a = gates
+        .check_traced("k", None, Some("A"), c.monotonic())
+        .unwrap();
+    c.advance(Duration::from_secs(29));
+    let no = gates
+        .check_traced("k", None, Some("B"), c.monotonic())
+        .unwrap_err();
+    assert_eq!(
+        no.wait(),
+        Duration::from_secs(1),
+        "the lease expiry bounds the wait"
+    );
+    c.advance(Duration::from_secs(1));
+    let _b = gates
+        .check_traced("k", None, Some("B"), c.monotonic())
+        .unwrap();
+    assert!(!gates.release(&a.leases()[0]));
+    assert!(gates
+        .check_traced("k", None, Some("C"), c.monotonic())
+        .is_err());
+}
+
+#[test]
+fn invalid_gate_sets_are_refused() {
+    let q = per(1, Duration::from_secs(1));
+    assert!(GateSet::builder()
+        .with_gate(key_gate(q))
+        .with_gate(key_gate(q))
+        .build()
+        .is_err());
+    assert!(GateSet::builder()
+        .with_gate(Gate::rate("Key Gate", "key_rate", Scope::Key, q))
+        .build()
+        .is_err());
+    assert!(RateQuota::new(nz(1), Duration::ZERO).is_err());
+}
+
+// ---- the tower layer in axum ----
+
+struct App {
+    router: Router,
+    entered: mpsc::UnboundedReceiver<()>,
+    hold: Arc<Semaphore>,
+    layer: GateLayer,
+}
+
+fn app(gates: Arc<GateSet>, clock: &ManualClock) -> App {
+    let (tx, entered) = mpsc::unbounded_channel();
+    let hold = Arc::new(Semaphore::new(0));
+    let h = Arc::clone(&hold);
+    let keys = BearerKeys::new()
+        .with_key("k1", Some("acme"))
+        .with_key("k2", Some("acme"));
+    let clock: Arc<dyn Clock> = Arc::new(clock.clone());
+    let layer = GateLayer::new(gates, clock, keys).with_quota_path("/v1/quota");
+    let router = Router::new()
+        .route("/ok", get(|| async { "ok" }))
+        .route("/app429", get(|| async { StatusCode::TOO_MANY_REQUESTS }))
+        .route("/bad", get(|| async { StatusCode::NOT_FOUND }))
+        .route("/boom", get(|| async { StatusCode::INTERNAL_SERVER_ERROR }))
+        .route(
+            "/hold",
+            get(move || {
+                let (tx, h) = (tx.clone(), Arc::clone(&h));
+                async move {
+                    tx.send(()).unwrap();
+                    h.acquire().await.unwrap().forget();
+                    "held"
+                }
+            }),
+        )
+        .layer(layer.clone());
+    App {
+        router,
+        entered,
+        hold,
+        layer,
+    }
+}
+
+fn req(path: &str, key: Option<&str>, trace: Option<&str>) -> Request<Body> {
+    let mut b = Request::get(path);
+    if let Some(k) = key {
+        b = b.header("authorization", format!("Bearer {k}"));
+    }
+    if let Some(t) = trace {
+        b = b.header("idempotency-key", t);
+    }
+    b.body(Body::empty()).unwrap()
+}
+
+async fn body_json(res: Response<Body>) -> serde_json::Value {
+    let bytes = axum::body::to_bytes(res.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+async fn conc_remaining(router: &Router, key: &str) -> u64 {
+    let res = router
+        .clone()
+        .oneshot(req("/v1/quota", Some(key), None))
+        .await
+        .unwrap();
+    let v = body_json(res).await;
+    let g = v["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "conc")
+        .unwrap()
+        .clone();
+    g["remaining"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn many_clones_share_one_limit() {
+    let c = clock();
+    let a = app(set(vec![key_gate(per(5, Duration::from_secs(60)))]), &c);
+    let mut tasks = Vec::new();
+    for _ in 0..40 {
+        let r = a.router.clone();
+        tasks.push(tokio::spawn(async move {
+            r.oneshot(req("/ok", Some("k1"), None))
+                .await
+                .unwrap()
+                .status()
+        }));
+    }
+    let mut ok = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            StatusCode::OK => ok += 1,
+            s => assert_eq!(s, StatusCode::TOO_MANY_REQUESTS),
+        }
+    }
+    assert_eq!(ok, 5);
+    let m = a.layer.metrics().snapshot();
+    assert_eq!((m.admitted, m.rejected_by_category["key_rate"]), (5, 35));
+}
+
+#[tokio::test]
+async fn parallel_duplicates_with_one_trace_hold_one_slot() {
+    let c = clock();
+    let mut a = app(set(vec![conc_gate(2)]), &c);
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        let r = a.router.clone();
+        held.push(tokio::spawn(async move {
+            r.oneshot(req("/hold", Some("k1"), Some("same")))
+                .await
+                .unwrap()
+        }));
+    }
+    for _ in 0..5 {
+        a.entered.recv().await.unwrap();
+    }
+    assert_eq!(conc_remaining(&a.router, "k1").await, 1);
+    // One slot is still free for another trace, and then none.
+    let other = {
+        let r = a.router.clone();
+        tokio::spawn(async move {
+            r.oneshot(req("/hold", Some("k1"), Some("other")))
+                .await
+                .unwrap()
+        })
+    };
+    a.entered.recv().await.unwrap();
+    let no = a
+        .router
+        .clone()
+        .oneshot(req("/ok", Some("k1"), Some("third")))
+        .await
+        .unwrap();
+    assert_eq!(no.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(no.headers()["retry-after"], "1");
+    assert_eq!(
+        body_json(no).await,
+        serde_json::json!({"error": "rate_limited", "reason": "concurrency"})
+    );
+
+    a.hold.add_permits(6);
+    for t in held.into_iter().chain([other]) {
+        let res = t.await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        let _ = axum::body::to_bytes(res.into_body(), 1024).await.unwrap();
+    }
+    assert_eq!(conc_remaining(&a.router, "k1").await, 2);
+}
+
+#[tokio::test]
+async fn a_dropped_request_frees_its_slot() {
+    let c = clock();
+    let mut a = app(set(vec![conc_gate(1)]), &c);
+    let r = a.router.clone();
+    let t = tokio::spawn(async move { r.oneshot(req("/hold", Some("k1"), Some("d"))).await });
+    a.entered.recv().await.unwrap();
+    assert_eq!(conc_remaining(&a.router, "k1").await, 0);
+    // The client goes away: the server drops the handler future.
+    t.abort();
+    assert!(t.await.unwrap_err().is_cancelled());
+    assert_eq!(conc_remaining(&a.router, "k1").await, 1);
+}
+
+#[tokio::test]
+async fn the_slot_is_held_until_the_response_body_is_done() {
+    let c = clock();
+    let a = app(set(vec![conc_gate(1)]), &c);
+    let res = a
+        .router
+        .clone()
+        .oneshot(req("/ok", Some("k1"), None))
+        .await
+        .unwrap();
+    assert_eq!(conc_remaining(&a.router, "k1").await, 0);
+    let _ = axum::body::to_bytes(res.into_body(), 1024).await.unwrap();
+    assert_eq!(conc_remaining(&a.router, "k1").await, 1);
+    // A response dropped unread frees it too.
+    let res = a
+        .router
+        .clone()
+        .oneshot(req("/ok", Some("k1"), None))
+        .await
+        .unwrap();
+    drop(res);
+    assert_eq!(conc_remaining(&a.router, "k1").await, 1);
+}
+
+#[tokio::test]
+async fn quota_endpoint_works_while_exhausted_and_changes_nothing() {
+    let c = clock();
+    let a = app(set(vec![key_gate(per(2, Duration::from_secs(10)))]), &c);
+    for _ in 0..2 {
+        let res = a
+            .router
+            .clone()
+            .oneshot(req("/ok", Some("k1"), None))
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+    }
+    let before = a
+        .router
+        .clone()
+        .oneshot(req("/ok", Some("k1"), None))
+        .await
+        .unwrap();
+    assert_eq!(before.headers()["retry-after"], "5");
+    for _ in 0..3 {
+        let q = a
+            .router
+            .clone()
+            .oneshot(req("/v1/quota", Some("k1"), None))
+            .await
+            .unwrap();
+        assert_eq!(q.status(), StatusCode::OK);
+        assert_eq!(q.headers()["ratelimit"], "\"key\";r=0;t=10");
+        let v = body_json(q).await;
+        assert_eq!(v["gates"][0]["remaining"], 0);
+        assert_eq!(v["gates"][0]["category"], "key_rate");
+    }
+    // Asking did not push the reset further out.
+    let after = a
+        .router
+        .clone()
+        .oneshot(req("/ok", Some("k1"), None))
+        .await
+        .unwrap();
+    assert_eq!(after.headers()["retry-after"], "5");
+    // Not authenticated: 401, and never a gate's 429.
+    let q = a
+        .router
+        .clone()
+        .oneshot(req("/v1/quota", None, None))
+        .await
+        .unwrap();
+    assert_eq!(q.status(), StatusCode::UNAUTHORIZED);
+    // Another key is unaffected.
+    let q = a
+        .router
+        .clone()
+        .oneshot(req("/v1/quota", Some("k2"), None))
+        .await
+        .unwrap();
+    assert_eq!(body_json(q).await["gates"][0]["remaining"], 2);
+}
+
+#[tokio::test]
+async fn counters_keep_gate_429s_app_429s_4xx_and_5xx_apart() {
+    let c = clock();
+    let a = app(set(vec![key_gate(per(4, Duration::from_secs(60)))]), &c);
+    for path in ["/ok", "/app429", "/bad", "/boom", "/ok"] {
+        let _ = a
+            .router
+            .clone()
+            .oneshot(req(path, Some("k1"), None))
+            .await
+            .unwrap();
+    }
+    let m = a.layer.metrics().snapshot();
+    assert_eq!(m.admitted, 4);
+    assert_eq!(m.rejected_by_category["key_rate"], 1);
+    assert_eq!((m.ok, m.app_429, m.other_4xx, m.server_5xx), (1, 1, 1, 1));
+    // Successful responses advertise the gate's state.
+    c.advance(Duration::from_secs(60));
+    let res = a
+        .router
+        .clone()
+        .oneshot(req("/ok", Some("k1"), None))
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["ratelimit-policy"], "\"key\";q=4;w=60");
+    assert_eq!(res.headers()["ratelimit"], "\"key\";r=3;t=15");
+}
