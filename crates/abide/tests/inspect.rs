@@ -1,0 +1,225 @@
+//! `abide inspect` end to end: the built binary, a fixed `--now`, JSON on stdout.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+const NOW: &str = "2026-06-15T08:00:00Z";
+
+fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_abide"))
+        .arg("inspect")
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input).unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn inspect(args: &[&str]) -> Value {
+    inspect_stdin(args, None)
+}
+
+fn inspect_stdin(args: &[&str], stdin: Option<&[u8]>) -> Value {
+    let mut all = vec!["--now", NOW];
+    all.extend_from_slice(args);
+    let out = run(&all, stdin);
+    assert!(
+        out.status.success(),
+        "{all:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn fails(args: &[&str], stdin: Option<&[u8]>, needle: &str) {
+    let out = run(args, stdin);
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(needle), "{args:?}: {err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn http_date_retry_after_is_converted_against_now() {
+    let v = inspect(&[
+        "--status",
+        "429",
+        "--header",
+        "Retry-After: Mon, 15 Jun 2026 08:02:31 GMT",
+    ]);
+    assert_eq!(v["verdict"], "throttle");
+    assert_eq!(v["reason"], "http_429");
+    assert_eq!(v["delay_secs"], 151.0);
+    assert_eq!(v["delay_reason"], "honoured");
+    assert_eq!(v["retry_after_raw"], "Mon, 15 Jun 2026 08:02:31 GMT");
+    assert_eq!(v["retry_after_secs"], 151.0);
+    assert_eq!(v["now"], NOW);
+    assert_eq!(v["status"], 429);
+}
+
+#[test]
+fn zero_is_floored() {
+    let v = inspect(&["--status", "429", "-H", "Retry-After: 0"]);
+    assert_eq!(v["delay_secs"], 1.0);
+    assert_eq!(v["delay_reason"], "floored");
+    assert_eq!(v["retry_after_secs"], 0.0);
+}
+
+#[test]
+fn a_day_is_capped() {
+    let v = inspect(&["--status", "503", "-H", "Retry-After: 86400"]);
+    assert_eq!(v["verdict"], "throttle");
+    assert_eq!(v["delay_secs"], 600.0);
+    assert_eq!(v["delay_reason"], "capped");
+    assert_eq!(v["retry_after_secs"], 86400.0);
+}
+
+#[test]
+fn garbage_is_a_long_wait_with_the_raw_value() {
+    let v = inspect(&["--status", "429", "-H", "Retry-After: soon-ish"]);
+    assert_eq!(v["delay_reason"], "unparseable");
+    let d = v["delay_secs"].as_f64().unwrap();
+    assert!((300.0..=360.0).contains(&d), "{d}");
+    assert_eq!(v["retry_after_raw"], "soon-ish");
+    assert_eq!(v["retry_after_secs"], Value::Null);
+    // Same seed, same output; another seed moves the jitter.
+    let again = inspect(&["--status", "429", "-H", "Retry-After: soon-ish"]);
+    assert_eq!(again["delay_secs"], v["delay_secs"]);
+    let other = inspect(&[
+        "--status",
+        "429",
+        "-H",
+        "Retry-After: soon-ish",
+        "--seed",
+        "9",
+    ]);
+    assert_ne!(other["delay_secs"], v["delay_secs"]);
+}
+
+#[test]
+fn two_retry_after_lines_take_the_largest() {
+    let v = inspect(&[
+        "--status",
+        "429",
+        "-H",
+        "Retry-After: 30",
+        "--header",
+        "Retry-After: 120",
+    ]);
+    assert_eq!(v["delay_secs"], 120.0);
+    assert_eq!(v["retry_after_raw"], "30, 120");
+    assert_eq!(v["retry_after_secs"], 120.0);
+}
+
+#[test]
+fn forbidden_with_retry_after_zero_is_a_throttle_not_terminal() {
+    let v = inspect(&["--status", "403", "-H", "Retry-After: 0"]);
+    assert_eq!(v["verdict"], "throttle");
+    assert_eq!(v["delay_secs"], 1.0);
+    assert_eq!(v["delay_reason"], "floored");
+}
+
+#[test]
+fn absent_retry_after_uses_the_backoff_and_success_has_no_delay() {
+    let v = inspect(&["--status", "502"]);
+    assert_eq!(v["verdict"], "retry");
+    assert_eq!(v["delay_reason"], "absent");
+    assert_eq!(v["delay_secs"], 1.0);
+    assert_eq!(v["retry_after_raw"], Value::Null);
+    let v = inspect(&["--status", "200"]);
+    assert_eq!(v["verdict"], "success");
+    assert_eq!(v["delay_secs"], Value::Null);
+    assert_eq!(v["delay_reason"], Value::Null);
+    let v = inspect(&["--status", "404", "-H", "Retry-After: 5"]);
+    assert_eq!(
+        v["verdict"], "throttle",
+        "a 4xx with Retry-After is a throttle"
+    );
+}
+
+#[test]
+fn stdin_block_with_status_line_rate_limits_and_warnings() {
+    let block = b"HTTP/1.1 429 Too Many Requests\r\n\
+Retry-After: 42\r\n\
+RateLimit-Policy: \"default\";q=100;w=60\r\n\
+RateLimit: \"default\";r=0;t=42\r\n\
+Sunset: Thu, 31 Dec 2026 23:59:59 GMT\r\n\
+Authorization: Bearer secret-token\r\n\
+\r\n\
+{\"error\":\"rate_limited\"}\n";
+    let v = inspect_stdin(&["--stdin"], Some(block));
+    assert_eq!(v["verdict"], "throttle");
+    assert_eq!(v["status"], 429);
+    assert_eq!(v["delay_secs"], 42.0);
+    let rl = &v["rate_limit"];
+    assert_eq!(rl["source"], "ietf");
+    assert_eq!(rl["limit"], 100);
+    assert_eq!(rl["remaining"], 0);
+    assert_eq!(rl["exhausted"], true);
+    assert_eq!(rl["reset_secs"], 42.0);
+    assert_eq!(rl["window_secs"], 60.0);
+    assert_eq!(v["warnings"][0]["kind"], "sunset");
+    assert_eq!(v["warnings"][0]["at"], "2026-12-31T23:59:59Z");
+    assert!(!v.to_string().contains("secret-token"));
+    // `-` means stdin too, and --status overrides the status line.
+    let v = inspect_stdin(&["--status", "200", "-"], Some(block));
+    assert_eq!(v["verdict"], "success");
+}
+
+#[test]
+fn stdin_invalid_utf8_retry_after_is_unparseable_and_escaped() {
+    let v = inspect_stdin(&["-"], Some(b"HTTP/2 429\nRetry-After: 12\xff\n"));
+    assert_eq!(v["delay_reason"], "unparseable");
+    assert_eq!(v["retry_after_raw"], "12\u{fffd}");
+}
+
+#[test]
+fn smpp_throttle() {
+    let v = inspect(&["--smpp", "0x58"]);
+    assert_eq!(v["verdict"], "throttle");
+    assert_eq!(v["smpp_command_status"], 88);
+    assert_eq!(v["status"], Value::Null);
+    assert_eq!(v["delay_reason"], "absent");
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_culprit() {
+    fails(&["--now", NOW], None, "--status");
+    fails(&["--status", "429", "--now", "yesterday"], None, "--now");
+    fails(&["--status", "42", "--now", NOW], None, "--status 42");
+    fails(&["--smpp", "xyz", "--now", NOW], None, "--smpp");
+    fails(
+        &["--status", "429", "-H", "Retry-After 5", "--now", NOW],
+        None,
+        "--header #1",
+    );
+    fails(
+        &["-", "--now", NOW],
+        Some(b"HTTP/1.1 429 Too Many\nRetry-After: 5\nnot a header\n"),
+        "stdin line 3",
+    );
+    // A malformed secret header is named but its value is not echoed.
+    let out = run(
+        &["--status", "429", "-H", "Authorization Bearer hunter2"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("<redacted>") && !err.contains("hunter2"),
+        "{err}"
+    );
+}
