@@ -81,3 +81,126 @@ async fn accepts_once_per_idempotency_key_and_throttles_honestly() {
     assert_eq!(s.rejected_by_reason["key_rate"], 1);
     p.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn schedule_by_time_switches_retry_after_to_an_http_date() {
+    let clock = clock();
+    let p = start(
+        r#"
+        [limits]
+        key_rate = "1/1m"
+        [[schedule]]
+        at_secs = 60
+        retry_after = "imf-fixdate"
+        "#,
+        &clock,
+    )
+    .await;
+    let c = Client::new();
+    assert_eq!(send(&c, &p, None).await.status(), StatusCode::ACCEPTED);
+    clock.advance(Duration::from_millis(59_500));
+    let r = send(&c, &p, None).await;
+    assert_eq!(header(&r, "retry-after").as_deref(), Some("1"));
+    clock.advance(Duration::from_millis(500));
+    assert_eq!(send(&c, &p, None).await.status(), StatusCode::ACCEPTED);
+    let r = send(&c, &p, None).await;
+    // Wall time 1_750_000_060 + 60 s, as an IMF-fixdate.
+    let want = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(1_750_000_120));
+    assert_eq!(header(&r, "retry-after"), Some(want));
+    let s = p.stats();
+    let seconds: Vec<u64> = s.histogram.iter().map(|b| b.second).collect();
+    assert_eq!(seconds, [0, 59, 60]);
+    assert_eq!(s.histogram[2].throttled, 1);
+}
+
+#[tokio::test]
+async fn a_suspension_ends_after_its_time() {
+    let clock = clock();
+    let p = start(
+        r#"
+        [limits]
+        key_rate = "1/1m"
+        [abuse]
+        threshold = 2
+        window_secs = 10
+        suspend_secs = 3600
+        "#,
+        &clock,
+    )
+    .await;
+    let c = Client::new();
+    assert_eq!(send(&c, &p, None).await.status(), StatusCode::ACCEPTED);
+    // Two rejections far apart do not trigger it: the window is 10 s.
+    assert_eq!(
+        send(&c, &p, None).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    clock.advance(Duration::from_secs(11));
+    assert_eq!(
+        send(&c, &p, None).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(p.stats().suspensions, 0);
+    assert_eq!(
+        send(&c, &p, None).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(p.stats().suspensions, 1);
+    clock.advance(Duration::from_secs(3599));
+    assert_eq!(send(&c, &p, None).await.status(), StatusCode::FORBIDDEN);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(send(&c, &p, None).await.status(), StatusCode::ACCEPTED);
+}
+
+#[tokio::test]
+async fn keys_of_one_account_share_the_account_window() {
+    let clock = clock();
+    let p = start(
+        r#"
+        [[api_keys]]
+        key = "k1"
+        account = "acme"
+        [[api_keys]]
+        key = "k2"
+        account = "acme"
+        [[api_keys]]
+        key = "k3"
+        account = "other"
+        [limits]
+        key_rate = "10/s"
+        account_rate = "2/10s"
+        "#,
+        &clock,
+    )
+    .await;
+    let c = Client::new();
+    let post = |key: &'static str| {
+        c.post(format!("{}/v1/messages", p.url()))
+            .bearer_auth(key)
+            .json(&serde_json::json!({}))
+            .send()
+    };
+    assert_eq!(post("k1").await.unwrap().status(), StatusCode::ACCEPTED);
+    assert_eq!(post("k2").await.unwrap().status(), StatusCode::ACCEPTED);
+    let r = post("k1").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&r, "retry-after").as_deref(), Some("5"));
+    assert_eq!(
+        header(&r, "ratelimit").as_deref(),
+        Some("\"account\";r=0;t=5")
+    );
+    assert_eq!(post("k3").await.unwrap().status(), StatusCode::ACCEPTED);
+    assert_eq!(p.stats().rejected_by_reason["account_rate"], 1);
+}
+
+#[tokio::test]
+async fn invalid_configurations_are_refused() {
+    let clock: Arc<dyn Clock> = Arc::new(clock());
+    let addr = "127.0.0.1:0".parse().unwrap();
+    let mut cfg = ProviderConfig::default();
+    cfg.api_keys.clear();
+    assert!(spawn(cfg, Arc::clone(&clock), addr).await.is_err());
+    let mut cfg = ProviderConfig::default();
+    cfg.limits.key_concurrency = Some(0);
+    assert!(cfg.validate().is_err());
+}
