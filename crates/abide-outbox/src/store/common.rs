@@ -597,18 +597,24 @@ macro_rules! store_impl {
             ) -> $crate::Result<u64> {
                 use $crate::store::common::*;
                 use $crate::{Event, State};
-                let target = $crate::transition(State::Pending, Event::FailOver)?;
-                let r = sqlx::query(SQL_FAIL_OVER)
-                    .bind(target.as_str())
-                    .bind(to)
-                    .bind($crate::model::to_ms(now))
-                    .bind(format!("failed_over_from:{from}"))
-                    .bind(from)
-                    .bind(State::Pending.as_str())
-                    .bind($crate::model::to_ms(pending_since_before))
-                    .execute(&self.pool)
-                    .await?;
-                Ok(r.rows_affected())
+                let mut tx = self.begin_write().await?;
+                let mut n = 0;
+                for source in [State::Queued, State::Pending] {
+                    let target = $crate::transition(source, Event::FailOver)?;
+                    n += sqlx::query(SQL_FAIL_OVER)
+                        .bind(target.as_str())
+                        .bind(to)
+                        .bind($crate::model::to_ms(now))
+                        .bind(format!("failed_over_from:{from}"))
+                        .bind(from)
+                        .bind(source.as_str())
+                        .bind($crate::model::to_ms(pending_since_before))
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                }
+                tx.commit().await?;
+                Ok(n)
             }
 
             async fn counts_by_state(

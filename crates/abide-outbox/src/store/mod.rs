@@ -141,8 +141,8 @@ pub trait Store: Clone + Send + Sync + 'static {
         now: SystemTime,
     ) -> impl Future<Output = Result<u64>> + Send;
 
-    /// Fail-over: `PENDING` items currently targeting `from` whose window started at or
-    /// before `pending_since_before` move to `to` (the original provider stays
+    /// Fail-over: waiting (`QUEUED` or `PENDING`) items currently targeting `from` whose
+    /// window started at or before `pending_since_before` move to `to` (the original provider stays
     /// recorded in [`Item::provider`]) and become due at once. Returns how many.
     ///
     /// # Errors

@@ -429,8 +429,10 @@ pub async fn deferral_requeue_and_failover_sweeps<S: Store>(s: S) {
             .unwrap(),
         0
     );
-    // Fail over only p's pending items.
-    assert_eq!(s.fail_over("p", "backup", t0(), t0()).await.unwrap(), 2);
+    // Fail over only p's waiting items: two PENDING, one still QUEUED (never claimed,
+    // e.g. because the provider was paused).
+    s.enqueue(&[item("p", "waiting")], t0()).await.unwrap();
+    assert_eq!(s.fail_over("p", "backup", t0(), t0()).await.unwrap(), 3);
     let moved = s.get(&e[0].id).await.unwrap().unwrap();
     assert_eq!(
         (moved.provider.as_str(), moved.current_provider.as_str()),
@@ -443,7 +445,7 @@ pub async fn deferral_requeue_and_failover_sweeps<S: Store>(s: S) {
     );
     assert_eq!(
         s.claim("backup", "w", t0(), LEASE, 10).await.unwrap().len(),
-        2
+        3
     );
     // Max age defers q's item.
     assert_eq!(

@@ -1,0 +1,128 @@
+//! Live counters and the [`Progress`] snapshot a CLI renders.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::model::Counts;
+
+/// Counters of what this dispatcher did (since it started). Cheap atomics.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub(crate) attempts: AtomicU64,
+    pub(crate) delivered: AtomicU64,
+    pub(crate) throttled: AtomicU64,
+    pub(crate) retries_scheduled: AtomicU64,
+    pub(crate) terminal_failures: AtomicU64,
+    pub(crate) deferred: AtomicU64,
+    pub(crate) budget_denied: AtomicU64,
+    pub(crate) credential_refreshes: AtomicU64,
+    pub(crate) lease_returns: AtomicU64,
+    pub(crate) in_flight: AtomicU64,
+}
+
+impl Stats {
+    pub(crate) fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn totals(&self) -> Totals {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Totals {
+            attempts: g(&self.attempts),
+            delivered: g(&self.delivered),
+            throttled: g(&self.throttled),
+            retries_scheduled: g(&self.retries_scheduled),
+            terminal_failures: g(&self.terminal_failures),
+            deferred: g(&self.deferred),
+            budget_denied: g(&self.budget_denied),
+            credential_refreshes: g(&self.credential_refreshes),
+            lease_returns: g(&self.lease_returns),
+            in_flight: g(&self.in_flight),
+        }
+    }
+}
+
+/// What a dispatcher did since it started (for one provider or all).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    /// Requests sent (one per attempt).
+    pub attempts: u64,
+    /// Items accepted by the provider (`SUBMITTED`).
+    pub delivered: u64,
+    /// Attempts the provider throttled (429, SMPP throttle, ...).
+    pub throttled: u64,
+    /// Items put back to `PENDING` for another attempt.
+    pub retries_scheduled: u64,
+    /// Items that ended `FAILED`.
+    pub terminal_failures: u64,
+    /// Items that ended `DEFERRED` (attempt cap, maximum age, rejected credentials).
+    pub deferred: u64,
+    /// Retries the shared retry budget refused (the item waited longer instead).
+    pub budget_denied: u64,
+    /// Times the credential was re-read after a 401.
+    pub credential_refreshes: u64,
+    /// Claimed items handed back unsent (lease too close to expiry, shutdown).
+    pub lease_returns: u64,
+    /// Items claimed by this dispatcher and not yet completed.
+    pub in_flight: u64,
+}
+
+/// One provider's live state.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProviderProgress {
+    /// Provider name.
+    pub name: String,
+    /// Current pace, requests per second.
+    pub rate: f64,
+    /// Target pace learned from rate-limit headers, requests per second.
+    pub target_rate: Option<f64>,
+    /// Remaining pause imposed by the provider (`Retry-After`, exhausted limit).
+    pub paused_for: Option<Duration>,
+    /// Fraction of responses over the pacer's window that were throttles.
+    pub throttle_rate: f64,
+    /// Items per state currently targeting this provider.
+    pub counts: Counts,
+    /// What was done for this provider.
+    pub totals: Totals,
+}
+
+/// A snapshot of a running dispatcher: the store's counts plus live counters.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Progress {
+    /// Items per state in the store (all providers).
+    pub counts: Counts,
+    /// Totals over all providers.
+    pub totals: Totals,
+    /// Per provider, in configuration order.
+    pub providers: Vec<ProviderProgress>,
+    /// Time since the dispatcher started.
+    pub elapsed: Duration,
+    /// Age of the oldest waiting item.
+    pub oldest_pending_age: Option<Duration>,
+}
+
+impl Progress {
+    /// Throttled attempts per logical request (items that reached a final state or are
+    /// being worked on by this run); the acceptance bound is ≤ 0.05.
+    pub fn throttles_per_request(&self) -> f64 {
+        let t = &self.totals;
+        let logical = t.delivered + t.terminal_failures + t.deferred;
+        if logical == 0 {
+            0.0
+        } else {
+            t.throttled as f64 / logical as f64
+        }
+    }
+
+    /// Deliveries per second since start.
+    pub fn achieved_rate(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs <= 0.0 {
+            0.0
+        } else {
+            self.totals.delivered as f64 / secs
+        }
+    }
+}
