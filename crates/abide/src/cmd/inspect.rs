@@ -252,14 +252,12 @@ fn parse_block(input: &[u8], headers: &mut HeaderMap) -> anyhow::Result<Option<u
             }
             break; // end of the header block
         }
-        if n == 1 || (lines.is_empty() && status.is_none()) {
-            if line.starts_with(b"HTTP/") {
-                status =
-                    Some(parse_status_line(line).with_context(|| {
-                        format!("stdin line {n}: bad status line {}", shown(line))
-                    })?);
-                continue;
-            }
+        if lines.is_empty() && status.is_none() && line.starts_with(b"HTTP/") {
+            status = Some(
+                parse_status_line(line)
+                    .with_context(|| format!("stdin line {n}: bad status line {}", shown(line)))?,
+            );
+            continue;
         }
         if matches!(line.first(), Some(b' ' | b'\t')) {
             // obs-fold (RFC 9112 §5.2): a continuation of the previous value.
