@@ -1,0 +1,313 @@
+//! The discrete-event engine: a binary heap of events keyed by virtual time, ties broken by a
+//! sequence number so the order never depends on anything but the seed.
+//!
+//! Virtual time is a `Duration` since the run began. It maps to `Instant = base + offset` and
+//! `SystemTime = epoch + offset`, which is what lets the real abide-core policy run unchanged.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::{Duration, Instant, SystemTime};
+
+use abide_core::{Clock, ManualClock};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::policy::{Attempt, ClientPolicy, Decision, PolicyKind};
+use crate::provider::{schedule_at, Outcome, Provider, ProviderConfig, Response};
+use crate::report::{Bucket, PolicyResult};
+
+/// Wall time at virtual zero: 2026-06-15 08:00:00 UTC, the morning of seed 000.
+const EPOCH_SECS: u64 = 1_781_510_400;
+
+/// One run's set-up: provider, workers, offered load.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The provider's behaviour.
+    pub provider: ProviderConfig,
+    /// Concurrent workers.
+    pub workers: usize,
+    /// Round trip of one request.
+    pub latency: Duration,
+    /// Logical requests offered in total.
+    pub items: usize,
+    /// Arrival rate schedule (requests per second from each virtual time on).
+    pub arrivals: Vec<(Duration, f64)>,
+    /// Nothing happens after this virtual time; unresolved items count as unfinished.
+    pub horizon: Duration,
+    /// Width of one bucket of the time series.
+    pub bucket: Duration,
+}
+
+#[derive(Debug)]
+enum Event {
+    Arrive(usize),
+    Ready,
+    Send(usize),
+    Respond(usize, Box<Response>),
+    Wake(usize),
+}
+
+#[derive(Debug)]
+struct Scheduled {
+    at: Duration,
+    seq: u64,
+    event: Event,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    // Reversed: BinaryHeap is a max-heap and we want the earliest event first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Item {
+    retries: u32,
+    previous: Option<Duration>,
+    done: bool,
+}
+
+/// One policy against one provider configuration.
+#[derive(Debug)]
+struct Sim {
+    cfg: RunConfig,
+    now: Duration,
+    seq: u64,
+    heap: BinaryHeap<Scheduled>,
+    base: Instant,
+    epoch: SystemTime,
+    rng: ChaCha8Rng,
+    provider: Provider,
+    policy: Box<dyn ClientPolicy>,
+    items: Vec<Item>,
+    fresh: VecDeque<usize>,
+    /// Items waiting for a retry, with the virtual time they become ready.
+    delayed: BinaryHeap<std::cmp::Reverse<(Duration, usize)>>,
+    idle: usize,
+    result: PolicyResult,
+}
+
+/// Run `policy` against `cfg` with `seed`: one row of a scenario table.
+pub fn run(cfg: &RunConfig, policy: PolicyKind, seed: u64) -> PolicyResult {
+    let epoch = SystemTime::UNIX_EPOCH + Duration::from_secs(EPOCH_SECS);
+    // Only differences between instants are observable, so any anchor will do.
+    let base = ManualClock::new(epoch).monotonic();
+    let mut sim = Sim {
+        now: Duration::ZERO,
+        seq: 0,
+        heap: BinaryHeap::new(),
+        base,
+        epoch,
+        rng: ChaCha8Rng::seed_from_u64(seed),
+        provider: Provider::new(cfg.provider.clone(), epoch),
+        policy: policy.build(base),
+        items: vec![Item::default(); cfg.items],
+        fresh: VecDeque::new(),
+        delayed: BinaryHeap::new(),
+        idle: cfg.workers,
+        result: PolicyResult::new(policy, cfg.items),
+        cfg: cfg.clone(),
+    };
+    if cfg.items > 0 {
+        sim.schedule(Duration::ZERO, Event::Arrive(0));
+    }
+    while let Some(Scheduled { at, event, .. }) = sim.heap.pop() {
+        if at > sim.cfg.horizon {
+            break;
+        }
+        sim.now = at;
+        sim.handle(event);
+        if sim.result.resolved() == sim.cfg.items {
+            break;
+        }
+    }
+    sim.finish()
+}
+
+impl Sim {
+    fn schedule(&mut self, at: Duration, event: Event) {
+        self.seq += 1;
+        self.heap.push(Scheduled {
+            at,
+            seq: self.seq,
+            event,
+        });
+    }
+
+    fn instant(&self, at: Duration) -> Instant {
+        self.base + at
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Arrive(i) => {
+                self.fresh.push_back(i);
+                if i + 1 < self.cfg.items {
+                    let rate = schedule_at(&self.cfg.arrivals, self.now).unwrap_or(1.0);
+                    let gap = Duration::from_secs_f64(1.0 / rate.max(1e-6));
+                    self.schedule(self.now + gap, Event::Arrive(i + 1));
+                }
+                self.dispatch();
+            }
+            Event::Ready => self.dispatch(),
+            Event::Send(i) => {
+                self.result.attempts += 1;
+                let resp = self.provider.handle(self.now, i);
+                self.result.record(self.now, &resp, self.cfg.bucket);
+                let at = self.now + self.cfg.latency;
+                self.schedule(at, Event::Respond(i, Box::new(resp)));
+            }
+            Event::Respond(i, resp) => self.respond(i, &resp),
+            Event::Wake(i) => self.start(i),
+        }
+    }
+
+    /// Hand ready items to idle workers: due retries first, then fresh arrivals.
+    fn dispatch(&mut self) {
+        while self.idle > 0 {
+            let next = match self.delayed.peek() {
+                Some(std::cmp::Reverse((at, i))) if *at <= self.now => {
+                    let i = *i;
+                    self.delayed.pop();
+                    Some(i)
+                }
+                _ => {
+                    let fresh = self.fresh.pop_front();
+                    if fresh.is_some() {
+                        self.policy.first_attempt(self.instant(self.now));
+                    }
+                    fresh
+                }
+            };
+            let Some(i) = next else { break };
+            self.idle -= 1;
+            self.start(i);
+        }
+    }
+
+    /// A worker holding item `i` asks the policy when it may send.
+    fn start(&mut self, i: usize) {
+        let now = self.instant(self.now);
+        let at = self.policy.send_at(now).max(now) - self.base;
+        self.schedule(at, Event::Send(i));
+    }
+
+    fn respond(&mut self, i: usize, resp: &Response) {
+        let attempt = Attempt {
+            retries: self.items[i].retries,
+            previous: self.items[i].previous,
+        };
+        let now = self.instant(self.now);
+        let wall = self.epoch + self.now;
+        let decision = self.policy.decide(now, wall, resp, attempt, &mut self.rng);
+        match decision {
+            Decision::Retry(delay) => {
+                let item = &mut self.items[i];
+                item.retries += 1;
+                item.previous = Some(delay);
+                let at = self.now + delay;
+                if self.policy.holds_worker() {
+                    self.schedule(at, Event::Wake(i));
+                    return;
+                }
+                self.delayed.push(std::cmp::Reverse((at, i)));
+                self.schedule(at, Event::Ready);
+            }
+            done => {
+                self.items[i].done = true;
+                self.result.resolve(
+                    self.now,
+                    done,
+                    resp.outcome == Outcome::Bad,
+                    self.cfg.bucket,
+                );
+            }
+        }
+        self.idle += 1;
+        self.dispatch();
+    }
+
+    fn finish(mut self) -> PolicyResult {
+        let limits = &self.cfg.provider.limits;
+        let end = self.result.completion.unwrap_or(self.cfg.horizon);
+        let capacity = capacity(limits, end);
+        self.result.goodput = if capacity > 0.0 {
+            self.result.delivered as f64 / capacity
+        } else {
+            0.0
+        };
+        self.result.suspensions = self.provider.suspensions();
+        self.result.suspended_for = self.provider.suspended_total();
+        self.result.unfinished = self.items.iter().filter(|i| !i.done).count();
+        self.result
+    }
+}
+
+/// Requests the limit allowed over `[0, end)`: the integral of the rate schedule.
+pub(crate) fn capacity(limits: &[(Duration, f64)], end: Duration) -> f64 {
+    let mut total = 0.0;
+    for (k, (from, rate)) in limits.iter().enumerate() {
+        let to = limits.get(k + 1).map_or(end, |(next, _)| (*next).min(end));
+        if to > *from && rate.is_finite() {
+            total += rate * (to - *from).as_secs_f64();
+        }
+    }
+    total
+}
+
+/// Bucket index of virtual time `at`.
+pub(crate) fn bucket_of(at: Duration, width: Duration) -> usize {
+    (at.as_nanos() / width.as_nanos().max(1)) as usize
+}
+
+impl PolicyResult {
+    fn record(&mut self, at: Duration, resp: &Response, width: Duration) {
+        let b = self.bucket_mut(bucket_of(at, width));
+        b.attempts += 1;
+        if resp.status == http::StatusCode::TOO_MANY_REQUESTS {
+            b.throttles += 1;
+            self.throttles += 1;
+        }
+        if !resp.status.is_success() {
+            self.rejections += 1;
+        }
+        if resp.outcome == Outcome::Suspended {
+            self.blocked_answers += 1;
+        }
+    }
+
+    fn bucket_mut(&mut self, idx: usize) -> &mut Bucket {
+        if self.series.len() <= idx {
+            self.series.resize(idx + 1, Bucket::default());
+        }
+        &mut self.series[idx]
+    }
+
+    fn resolve(&mut self, at: Duration, decision: Decision, bad: bool, width: Duration) {
+        match decision {
+            Decision::Delivered => {
+                self.delivered += 1;
+                self.bucket_mut(bucket_of(at, width)).delivered += 1;
+            }
+            Decision::Deferred => self.deferred += 1,
+            Decision::Lost if bad => self.terminal_bad += 1,
+            Decision::Lost => self.lost += 1,
+            Decision::Retry(_) => return,
+        }
+        if self.resolved() == self.logical {
+            self.completion = Some(at);
+        }
+    }
+}

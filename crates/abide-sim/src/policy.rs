@@ -1,0 +1,192 @@
+//! The client policies compared by every scenario.
+//!
+//! The four naive ones are faithful copies of the clients in the incident reports, bugs
+//! included. `abide` is not a copy: it calls the real `abide-core` classifier, `Retry-After`
+//! policy, backoff, retry budget and pacer.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, Instant, SystemTime};
+
+use rand::RngCore;
+
+use crate::provider::Response;
+
+/// A client policy to compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyKind {
+    /// One attempt; anything but success is written off (the "two-bucket" client).
+    NoRetry,
+    /// Five retries of every non-2xx on its own 1, 2, 4, 8, 16 s schedule, ignoring
+    /// `Retry-After`, holding the worker while it sleeps.
+    FixedRetries,
+    /// Honours `Retry-After` as seconds or an HTTP-date, unclamped; no pacer, no budget.
+    HonourRetryAfter,
+    /// Parses `Retry-After` only as an integer and falls back to zero otherwise.
+    IntegerOnly,
+    /// The real abide-core policy: classify, clamp, share a budget and a pacer.
+    Abide,
+}
+
+impl PolicyKind {
+    /// Every policy, in table order.
+    pub const ALL: [PolicyKind; 5] = [
+        PolicyKind::NoRetry,
+        PolicyKind::FixedRetries,
+        PolicyKind::HonourRetryAfter,
+        PolicyKind::IntegerOnly,
+        PolicyKind::Abide,
+    ];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::NoRetry => "no-retry",
+            PolicyKind::FixedRetries => "fixed-retries",
+            PolicyKind::HonourRetryAfter => "honour-retry-after",
+            PolicyKind::IntegerOnly => "integer-only",
+            PolicyKind::Abide => "abide",
+        }
+    }
+
+    pub(crate) fn build(self, epoch: Instant) -> Box<dyn ClientPolicy> {
+        match self {
+            PolicyKind::Abide => Box::new(crate::abide_policy::AbidePolicy::new(epoch)),
+            PolicyKind::NoRetry => Box::new(Naive(NaiveKind::NoRetry)),
+            PolicyKind::FixedRetries => Box::new(Naive(NaiveKind::Fixed)),
+            PolicyKind::HonourRetryAfter => Box::new(Naive(NaiveKind::Honour)),
+            PolicyKind::IntegerOnly => Box::new(Naive(NaiveKind::IntegerOnly)),
+        }
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for PolicyKind {
+    type Err = crate::SimError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| crate::SimError::UnknownPolicy(s.to_owned()))
+    }
+}
+
+/// What the client does after a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// The item is done.
+    Delivered,
+    /// The item is written off (terminal, or out of retries).
+    Lost,
+    /// The item is parked for a person (abide's attempt cap); not lost.
+    Deferred,
+    /// Try again after this long.
+    Retry(Duration),
+}
+
+/// What a policy knows about the item it is deciding on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Attempt {
+    /// Retries already made for this item (0 after the first attempt).
+    pub(crate) retries: u32,
+    /// The previous retry delay, for decorrelated jitter.
+    pub(crate) previous: Option<Duration>,
+}
+
+/// A client policy as the engine drives it.
+pub(crate) trait ClientPolicy: fmt::Debug {
+    /// True when the worker sleeps with the item (the naive `time.sleep` loop); false when the
+    /// item goes back to the queue and the worker takes the next one (an outbox).
+    fn holds_worker(&self) -> bool;
+    /// A new logical request starts (abide deposits into its retry budget).
+    fn first_attempt(&mut self, _now: Instant) {}
+    /// When the worker may send, given it is ready at `now`.
+    fn send_at(&mut self, now: Instant) -> Instant {
+        now
+    }
+    /// Decide what to do with `resp` at monotonic `now` / wall `wall`.
+    fn decide(
+        &mut self,
+        now: Instant,
+        wall: SystemTime,
+        resp: &Response,
+        attempt: Attempt,
+        rng: &mut dyn RngCore,
+    ) -> Decision;
+}
+
+/// The four incident clients.
+#[derive(Debug)]
+struct Naive(NaiveKind);
+
+#[derive(Debug, Clone, Copy)]
+enum NaiveKind {
+    NoRetry,
+    Fixed,
+    Honour,
+    IntegerOnly,
+}
+
+const NAIVE_MAX_RETRIES: u32 = 5;
+
+impl ClientPolicy for Naive {
+    fn holds_worker(&self) -> bool {
+        true
+    }
+
+    fn decide(
+        &mut self,
+        _now: Instant,
+        wall: SystemTime,
+        resp: &Response,
+        attempt: Attempt,
+        _rng: &mut dyn RngCore,
+    ) -> Decision {
+        if resp.status.is_success() {
+            return Decision::Delivered;
+        }
+        let own = Duration::from_secs(1 << attempt.retries.min(10));
+        if attempt.retries >= NAIVE_MAX_RETRIES {
+            return Decision::Lost;
+        }
+        // Seed 004's loop: only these statuses are "retryable"; the rest raise.
+        let retryable = matches!(resp.status.as_u16(), 403 | 429) || resp.status.is_server_error();
+        let header = resp
+            .headers
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok());
+        match self.0 {
+            NaiveKind::NoRetry => Decision::Lost,
+            // Seed 002: every non-200 retried, on our own schedule.
+            NaiveKind::Fixed => Decision::Retry(own),
+            _ if !retryable => Decision::Lost,
+            NaiveKind::Honour => Decision::Retry(match header {
+                None => own,
+                Some(v) => v
+                    .trim()
+                    .parse::<u64>()
+                    .map(Duration::from_secs)
+                    .or_else(|_| {
+                        httpdate::parse_http_date(v)
+                            .map(|at| at.duration_since(wall).unwrap_or(Duration::ZERO))
+                    })
+                    .unwrap_or(own),
+            }),
+            // Seed 000: `int(header)` in a try whose handler, "to be safe", waits zero.
+            NaiveKind::IntegerOnly => Decision::Retry(match header {
+                None => own,
+                Some(v) => v
+                    .trim()
+                    .parse::<u64>()
+                    .map(Duration::from_secs)
+                    .unwrap_or(Duration::ZERO),
+            }),
+        }
+    }
+}

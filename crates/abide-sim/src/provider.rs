@@ -1,0 +1,336 @@
+//! The simulated provider: a GCRA rate limit whose rate can change over time, a grace period
+//! before abuse protection is enforced, suspension after too many rejections, `Retry-After`
+//! in every form real servers send (good and bad), and transient outages.
+//!
+//! It answers with a real [`http::HeaderMap`] so the abide policy reads it through the same
+//! classifier as production code.
+
+use std::collections::VecDeque;
+use std::time::{Duration, SystemTime};
+
+use http::{HeaderMap, HeaderValue, StatusCode};
+
+/// How the provider writes `Retry-After` (RFC 9110 §10.2.3) on a rejection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryAfterForm {
+    /// `delay-seconds`, rounded up to the moment the limiter will accept again.
+    Seconds,
+    /// An IMF-fixdate naming that moment (rounded up to the whole second).
+    HttpDate,
+    /// Always `0`.
+    Zero,
+    /// Always `86400` (one day).
+    Day,
+    /// No header at all.
+    Absent,
+    /// A value no parser accepts.
+    Garbage,
+}
+
+/// Abuse protection: too many rejections in a window suspends the account.
+#[derive(Debug, Clone, Copy)]
+pub struct Abuse {
+    /// Rejections are counted over this sliding window.
+    pub window: Duration,
+    /// More rejections than this within `window` suspends the account.
+    pub max_rejections: usize,
+    /// How long a suspension lasts; every request is answered 429 without `Retry-After`.
+    pub suspend_for: Duration,
+    /// Abuse protection only counts after this virtual time (the grace period before it).
+    pub enforce_after: Duration,
+}
+
+/// A window of virtual time in which every request gets the same canned error.
+#[derive(Debug, Clone, Copy)]
+pub struct Outage {
+    /// Start (virtual time since the run began).
+    pub from: Duration,
+    /// End, exclusive.
+    pub until: Duration,
+    /// Status answered, e.g. 503.
+    pub status: u16,
+    /// `Retry-After` form sent with it.
+    pub retry_after: RetryAfterForm,
+}
+
+/// Everything that shapes the provider's answers.
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    /// Rate limit schedule: from each virtual time on, this many requests per second
+    /// (`f64::INFINITY` = no limit). Must start at zero.
+    pub limits: Vec<(Duration, f64)>,
+    /// Requests the limiter accepts back to back (GCRA burst).
+    pub burst: f64,
+    /// `Retry-After` form on throttles, switching at each virtual time.
+    pub retry_after: Vec<(Duration, RetryAfterForm)>,
+    /// Status of a throttle (429, or 403 for misbehaving servers).
+    pub throttle_status: u16,
+    /// Abuse protection, if any.
+    pub abuse: Option<Abuse>,
+    /// Transient outages.
+    pub outages: Vec<Outage>,
+    /// Items whose id is a multiple of this are genuinely bad and always answered 400.
+    pub bad_every: Option<usize>,
+    /// Items whose id is a multiple of this are forbidden for this client: 403 with this form.
+    pub forbidden_every: Option<(usize, RetryAfterForm)>,
+    /// Send IETF `RateLimit-Policy` / `RateLimit` headers (draft-ietf-httpapi-ratelimit-headers).
+    pub rate_limit_headers: bool,
+}
+
+/// Why the provider answered as it did; the sim counts these, the policies never see them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Accepted (200).
+    Accepted,
+    /// Rejected by the rate limit.
+    Throttled,
+    /// Rejected because the account is suspended.
+    Suspended,
+    /// A transient outage.
+    Outage,
+    /// A genuinely bad request (400).
+    Bad,
+    /// Forbidden for this client (403).
+    Forbidden,
+}
+
+/// One HTTP answer.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// Status code.
+    pub status: StatusCode,
+    /// Headers as the provider wrote them.
+    pub headers: HeaderMap,
+    /// Ground truth for the report.
+    pub outcome: Outcome,
+}
+
+/// The provider's state during a run.
+#[derive(Debug)]
+pub struct Provider {
+    cfg: ProviderConfig,
+    epoch: SystemTime,
+    /// GCRA theoretical arrival time, virtual.
+    tat: Duration,
+    rejections: VecDeque<Duration>,
+    suspended_until: Option<Duration>,
+    suspensions: u32,
+    suspended_total: Duration,
+}
+
+impl Provider {
+    /// A fresh provider; `epoch` is the wall time at virtual time zero (for HTTP-dates).
+    pub fn new(cfg: ProviderConfig, epoch: SystemTime) -> Self {
+        Self {
+            cfg,
+            epoch,
+            tat: Duration::ZERO,
+            rejections: VecDeque::new(),
+            suspended_until: None,
+            suspensions: 0,
+            suspended_total: Duration::ZERO,
+        }
+    }
+
+    /// The rate limit in force at `now`, requests per second.
+    pub fn limit_at(&self, now: Duration) -> f64 {
+        schedule_at(&self.cfg.limits, now).unwrap_or(f64::INFINITY)
+    }
+
+    /// How many times the account was suspended.
+    pub fn suspensions(&self) -> u32 {
+        self.suspensions
+    }
+
+    /// Total suspended time (counted when each suspension starts).
+    pub fn suspended_total(&self) -> Duration {
+        self.suspended_total
+    }
+
+    /// Answer one request for item `item` arriving at virtual time `now`.
+    pub fn handle(&mut self, now: Duration, item: usize) -> Response {
+        if let Some(until) = self.suspended_until {
+            if now < until {
+                return respond(StatusCode::TOO_MANY_REQUESTS, Outcome::Suspended);
+            }
+            self.suspended_until = None;
+        }
+        if let Some(o) = self
+            .cfg
+            .outages
+            .iter()
+            .find(|o| now >= o.from && now < o.until)
+        {
+            let (status, form) = (o.status, o.retry_after);
+            let mut r = respond(code(status), Outcome::Outage);
+            self.retry_after(&mut r.headers, form, now, Duration::from_secs(5));
+            self.reject(now);
+            return r;
+        }
+        if self.cfg.bad_every.is_some_and(|n| item % n == n - 1) {
+            self.reject(now);
+            return respond(StatusCode::BAD_REQUEST, Outcome::Bad);
+        }
+        if let Some((n, form)) = self.cfg.forbidden_every {
+            if item % n == n - 1 {
+                let mut r = respond(StatusCode::FORBIDDEN, Outcome::Forbidden);
+                self.retry_after(&mut r.headers, form, now, Duration::from_secs(1));
+                self.reject(now);
+                return r;
+            }
+        }
+        let rate = self.limit_at(now);
+        if !rate.is_finite() {
+            return respond(StatusCode::OK, Outcome::Accepted);
+        }
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        let tolerance = interval.mul_f64((self.cfg.burst - 1.0).max(0.0));
+        let allowed_at = self.tat.saturating_sub(tolerance);
+        if now >= allowed_at {
+            self.tat = self.tat.max(now) + interval;
+            let mut r = respond(StatusCode::OK, Outcome::Accepted);
+            self.rate_limit_headers(&mut r.headers, rate, now);
+            return r;
+        }
+        let mut r = respond(code(self.cfg.throttle_status), Outcome::Throttled);
+        let form = schedule_at(&self.cfg.retry_after, now).unwrap_or(RetryAfterForm::Seconds);
+        self.retry_after(&mut r.headers, form, now, allowed_at - now);
+        self.rate_limit_headers(&mut r.headers, rate, now);
+        self.reject(now);
+        r
+    }
+
+    fn reject(&mut self, now: Duration) {
+        let Some(abuse) = self.cfg.abuse else { return };
+        if now < abuse.enforce_after {
+            return;
+        }
+        self.rejections.push_back(now);
+        while self
+            .rejections
+            .front()
+            .is_some_and(|&t| t + abuse.window <= now)
+        {
+            self.rejections.pop_front();
+        }
+        if self.rejections.len() > abuse.max_rejections {
+            self.suspended_until = Some(now + abuse.suspend_for);
+            self.suspensions += 1;
+            self.suspended_total += abuse.suspend_for;
+            self.rejections.clear();
+        }
+    }
+
+    fn retry_after(&self, h: &mut HeaderMap, form: RetryAfterForm, now: Duration, wait: Duration) {
+        // Whole seconds rounded up, so a client that obeys is never a fraction early.
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let value = match form {
+            RetryAfterForm::Seconds => secs.max(1).to_string(),
+            RetryAfterForm::HttpDate => {
+                let at = self.epoch + Duration::from_secs(now.as_secs() + secs.max(1) + 1);
+                httpdate::fmt_http_date(at)
+            }
+            RetryAfterForm::Zero => "0".to_owned(),
+            RetryAfterForm::Day => "86400".to_owned(),
+            RetryAfterForm::Absent => return,
+            RetryAfterForm::Garbage => "soon-ish".to_owned(),
+        };
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert(http::header::RETRY_AFTER, v);
+        }
+    }
+
+    fn rate_limit_headers(&self, h: &mut HeaderMap, rate: f64, now: Duration) {
+        if !self.cfg.rate_limit_headers {
+            return;
+        }
+        // Advertise the quota over a 10 s window so fractional rates stay integral.
+        let quota = (rate * 10.0).round() as u64;
+        let backlog = self.tat.saturating_sub(now).as_secs_f64() * rate;
+        let remaining = (self.cfg.burst - backlog).floor().max(0.0) as u64;
+        let reset = self.tat.saturating_sub(now).as_secs().max(1);
+        let policy = format!("\"default\";q={quota};w=10");
+        let current = format!("\"default\";r={remaining};t={reset}");
+        if let (Ok(p), Ok(c)) = (
+            HeaderValue::from_str(&policy),
+            HeaderValue::from_str(&current),
+        ) {
+            h.insert("ratelimit-policy", p);
+            h.insert("ratelimit", c);
+        }
+    }
+}
+
+fn respond(status: StatusCode, outcome: Outcome) -> Response {
+    Response {
+        status,
+        headers: HeaderMap::new(),
+        outcome,
+    }
+}
+
+fn code(status: u16) -> StatusCode {
+    StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS)
+}
+
+/// The value of a piecewise-constant schedule at `now` (last entry starting at or before it).
+pub(crate) fn schedule_at<T: Copy>(schedule: &[(Duration, T)], now: Duration) -> Option<T> {
+    schedule
+        .iter()
+        .take_while(|(from, _)| *from <= now)
+        .last()
+        .map(|(_, v)| *v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(rate: f64) -> ProviderConfig {
+        ProviderConfig {
+            limits: vec![(Duration::ZERO, rate)],
+            burst: 1.0,
+            retry_after: vec![(Duration::ZERO, RetryAfterForm::Seconds)],
+            throttle_status: 429,
+            abuse: None,
+            outages: vec![],
+            bad_every: None,
+            forbidden_every: None,
+            rate_limit_headers: false,
+        }
+    }
+
+    #[test]
+    fn gcra_accepts_the_limit_and_no_more() {
+        let mut p = Provider::new(cfg(10.0), SystemTime::UNIX_EPOCH);
+        let accepted = (0..1000)
+            .filter(|i| {
+                let now = Duration::from_millis(i * 10);
+                p.handle(now, 0).outcome == Outcome::Accepted
+            })
+            .count();
+        assert_eq!(accepted, 100, "10 s at 100 req/s against 10/s");
+    }
+
+    #[test]
+    fn abuse_protection_suspends_after_the_grace_period() {
+        let mut c = cfg(1.0);
+        c.abuse = Some(Abuse {
+            window: Duration::from_secs(10),
+            max_rejections: 5,
+            suspend_for: Duration::from_secs(100),
+            enforce_after: Duration::from_secs(5),
+        });
+        let mut p = Provider::new(c, SystemTime::UNIX_EPOCH);
+        for i in 0..50 {
+            p.handle(Duration::from_millis(i * 100), 0);
+        }
+        assert_eq!(p.suspensions(), 0, "grace period");
+        for i in 50..100 {
+            p.handle(Duration::from_millis(i * 100), 0);
+        }
+        assert_eq!(p.suspensions(), 1);
+        let r = p.handle(Duration::from_secs(50), 0);
+        assert_eq!(r.outcome, Outcome::Suspended);
+    }
+}
