@@ -29,7 +29,7 @@
 //! | `99999999999999999999` | saturates to a huge delay, then capped | the server clearly asked for "very long" |
 //! | a date in the past | 0 s, then floored | the server's clock may be behind ours |
 //! | asctime with an unpadded day (`Sun Nov 6 ...`) | unparseable | asctime pads the day with a space; `httpdate` requires it |
-//! | a date with the wrong weekday | unparseable | `httpdate` validates it; a self-contradicting date is not trusted |
+//! | a date with the wrong weekday | the date, weekday ignored | it is redundant; even RFC 8594's example has a wrong one |
 //! | `120, 60` or two header lines | the **largest** delay (120 s) | the most conservative reading of a disagreement |
 //! | `120, soon` | 120 s: the parseable elements win | a partly readable list still says something |
 //! | `soon, later` | unparseable | nothing could be read |
@@ -168,7 +168,8 @@ impl Default for RetryAfterPolicy {
 /// element is neither delay-seconds nor an HTTP-date, [`RetryAfterError::Conflicting`] when
 /// the elements of a list disagree.
 pub fn parse(value: &[u8]) -> Result<RetryAfter, RetryAfterError> {
-    parse_at(value, UNIX_EPOCH + Duration::from_secs(20 * 365 * 86_400))
+    // Any instant in 2019 puts the two-digit-year window at 1970..=2069.
+    parse_at(value, UNIX_EPOCH + Duration::from_secs(1_559_347_200))
 }
 
 /// [`parse`] with `now` (wall time) to resolve two-digit RFC 850 years per RFC 9110 §5.6.7:
@@ -287,13 +288,20 @@ fn parse_seconds(v: &[u8]) -> Option<Duration> {
     Some(Duration::from_secs(secs))
 }
 
-/// An HTTP-date in any of the three forms of RFC 9110 §5.6.7.
-fn parse_http_date(v: &[u8], now: SystemTime) -> Option<SystemTime> {
+/// An HTTP-date in any of the three forms of RFC 9110 §5.6.7. A weekday that does not
+/// match the date is ignored: it is redundant, and even RFC 8594's own example
+/// (`Sat, 31 Dec 2018`, a Monday) gets it wrong.
+pub(crate) fn parse_http_date(v: &[u8], now: SystemTime) -> Option<SystemTime> {
     let s = std::str::from_utf8(v).ok()?;
-    if let Some(rewritten) = rfc850_to_imf(s, now) {
-        return httpdate::parse_http_date(&rewritten).ok();
+    let s = rfc850_to_imf(s, now).unwrap_or_else(|| s.to_owned());
+    if let Ok(t) = httpdate::parse_http_date(&s) {
+        return Some(t);
     }
-    httpdate::parse_http_date(s).ok()
+    // IMF-fixdate and asctime both start with a three-letter day name: try the others.
+    const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+    let rest = s.get(3..).filter(|_| DAYS.contains(&&s[..3]))?;
+    DAYS.iter()
+        .find_map(|d| httpdate::parse_http_date(&format!("{d}{rest}")).ok())
 }
 
 /// Rewrite an RFC 850 date (`Sunday, 06-Nov-94 08:49:37 GMT`) as an IMF-fixdate with the
@@ -505,6 +513,14 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(20_619), (2026, 6, 15));
         assert_eq!(year_of(at("Mon, 15 Jun 2026 08:02:31 GMT")), 2026);
+    }
+
+    #[test]
+    fn parse_without_a_clock_uses_the_1970_to_2069_window() {
+        let v = parse(b"Thursday, 01-Jan-70 00:00:00 GMT").unwrap();
+        assert_eq!(v, RetryAfter::Date(UNIX_EPOCH));
+        let v = parse(b"Tuesday, 31-Dec-69 23:59:59 GMT").unwrap();
+        assert_eq!(v, RetryAfter::Date(at("Tue, 31 Dec 2069 23:59:59 GMT")));
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! - `Deprecation` (RFC 9745 §2): a structured-field Date, `@1688169599`. Also read, from
 //!   earlier drafts and real servers: `?1` / `true` (deprecated, date unknown) and an
 //!   HTTP-date. Anything else is ignored, as RFC 9745 asks of an invalid value.
-//! - `Sunset` (RFC 8594 §3): an HTTP-date. An invalid value is ignored (RFC 8594 §3).
+//! - `Sunset` (RFC 8594 §3): an HTTP-date (a wrong weekday is ignored, as in RFC 8594's own
+//!   example). An invalid value is ignored (RFC 8594 §3).
 //! - `Link` with `rel="deprecation"` (RFC 9745 §3): its target is attached to the
 //!   deprecation warning, truncated to [`crate::retry_after::MAX_RAW_LEN`] bytes.
 //!
@@ -88,8 +89,21 @@ fn unix_seconds(s: i64) -> Option<SystemTime> {
 }
 
 fn parse_http_date(v: &[u8]) -> Option<SystemTime> {
-    let s = std::str::from_utf8(v).ok()?;
-    httpdate::parse_http_date(s.trim_matches([' ', '\t'])).ok()
+    // RFC 8594 dates have four-digit years, so the clock only matters for RFC 850 forms.
+    crate::retry_after::parse_http_date(
+        trim_ows(v),
+        UNIX_EPOCH + Duration::from_secs(1_559_347_200),
+    )
+}
+
+fn trim_ows(mut v: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = v {
+        v = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = v {
+        v = rest;
+    }
+    v
 }
 
 /// The target of the first `Link` value whose `rel` includes `deprecation`.
@@ -191,9 +205,10 @@ mod tests {
         let w = parse_warnings(&h);
         assert_eq!(w.len(), 3, "{w:?}");
         assert_eq!(
+            // RFC 8594 §3 example: "Sat" although 31 Dec 2018 was a Monday.
             w[2],
             Warning::Sunset {
-                at: httpdate::parse_http_date("Sat, 31 Dec 2018 23:59:59 GMT").unwrap()
+                at: httpdate::parse_http_date("Mon, 31 Dec 2018 23:59:59 GMT").unwrap()
             }
         );
     }

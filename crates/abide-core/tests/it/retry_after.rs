@@ -183,9 +183,22 @@ fn far_future_date_is_capped() {
 }
 
 #[test]
-fn wrong_weekday_is_unparseable() {
+fn wrong_weekday_is_ignored() {
+    // 15 Jun 2026 is a Monday.
+    for v in [
+        &b"Tue, 15 Jun 2026 08:02:31 GMT"[..],
+        b"Tuesday, 15-Jun-26 08:02:31 GMT",
+        b"Tue Jun 15 08:02:31 2026",
+    ] {
+        let d = decide(&[v]);
+        assert_eq!((d.delay, d.reason), (SECS(151), DelayReason::Honoured));
+    }
     assert_eq!(
-        parse(b"Tue, 15 Jun 2026 08:02:31 GMT"),
+        parse(b"Xyz, 15 Jun 2026 08:02:31 GMT"),
+        Err(RetryAfterError::Invalid)
+    );
+    assert_eq!(
+        parse(b"Mon, 31 Jun 2026 08:02:31 GMT"),
         Err(RetryAfterError::Invalid)
     );
 }
