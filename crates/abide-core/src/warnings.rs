@@ -204,8 +204,8 @@ mod tests {
         ]);
         let w = parse_warnings(&h);
         assert_eq!(w.len(), 3, "{w:?}");
+        // RFC 8594 §3 example: "Sat" although 31 Dec 2018 was a Monday.
         assert_eq!(
-            // RFC 8594 §3 example: "Sat" although 31 Dec 2018 was a Monday.
             w[2],
             Warning::Sunset {
                 at: httpdate::parse_http_date("Mon, 31 Dec 2018 23:59:59 GMT").unwrap()
