@@ -20,7 +20,7 @@ enum Command {
     /// Explain how abide reads one response: verdict, delay and its reason, rate limits.
     Inspect(cmd::inspect::Args),
     /// Run a fake rate-limited messaging API on loopback, for tests, demos and benchmarks.
-    Provider(cmd::provider::Args),
+    Provider(Box<cmd::provider::Args>),
     /// Enqueue JSON lines and deliver them through the durable outbox until drained.
     Send(cmd::send::Args),
     /// Run the outbox as a daemon with an HTTP API and Prometheus metrics.
@@ -39,7 +39,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect(a) => cmd::inspect::run(a),
-        Command::Provider(a) => cmd::provider::run(a),
+        Command::Provider(a) => cmd::provider::run(*a),
         Command::Send(a) => cmd::send::run(a),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Status(a) => cmd::status::run(a),
