@@ -55,6 +55,13 @@ impl ClientPolicy for AbidePolicy {
         self.pacer.reserve(now)
     }
 
+    fn recheck(&mut self, now: Instant) -> Option<Instant> {
+        // A slot reserved before a throttle paused the host must not fire into the pause.
+        self.pacer
+            .paused_until(now)
+            .map(|_| self.pacer.reserve(now))
+    }
+
     fn decide(
         &mut self,
         now: Instant,

@@ -77,6 +77,7 @@ struct Item {
     retries: u32,
     previous: Option<Duration>,
     done: bool,
+    throttled: bool,
 }
 
 /// One policy against one provider configuration.
@@ -163,8 +164,17 @@ impl Sim {
             }
             Event::Ready => self.dispatch(),
             Event::Send(i) => {
+                if let Some(later) = self.policy.recheck(self.instant(self.now)) {
+                    let at = later.max(self.instant(self.now)) - self.base;
+                    self.schedule(at, Event::Send(i));
+                    return;
+                }
                 self.result.attempts += 1;
                 let resp = self.provider.handle(self.now, i);
+                if resp.status == http::StatusCode::TOO_MANY_REQUESTS && !self.items[i].throttled {
+                    self.items[i].throttled = true;
+                    self.result.throttled_items += 1;
+                }
                 self.result.record(self.now, &resp, self.cfg.bucket);
                 let at = self.now + self.cfg.latency;
                 self.schedule(at, Event::Respond(i, Box::new(resp)));
@@ -241,7 +251,11 @@ impl Sim {
 
     fn finish(mut self) -> PolicyResult {
         let limits = &self.cfg.provider.limits;
-        let end = self.result.completion.unwrap_or(self.cfg.horizon);
+        let mut end = self.result.completion.unwrap_or(self.cfg.horizon);
+        if let Some(w) = self.cfg.provider.window {
+            // A fixed window's whole quota is usable as soon as the window opens.
+            end = w * (bucket_of(end, w) as u32 + 1);
+        }
         let capacity = capacity(limits, end);
         self.result.goodput = if capacity > 0.0 {
             self.result.delivered as f64 / capacity

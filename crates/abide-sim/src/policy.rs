@@ -110,6 +110,11 @@ pub(crate) trait ClientPolicy: fmt::Debug {
     fn send_at(&mut self, now: Instant) -> Instant {
         now
     }
+    /// Called when a worker's send slot arrives: `Some(later)` if the sender was paused
+    /// since the slot was reserved and the send must wait until `later`.
+    fn recheck(&mut self, _now: Instant) -> Option<Instant> {
+        None
+    }
     /// Decide what to do with `resp` at monotonic `now` / wall `wall`.
     fn decide(
         &mut self,

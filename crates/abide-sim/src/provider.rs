@@ -61,6 +61,10 @@ pub struct ProviderConfig {
     pub limits: Vec<(Duration, f64)>,
     /// Requests the limiter accepts back to back (GCRA burst).
     pub burst: f64,
+    /// When set, the limit is a quota of `rate × window` requests per fixed window instead
+    /// of a GCRA, and `Retry-After` names the window's reset (seed 001's "whole seconds until
+    /// the window resets").
+    pub window: Option<Duration>,
     /// `Retry-After` form on throttles, switching at each virtual time.
     pub retry_after: Vec<(Duration, RetryAfterForm)>,
     /// Status of a throttle (429, or 403 for misbehaving servers).
@@ -112,6 +116,8 @@ pub struct Provider {
     epoch: SystemTime,
     /// GCRA theoretical arrival time, virtual.
     tat: Duration,
+    /// Fixed window: index of the current window and requests accepted in it.
+    window_used: (u64, u64),
     rejections: VecDeque<Duration>,
     suspended_until: Option<Duration>,
     suspensions: u32,
@@ -125,6 +131,7 @@ impl Provider {
             cfg,
             epoch,
             tat: Duration::ZERO,
+            window_used: (0, 0),
             rejections: VecDeque::new(),
             suspended_until: None,
             suspensions: 0,
@@ -183,6 +190,9 @@ impl Provider {
         if !rate.is_finite() {
             return respond(StatusCode::OK, Outcome::Accepted);
         }
+        if let Some(window) = self.cfg.window {
+            return self.fixed_window(now, rate, window);
+        }
         let interval = Duration::from_secs_f64(1.0 / rate);
         let tolerance = interval.mul_f64((self.cfg.burst - 1.0).max(0.0));
         let allowed_at = self.tat.saturating_sub(tolerance);
@@ -197,6 +207,31 @@ impl Provider {
         self.retry_after(&mut r.headers, form, now, allowed_at - now);
         self.rate_limit_headers(&mut r.headers, rate, now);
         self.reject(now);
+        r
+    }
+
+    fn fixed_window(&mut self, now: Duration, rate: f64, window: Duration) -> Response {
+        let index = (now.as_nanos() / window.as_nanos().max(1)) as u64;
+        if self.window_used.0 != index {
+            self.window_used = (index, 0);
+        }
+        let quota = (rate * window.as_secs_f64()).round().max(1.0) as u64;
+        let reset = window * (index as u32 + 1) - now;
+        let accepted = self.window_used.1 < quota;
+        let mut r = if accepted {
+            self.window_used.1 += 1;
+            respond(StatusCode::OK, Outcome::Accepted)
+        } else {
+            let mut r = respond(code(self.cfg.throttle_status), Outcome::Throttled);
+            let form = schedule_at(&self.cfg.retry_after, now).unwrap_or(RetryAfterForm::Seconds);
+            self.retry_after(&mut r.headers, form, now, reset);
+            self.reject(now);
+            r
+        };
+        if self.cfg.rate_limit_headers {
+            let left = quota - self.window_used.1;
+            write_rate_limit(&mut r.headers, quota, window, left, reset);
+        }
         r
     }
 
@@ -248,16 +283,22 @@ impl Provider {
         let quota = (rate * 10.0).round() as u64;
         let backlog = self.tat.saturating_sub(now).as_secs_f64() * rate;
         let remaining = (self.cfg.burst - backlog).floor().max(0.0) as u64;
-        let reset = self.tat.saturating_sub(now).as_secs().max(1);
-        let policy = format!("\"default\";q={quota};w=10");
-        let current = format!("\"default\";r={remaining};t={reset}");
-        if let (Ok(p), Ok(c)) = (
-            HeaderValue::from_str(&policy),
-            HeaderValue::from_str(&current),
-        ) {
-            h.insert("ratelimit-policy", p);
-            h.insert("ratelimit", c);
-        }
+        let reset = self.tat.saturating_sub(now);
+        write_rate_limit(h, quota, Duration::from_secs(10), remaining, reset);
+    }
+}
+
+/// IETF `RateLimit-Policy` and `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers).
+fn write_rate_limit(h: &mut HeaderMap, quota: u64, window: Duration, left: u64, reset: Duration) {
+    let reset_secs = (reset.as_secs() + u64::from(reset.subsec_nanos() > 0)).max(1);
+    let policy = format!("\"default\";q={quota};w={}", window.as_secs().max(1));
+    let current = format!("\"default\";r={left};t={reset_secs}");
+    if let (Ok(p), Ok(c)) = (
+        HeaderValue::from_str(&policy),
+        HeaderValue::from_str(&current),
+    ) {
+        h.insert("ratelimit-policy", p);
+        h.insert("ratelimit", c);
     }
 }
 
@@ -290,6 +331,7 @@ mod tests {
         ProviderConfig {
             limits: vec![(Duration::ZERO, rate)],
             burst: 1.0,
+            window: None,
             retry_after: vec![(Duration::ZERO, RetryAfterForm::Seconds)],
             throttle_status: 429,
             abuse: None,

@@ -32,6 +32,8 @@ pub struct PolicyResult {
     pub attempts: u64,
     /// Answers with status 429 (rate limit and suspension).
     pub throttles: u64,
+    /// Logical requests that met at least one 429.
+    pub throttled_items: usize,
     /// Answers that were not 2xx, of any status.
     pub rejections: u64,
     /// Answers given because the account was suspended.
@@ -70,6 +72,7 @@ impl PolicyResult {
             logical,
             attempts: 0,
             throttles: 0,
+            throttled_items: 0,
             rejections: 0,
             blocked_answers: 0,
             delivered: 0,
@@ -94,6 +97,12 @@ impl PolicyResult {
     /// 429 answers per logical request.
     pub fn throttles_per_request(&self) -> f64 {
         ratio(self.throttles as f64, self.logical as f64)
+    }
+
+    /// 429 answers per logical request that met at least one (the seeds' "429s generated
+    /// per logical request": 1 for no-retry by construction).
+    pub fn throttles_per_throttled_request(&self) -> f64 {
+        ratio(self.throttles as f64, self.throttled_items as f64)
     }
 
     /// Non-2xx answers per logical request.
@@ -166,6 +175,7 @@ impl fmt::Display for ScenarioReport {
             "attempts",
             "429s",
             "429/req",
+            "429/hit",
             "rej/req",
             "delivered",
             "lost",
@@ -187,6 +197,7 @@ impl fmt::Display for ScenarioReport {
                 r.attempts.to_string(),
                 r.throttles.to_string(),
                 format!("{:.2}", r.throttles_per_request()),
+                format!("{:.2}", r.throttles_per_throttled_request()),
                 format!("{:.2}", r.rejections_per_request()),
                 r.delivered.to_string(),
                 r.lost.to_string(),

@@ -95,6 +95,7 @@ impl Scenario {
         let provider = ProviderConfig {
             limits: vec![(Duration::ZERO, 10.0)],
             burst: 10.0,
+            window: None,
             retry_after: vec![(Duration::ZERO, RetryAfterForm::Seconds)],
             throttle_status: 429,
             abuse: None,
@@ -117,6 +118,7 @@ impl Scenario {
                 let mut c = base;
                 c.items = 14 * 600;
                 c.arrivals = vec![(Duration::ZERO, 14.0)];
+                c.provider.window = Some(secs(60));
                 c.provider.abuse = Some(Abuse {
                     window: secs(60),
                     max_rejections: 300,
@@ -129,6 +131,7 @@ impl Scenario {
                 let mut c = base;
                 c.arrivals = vec![(Duration::ZERO, 8.0), (secs(120), 14.0), (secs(420), 8.0)];
                 c.items = 8 * 120 + 14 * 300 + 8 * 180;
+                c.provider.window = Some(secs(60));
                 c.provider.retry_after = vec![
                     (Duration::ZERO, RetryAfterForm::Seconds),
                     (secs(120), RetryAfterForm::HttpDate),
