@@ -544,7 +544,9 @@ async fn attempt<S: Store>(
             return hand_back(rt, &item, now, "lease_near_expiry");
         }
         if records.is_empty() {
-            if item.attempts == 0 {
+            // A first attempt on this provider (new, or just failed over to it) earns
+            // budget; any other attempt is a retry and must draw on it.
+            if item.attempts == 0 || item.just_failed_over() {
                 rt.budget.deposit(mono);
             } else if !rt.budget.try_withdraw(mono) {
                 // Budget exhaustion never drops work: the item waits longer.

@@ -3,7 +3,30 @@
 //! A durable outbound queue that delivers API calls as fast as each provider allows and no
 //! faster, and never loses an item to a throttle, a crash or an outage.
 //!
-//! OWNER NOTE: quick start written once the dispatcher lands.
+//! ```no_run
+//! # async fn demo() -> abide_outbox::Result<()> {
+//! use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, Request, SqliteStore};
+//! use std::sync::Arc;
+//!
+//! let config = Config::load("providers.toml")?;
+//! let store = SqliteStore::open("outbox.db").await?;
+//! let outbox = Dispatcher::new(store, config, Arc::new(abide_core::SystemClock), DispatcherOptions::default())?;
+//! let msg = Request::post_json("/v1/messages", serde_json::json!({"to": "+15550100", "text": "hi"}));
+//! outbox.enqueue(&[NewItem::new("sms-primary", msg).with_idempotency_key("order-42")]).await?;
+//! let report = outbox.run_until_drained().await?;
+//! println!("delivered {} at {:.0}/s", report.totals.delivered, report.achieved_rate());
+//! # Ok(()) }
+//! ```
+//!
+//! ## Map
+//! - [`model`]: [`Item`], [`Request`], [`NewItem`], [`Outcome`], attempt records.
+//! - [`state`]: the state machine as one pure table, [`transition`].
+//! - [`store`]: the [`Store`] trait; [`SqliteStore`] (default), [`PostgresStore`],
+//!   [`AnyStore`] (chosen from a URL). Stores enforce the table in SQL.
+//! - [`config`]: providers from TOML ([`Config`]); credentials only from the environment.
+//! - [`dispatcher`]: [`Dispatcher`], per-provider senders sharing one
+//!   [`abide_core::Pacer`] and one [`abide_core::RetryBudget`]; [`Progress`] snapshots.
+//! - [`sleep`]: how waiting is done ([`TokioSleeper`], [`ManualSleeper`] for tests).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 

@@ -230,6 +230,19 @@ pub struct Item {
     pub lease_expires_at: Option<SystemTime>,
 }
 
+/// Prefix of [`Item::reason`] set by a fail-over (`failed_over_from:<provider>`).
+pub const FAILED_OVER_PREFIX: &str = "failed_over_from:";
+
+impl Item {
+    /// True when the item's last event was a fail-over: its next attempt is its first on
+    /// the new provider (so it draws no retry budget there).
+    pub fn just_failed_over(&self) -> bool {
+        self.reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(FAILED_OVER_PREFIX))
+    }
+}
+
 /// What the remote side said on one attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -605,7 +605,7 @@ macro_rules! store_impl {
                         .bind(target.as_str())
                         .bind(to)
                         .bind($crate::model::to_ms(now))
-                        .bind(format!("failed_over_from:{from}"))
+                        .bind(format!("{}{from}", $crate::model::FAILED_OVER_PREFIX))
                         .bind(from)
                         .bind(source.as_str())
                         .bind($crate::model::to_ms(pending_since_before))

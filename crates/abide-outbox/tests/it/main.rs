@@ -1,5 +1,6 @@
 //! The one integration test binary of abide-outbox.
 #![allow(clippy::unwrap_used, missing_docs, unreachable_pub)]
 
+mod delivery;
 mod store_conformance;
 mod support;

@@ -1,0 +1,223 @@
+//! End to end over loopback against `abide-provider`: real HTTP, real SQLite, real time
+//! (kept to a few seconds by generous provider limits).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use abide_core::{Clock, SystemClock};
+use abide_outbox::{
+    Config, Dispatcher, DispatcherOptions, NewItem, RemoteCode, Request, SqliteStore, State, Store,
+};
+use abide_provider::{ProviderConfig as FakeConfig, RunningProvider};
+use serde_json::json;
+
+/// Each test uses its own variable so parallel tests do not race on the environment.
+fn set_token(var: &str) {
+    // Test-only: the variable names are unique per test and only this process reads them.
+    std::env::set_var(var, abide_provider::DEMO_KEY);
+}
+
+async fn fake(toml: &str) -> RunningProvider {
+    let cfg = FakeConfig::from_toml_str(toml).unwrap();
+    abide_provider::spawn(cfg, Arc::new(SystemClock), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+fn items(provider: &str, n: usize, prefix: &str) -> Vec<NewItem> {
+    (0..n)
+        .map(|i| {
+            NewItem::new(
+                provider,
+                Request::post_json("/v1/messages", json!({"to": "+15550100", "n": i})),
+            )
+            .with_idempotency_key(format!("{prefix}-{i}"))
+        })
+        .collect()
+}
+
+fn opts() -> DispatcherOptions {
+    DispatcherOptions {
+        maintenance_interval: Duration::from_millis(100),
+        idle_poll: Duration::from_millis(50),
+        budget_denied_delay: Duration::from_millis(200),
+        seed: Some(4),
+        ..DispatcherOptions::default()
+    }
+}
+
+async fn run(
+    store: SqliteStore,
+    config: &str,
+    work: Vec<NewItem>,
+) -> (Dispatcher<SqliteStore>, abide_outbox::Progress) {
+    let config = Config::from_toml_str(config).unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let d = Dispatcher::new(store, config, clock, opts()).unwrap();
+    for chunk in work.chunks(1000) {
+        d.enqueue(chunk).await.unwrap();
+    }
+    let progress = tokio::time::timeout(Duration::from_secs(60), d.run_until_drained())
+        .await
+        .expect("drains within a minute")
+        .unwrap();
+    println!(
+        "elapsed {:?}, achieved {:.0}/s, throttles/request {:.3}, totals {:?}",
+        progress.elapsed,
+        progress.achieved_rate(),
+        progress.throttles_per_request(),
+        progress.totals
+    );
+    (d, progress)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_four_workers_deliver_every_item_exactly_once_under_a_rate_limit() {
+    set_token("ABIDE_IT_TOKEN_EXACTLY_ONCE");
+    let provider = fake(
+        r#"
+        [limits]
+        key_rate = "1000/s"
+        key_burst = 50
+        account_rate = "2000/s"
+        "#,
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    let config = format!(
+        r#"[[provider]]
+        name = "fake"
+        base_url = "{}"
+        credentials_env = "ABIDE_IT_TOKEN_EXACTLY_ONCE"
+        rate_hint = 900.0
+        concurrency = 24"#,
+        provider.url()
+    );
+    let n = 2000;
+    let (d, progress) = run(store.clone(), &config, items("fake", n, "once")).await;
+
+    let stats = provider.stats();
+    assert_eq!(stats.accepted, n as u64, "{stats:?}");
+    assert_eq!(stats.duplicates, 0, "{stats:?}");
+    assert_eq!(progress.counts.submitted, n as u64, "{progress:?}");
+    assert_eq!(progress.counts.active(), 0);
+    assert_eq!(progress.totals.delivered, n as u64);
+    let throttled_429 = stats.rejected_by_status.get(&429).copied().unwrap_or(0);
+    let per_request = throttled_429 as f64 / n as f64;
+    assert!(
+        per_request <= 0.05,
+        "429s per logical request {per_request}: {stats:?}"
+    );
+    let remote = d.store().remote_counts(Some("fake")).await.unwrap();
+    assert!(
+        remote.contains(&(RemoteCode::Http(202), n as u64)),
+        "{remote:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_items_wait_pending_then_drain_without_duplicates() {
+    set_token("ABIDE_IT_TOKEN_THROTTLED");
+    // Far slower than the sender's starting pace: 429s with Retry-After are certain.
+    let provider = fake(
+        r#"
+        [limits]
+        key_rate = "100/s"
+        key_burst = 5
+        "#,
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    let config = format!(
+        r#"[[provider]]
+        name = "fake"
+        base_url = "{}"
+        credentials_env = "ABIDE_IT_TOKEN_THROTTLED"
+        rate_hint = 2000.0
+        concurrency = 20
+        [provider.budget]
+        retry_ratio = 1.0"#,
+        provider.url()
+    );
+    let n = 150;
+    let (d, progress) = run(store, &config, items("fake", n, "thr")).await;
+    let stats = provider.stats();
+    assert_eq!(stats.accepted, n as u64, "{stats:?}");
+    assert_eq!(stats.duplicates, 0);
+    assert!(
+        progress.totals.throttled > 0,
+        "the test must provoke throttles: {progress:?}"
+    );
+    assert_eq!(progress.counts.submitted, n as u64, "{progress:?}");
+    // The pacer learned: it ends well below its starting 2000/s.
+    let rate = d.pacer("fake").unwrap().rate();
+    assert!(rate < 2000.0, "rate {rate}");
+    // Throttled attempts were recorded with the delay chosen and why.
+    let remote = d.store().remote_counts(None).await.unwrap();
+    assert!(
+        remote
+            .iter()
+            .any(|(c, n)| *c == RemoteCode::Http(429) && *n > 0),
+        "{remote:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_items_fail_over_to_the_second_provider_after_the_configured_age() {
+    set_token("ABIDE_IT_TOKEN_FAILOVER");
+    let backup = fake("[limits]\nkey_rate = \"500/s\"\nkey_concurrency = 64").await;
+    // A port that refuses connections: bind, note the address, drop the listener.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    let config = format!(
+        r#"[[provider]]
+        name = "primary"
+        base_url = "http://{dead}"
+        credentials_env = "ABIDE_IT_TOKEN_FAILOVER"
+        [provider.retry]
+        backoff_base_ms = 100
+        backoff_cap_secs = 1
+        [provider.failover]
+        to = "backup"
+        after_pending_secs = 1
+
+        [[provider]]
+        name = "backup"
+        base_url = "{}"
+        credentials_env = "ABIDE_IT_TOKEN_FAILOVER"
+        rate_hint = 200.0"#,
+        backup.url()
+    );
+    let n = 40;
+    let work = items("primary", n, "fo");
+    let (d, progress) = run(store.clone(), &config, work).await;
+    assert_eq!(progress.counts.submitted, n as u64, "{progress:?}");
+    assert_eq!(backup.stats().accepted, n as u64);
+    assert_eq!(backup.stats().duplicates, 0);
+    let some = d
+        .store()
+        .claim("backup", "x", SystemClock.now(), Duration::ZERO, 1)
+        .await;
+    assert!(some.unwrap().is_empty());
+    // Every item kept its original provider and key, and went through the backup.
+    let first = d.enqueue(&items("primary", 1, "fo")).await.unwrap();
+    assert!(!first[0].created, "same key: a no-op");
+    let it = store.get(&first[0].id).await.unwrap().unwrap();
+    assert_eq!(it.state, State::Submitted);
+    assert_eq!(
+        (it.provider.as_str(), it.current_provider.as_str()),
+        ("primary", "backup")
+    );
+    let attempts = store.attempts(&it.id).await.unwrap();
+    assert_eq!(
+        attempts.last().map(|a| a.record.provider.as_str()),
+        Some("backup")
+    );
+    assert!(attempts.iter().all(|a| a.idempotency_key == "fo-0"));
+}
