@@ -9,7 +9,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant, SystemTime};
 
 use abide_core::{Clock, ManualClock};
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::policy::{Attempt, ClientPolicy, Decision, PolicyKind};
@@ -89,6 +89,11 @@ struct Sim {
     heap: BinaryHeap<Scheduled>,
     base: Instant,
     epoch: SystemTime,
+    /// Arrival gaps: its own stream, so every policy faces the same arrivals for a seed.
+    arrivals_rng: ChaCha8Rng,
+    /// Network latency jitter.
+    latency_rng: ChaCha8Rng,
+    /// Handed to the policy (backoff jitter, unparseable waits).
     rng: ChaCha8Rng,
     provider: Provider,
     policy: Box<dyn ClientPolicy>,
@@ -98,6 +103,13 @@ struct Sim {
     delayed: BinaryHeap<std::cmp::Reverse<(Duration, usize)>>,
     idle: usize,
     result: PolicyResult,
+}
+
+/// An independent ChaCha8 stream per purpose, all derived from the one seed.
+fn stream(seed: u64, purpose: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(purpose);
+    rng
 }
 
 /// Run `policy` against `cfg` with `seed`: one row of a scenario table.
@@ -111,7 +123,9 @@ pub fn run(cfg: &RunConfig, policy: PolicyKind, seed: u64) -> PolicyResult {
         heap: BinaryHeap::new(),
         base,
         epoch,
-        rng: ChaCha8Rng::seed_from_u64(seed),
+        arrivals_rng: stream(seed, 1),
+        latency_rng: stream(seed, 2),
+        rng: stream(seed, 3),
         provider: Provider::new(cfg.provider.clone(), epoch),
         policy: policy.build(base),
         items: vec![Item::default(); cfg.items],
@@ -157,7 +171,9 @@ impl Sim {
                 self.fresh.push_back(i);
                 if i + 1 < self.cfg.items {
                     let rate = schedule_at(&self.cfg.arrivals, self.now).unwrap_or(1.0);
-                    let gap = Duration::from_secs_f64(1.0 / rate.max(1e-6));
+                    // Poisson arrivals: exponential gaps with mean 1 / rate.
+                    let u: f64 = self.arrivals_rng.random_range(f64::EPSILON..1.0);
+                    let gap = Duration::from_secs_f64(-u.ln() / rate.max(1e-6));
                     self.schedule(self.now + gap, Event::Arrive(i + 1));
                 }
                 self.dispatch();
@@ -176,7 +192,11 @@ impl Sim {
                     self.result.throttled_items += 1;
                 }
                 self.result.record(self.now, &resp, self.cfg.bucket);
-                let at = self.now + self.cfg.latency;
+                let at = self.now
+                    + self
+                        .cfg
+                        .latency
+                        .mul_f64(self.latency_rng.random_range(0.6..1.4));
                 self.schedule(at, Event::Respond(i, Box::new(resp)));
             }
             Event::Respond(i, resp) => self.respond(i, &resp),
