@@ -25,6 +25,7 @@ INPUT
   The block may start with a status line such as `HTTP/1.1 429 Too Many Requests`; it ends
   at the first empty line (a body after it is ignored). --status overrides the status line.
   Flags and stdin headers combine; a repeated header (two Retry-After lines) is kept.
+  The header block may be at most 1 MiB and 10000 lines; the body is never read.
 
 OUTPUT (one JSON object on stdout; field names and meanings are stable)
   verdict           success | throttle | retry | refresh_credentials | terminal | unknown
@@ -114,8 +115,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut headers = HeaderMap::new();
     let mut status_line = None;
     if from_stdin {
+        // Only the header block matters: read no more than its limit (a body after it, or
+        // an endless stream, is never read into memory).
         let mut input = Vec::new();
         std::io::stdin()
+            .take(MAX_BLOCK_BYTES as u64 + 1)
             .read_to_end(&mut input)
             .context("reading stdin")?;
         status_line = parse_block(&input, &mut headers)?;
@@ -123,7 +127,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     for (i, h) in args.headers.iter().enumerate() {
         let (name, value) = parse_header_line(h.as_bytes())
             .with_context(|| format!("--header #{} {}", i + 1, shown(h.as_bytes())))?;
-        headers.append(name, value);
+        append(&mut headers, name, value)?;
     }
 
     let report = if let Some(code) = &args.smpp {
@@ -239,10 +243,32 @@ fn parse_smpp(s: &str) -> anyhow::Result<u32> {
     parsed.with_context(|| format!("--smpp {s:?}: not a command_status (e.g. 0x58 or 88)"))
 }
 
+/// Largest header block read from stdin, in bytes (a real response head is a few KiB;
+/// servers commonly refuse more than 64 KiB).
+const MAX_BLOCK_BYTES: usize = 1 << 20;
+
+/// Most header lines accepted (far below `HeaderMap`'s hard limit, which panics).
+const MAX_HEADERS: usize = 10_000;
+
+fn append(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) -> anyhow::Result<()> {
+    if headers.len() >= MAX_HEADERS {
+        bail!("more than {MAX_HEADERS} header lines");
+    }
+    headers
+        .try_append(name, value)
+        .map(drop)
+        .with_context(|| format!("more than {MAX_HEADERS} header lines"))
+}
+
 /// Parse a raw header block into `headers`; returns the status of a leading status line.
+///
+/// # Errors
+/// A malformed line (named by its number), more than [`MAX_HEADERS`] lines, or a block that
+/// has not ended within [`MAX_BLOCK_BYTES`].
 fn parse_block(input: &[u8], headers: &mut HeaderMap) -> anyhow::Result<Option<u16>> {
     let mut status = None;
     let mut lines: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut ended = false;
     for (i, raw) in input.split(|&b| b == b'\n').enumerate() {
         let n = i + 1;
         let line = raw.strip_suffix(b"\r").unwrap_or(raw);
@@ -250,6 +276,7 @@ fn parse_block(input: &[u8], headers: &mut HeaderMap) -> anyhow::Result<Option<u
             if lines.is_empty() && status.is_none() {
                 continue; // leading blank lines
             }
+            ended = true;
             break; // end of the header block
         }
         if lines.is_empty() && status.is_none() && line.starts_with(b"HTTP/") {
@@ -270,10 +297,13 @@ fn parse_block(input: &[u8], headers: &mut HeaderMap) -> anyhow::Result<Option<u
         }
         lines.push((n, line.to_vec()));
     }
+    if !ended && input.len() > MAX_BLOCK_BYTES {
+        bail!("stdin: the header block is larger than {MAX_BLOCK_BYTES} bytes");
+    }
     for (n, line) in lines {
         let (name, value) =
             parse_header_line(&line).with_context(|| format!("stdin line {n} {}", shown(&line)))?;
-        headers.append(name, value);
+        append(headers, name, value).with_context(|| format!("stdin line {n}"))?;
     }
     Ok(status)
 }
