@@ -257,3 +257,13 @@ fn a_large_body_after_the_header_block_is_ignored() {
     let v = inspect_stdin(&["-"], Some(&block));
     assert_eq!(v["delay_secs"], 7.0);
 }
+
+#[test]
+fn bare_cr_line_endings_do_not_hide_retry_after_in_the_status_line() {
+    // Split on LF only, this whole input was one status line and Retry-After vanished.
+    fails(
+        &["-", "--now", NOW],
+        Some(b"HTTP/1.1 429 Too Many Requests\rRetry-After: 30\r\r"),
+        "control character in the status line",
+    );
+}

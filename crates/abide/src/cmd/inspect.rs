@@ -310,6 +310,11 @@ fn parse_block(input: &[u8], headers: &mut HeaderMap) -> anyhow::Result<Option<u
 
 /// `HTTP/1.1 429 Too Many Requests` or `HTTP/2 429`.
 fn parse_status_line(line: &[u8]) -> anyhow::Result<u16> {
+    // A bare CR (old Mac line endings) would otherwise hide every following header in the
+    // ignored reason phrase, silently dropping a Retry-After.
+    if line.iter().any(u8::is_ascii_control) {
+        bail!("control character in the status line (lines must end in LF or CRLF)");
+    }
     let text = std::str::from_utf8(line).context("not UTF-8")?;
     let code = text
         .split_ascii_whitespace()
