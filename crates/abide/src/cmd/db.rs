@@ -12,7 +12,7 @@
 //! only when they expire.
 
 use std::fs::{File, OpenOptions};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::SystemTime;
 
 use abide_outbox::{AnyStore, Store};
@@ -64,14 +64,6 @@ pub(crate) async fn open_existing(db: &str) -> anyhow::Result<AnyStore> {
 #[derive(Debug)]
 pub(crate) struct DbLock {
     _file: File,
-    path: PathBuf,
-}
-
-impl DbLock {
-    /// The lock file.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 /// Take the sender lock for an SQLite database; `None` for Postgres.
@@ -92,7 +84,7 @@ pub(crate) fn lock(db: &str) -> anyhow::Result<Option<DbLock>> {
         .open(&path)
         .with_context(|| format!("creating the lock file {}", path.display()))?;
     match file.try_lock() {
-        Ok(()) => Ok(Some(DbLock { _file: file, path })),
+        Ok(()) => Ok(Some(DbLock { _file: file })),
         Err(std::fs::TryLockError::WouldBlock) => bail!(
             "another abide send or serve is using {} (lock {} is held); \
              wait for it or stop it first",

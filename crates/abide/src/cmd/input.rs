@@ -129,6 +129,20 @@ impl Line {
     }
 }
 
+/// One item from a JSON value in the line format (used by `serve`). No key is derived:
+/// without `idempotency_key` the store uses the new item's id.
+///
+/// # Errors
+/// What is wrong with it, as text.
+pub(crate) fn item_from_value(
+    v: serde_json::Value,
+    known: &dyn Fn(&str) -> bool,
+) -> Result<NewItem, String> {
+    serde_json::from_value::<Line>(v)
+        .map_err(|e| e.to_string())
+        .and_then(|l| l.into_item(known))
+}
+
 /// Parse and validate a whole JSON-lines batch. `known` says whether a provider name is
 /// configured. Items without a key get a [`derived_key`].
 ///

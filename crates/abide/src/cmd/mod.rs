@@ -2,13 +2,16 @@
 //! async commands build their own tokio runtime inside `run`.
 
 pub(crate) mod db;
+pub(crate) mod deliver;
 pub(crate) mod demo;
 pub(crate) mod input;
 pub(crate) mod inspect;
+pub(crate) mod progress;
 pub(crate) mod provider;
 pub(crate) mod report;
 pub(crate) mod requeue;
 pub(crate) mod send;
 pub(crate) mod serve;
+pub(crate) mod serve_api;
 pub(crate) mod sim;
 pub(crate) mod status;

@@ -129,3 +129,126 @@ mod tests {
         assert_eq!(ratio(1, 0), 0.0);
     }
 }
+
+/// What the input contributed.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub(crate) struct InputSummary {
+    /// Items read (blank lines excluded).
+    pub(crate) items: usize,
+    /// Newly enqueued.
+    pub(crate) enqueued: usize,
+    /// Already in the database from an earlier run (same idempotency key): not re-sent.
+    pub(crate) already_enqueued: usize,
+}
+
+/// This run's numbers for one provider.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ProviderLine {
+    pub(crate) name: String,
+    /// Pace at the end, requests per second.
+    pub(crate) pace_per_sec: f64,
+    /// Throttled fraction over the pacer's window at the end.
+    pub(crate) throttle_rate: f64,
+    pub(crate) totals: abide_outbox::Totals,
+}
+
+/// The final report of `send` and `demo`.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct RunReport {
+    /// `drained` or `interrupted`.
+    pub(crate) outcome: &'static str,
+    pub(crate) elapsed_secs: f64,
+    pub(crate) input: Option<InputSummary>,
+    /// What this run did (all providers).
+    pub(crate) run: abide_outbox::Totals,
+    /// Throttled attempts of this run per item it finished (target ≤ 0.05).
+    pub(crate) throttles_per_request: f64,
+    /// Deliveries per second over this run.
+    pub(crate) achieved_rate_per_sec: f64,
+    pub(crate) providers: Vec<ProviderLine>,
+    /// The whole database afterwards, including what the remote side said.
+    pub(crate) outbox: Snapshot,
+}
+
+impl RunReport {
+    pub(crate) fn new(
+        p: &abide_outbox::Progress,
+        outcome: &'static str,
+        input: Option<InputSummary>,
+        outbox: Snapshot,
+    ) -> Self {
+        Self {
+            outcome,
+            elapsed_secs: p.elapsed.as_secs_f64(),
+            input,
+            run: p.totals,
+            throttles_per_request: p.throttles_per_request(),
+            achieved_rate_per_sec: p.achieved_rate(),
+            providers: p
+                .providers
+                .iter()
+                .map(|x| ProviderLine {
+                    name: x.name.clone(),
+                    pace_per_sec: x.rate,
+                    throttle_rate: x.throttle_rate,
+                    totals: x.totals,
+                })
+                .collect(),
+            outbox,
+        }
+    }
+
+    /// The report for a terminal.
+    pub(crate) fn render_text(&self, db: &str) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "abide: {} after {}",
+            self.outcome,
+            human(Duration::from_secs_f64(self.elapsed_secs))
+        );
+        if let Some(i) = &self.input {
+            let _ = writeln!(
+                s,
+                "  input            {} items: {} enqueued, {} already in the outbox (not sent again)",
+                i.items, i.enqueued, i.already_enqueued
+            );
+        }
+        let t = &self.run;
+        let _ = writeln!(s, "  this run (what abide decided)");
+        for (name, n) in [
+            ("delivered", t.delivered),
+            ("attempts", t.attempts),
+            ("throttled", t.throttled),
+            ("retries", t.retries_scheduled),
+            ("budget denied", t.budget_denied),
+            ("terminal failures", t.terminal_failures),
+            ("deferred", t.deferred),
+        ] {
+            let _ = writeln!(s, "    {name:<18} {n:>8}");
+        }
+        let _ = writeln!(
+            s,
+            "    {:<18} {:>8.3}",
+            "429s/request", self.throttles_per_request
+        );
+        let _ = writeln!(
+            s,
+            "    {:<18} {:>8.1}/s",
+            "achieved rate", self.achieved_rate_per_sec
+        );
+        for p in &self.providers {
+            let _ = writeln!(
+                s,
+                "  provider {}: pace {:.1}/s, throttle rate {:.1}%, {} delivered, {} throttled",
+                p.name,
+                p.pace_per_sec,
+                p.throttle_rate * 100.0,
+                p.totals.delivered,
+                p.totals.throttled
+            );
+        }
+        s.push_str(&self.outbox.render_table(db));
+        s
+    }
+}

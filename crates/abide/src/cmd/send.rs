@@ -1,11 +1,210 @@
-//! `abide send` (not yet implemented).
+//! `abide send`: enqueue JSON lines into the durable outbox and deliver until drained.
 
+use std::io::Read;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use abide_core::{Clock, SystemClock};
+use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem};
+use anyhow::Context;
+
+use super::db;
+use super::deliver::{deliver, Ending};
+use super::input;
+use super::progress::{Display, Mode};
+use super::report::{InputSummary, RunReport, Snapshot};
+
+const LONG_ABOUT: &str = "\
+Enqueue JSON lines into the durable outbox (an SQLite file by default) and deliver them to the
+configured providers as fast as each allows and no faster, until nothing is left to do.
+
+Each provider gets N concurrent senders (`concurrency` in the config, or --workers) that share
+one pacer and one retry budget: a throttle pauses the whole provider until its Retry-After
+(any RFC 9110 form, floored and capped) and slows the pace. A throttled item is never failed;
+it waits PENDING and goes again with the same idempotency key.
+
+EXAMPLES
+  abide provider &                                          # a fake provider on :8080
+  ABIDE_SMS_TOKEN=demo-key abide send --config examples/providers.toml examples/messages.jsonl
+  generate-messages | abide send --config providers.toml --db /var/lib/abide/outbox.db -
+  abide send --config providers.toml --json in.jsonl | jq .run
+  abide send --config providers.toml            # no input: deliver what the outbox holds
+                                                # (after Ctrl-C, a crash, or `abide requeue`)
+
+RESUMING
+  Interrupted and run again with the same --db and input, `send` resumes: every line's
+  idempotency key is stable (given or derived from its content), so lines already in the
+  outbox are not enqueued again and SUBMITTED items are never re-sent. Ctrl-C (or SIGTERM)
+  stops claiming, waits for requests on the wire and records them; a second Ctrl-C exits at
+  once. After kill -9, the next run reclaims the dead run's IN_FLIGHT items at start (it holds
+  the lock file <db>.lock, so no other sender can own them) and retries them with the same
+  idempotency key: the provider sees a duplicate, never a second message. With a Postgres
+  --db no lock is taken and dead leases are reclaimed when --lease runs out.
+
+REPORT
+  stdout gets the final report (--json for JSON): delivered, attempts, throttled, retries,
+  terminal failures, deferred, 429s per logical request, achieved rate, per-provider pace and
+  throttle rate, the whole outbox per state, and every attempt counted by what the remote side
+  said (http_202, http_429, smpp_0x58, no_response, ...). Progress goes to stderr: a live bar
+  on a terminal, a line every 2 s otherwise.
+
+EXIT CODES
+  0    drained; no FAILED or DEFERRED item in the outbox
+  1    drained, but some items are FAILED (terminal) or DEFERRED (see `abide requeue`)
+  2    usage, config or input error (nothing enqueued), or the database is locked
+  130  interrupted (Ctrl-C, SIGTERM); run again to resume";
 
 /// Arguments of `abide send`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
+#[command(long_about = LONG_ABOUT, after_long_help = input::FORMAT_HELP)]
+pub(crate) struct Args {
+    /// Providers file (TOML); see README "Providers file" and examples/providers.toml.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: PathBuf,
+    /// Outbox database: an SQLite file (created if missing), `sqlite:PATH`, or
+    /// `postgres://...`.
+    #[arg(long, default_value = db::DEFAULT_DB, value_name = "PATH|URL")]
+    pub(crate) db: String,
+    /// JSON-lines input file, or `-` for stdin. Without it, only what the outbox already
+    /// holds is delivered.
+    #[arg(value_name = "INPUT.jsonl|-")]
+    pub(crate) input: Option<String>,
+    /// Concurrent senders per provider (overrides `concurrency` in the config).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub(crate) workers: Option<u16>,
+    /// Lease on a claimed item: a sender that hangs longer loses it and the item is retried
+    /// (same idempotency key). e.g. 500ms, 30s, 2m.
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = parse_lease)]
+    pub(crate) lease: Duration,
+    /// Print the final report as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// No progress on stderr (same as --progress none).
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
+    /// Progress display on stderr.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub(crate) progress: Mode,
+    /// Seed for retry jitter (reproducible schedules); default: from the OS.
+    #[arg(long)]
+    pub(crate) seed: Option<u64>,
+}
 
-pub(crate) fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`abide send` is not implemented yet")
+/// `--lease`: a duration between 100 ms and 1 h.
+pub(crate) fn parse_lease(s: &str) -> Result<Duration, String> {
+    let d = abide_provider::parse_duration(s).map_err(|e| e.to_string())?;
+    if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&d) {
+        return Err("must be between 100ms and 1h".into());
+    }
+    Ok(d)
+}
+
+/// Load the providers file, applying `--workers`.
+pub(crate) fn load_config(path: &PathBuf, workers: Option<u16>) -> anyhow::Result<Config> {
+    let mut cfg =
+        Config::load(path).with_context(|| format!("in the providers file {}", path.display()))?;
+    if let Some(w) = workers {
+        for p in &mut cfg.providers {
+            p.concurrency = usize::from(w);
+        }
+    }
+    Ok(cfg)
+}
+
+fn read_input(src: &str) -> anyhow::Result<String> {
+    let mut text = String::new();
+    if src == "-" {
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading stdin")?;
+    } else {
+        text = std::fs::read_to_string(src).with_context(|| format!("reading {src}"))?;
+    }
+    Ok(text)
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let cfg = load_config(&args.config, args.workers)?;
+    // Check the whole input before touching the database: a bad line enqueues nothing.
+    let items: Option<Vec<NewItem>> = match &args.input {
+        None => None,
+        Some(src) => {
+            let text = read_input(src)?;
+            let known = |p: &str| cfg.provider(p).is_some();
+            match input::parse_batch(&text, &known) {
+                Ok(items) => Some(items),
+                Err(e) => {
+                    eprint!("abide: {src}: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            }
+        }
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(send(args, cfg, items))
+}
+
+async fn send(args: Args, cfg: Config, items: Option<Vec<NewItem>>) -> anyhow::Result<ExitCode> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let lock = db::lock(&args.db)?;
+    let store = db::open(&args.db).await?;
+    if let Some(lock) = &lock {
+        let n = db::reclaim_dead_leases(&store, lock, clock.now()).await?;
+        if n > 0 {
+            eprintln!(
+                "abide: {n} item(s) were IN_FLIGHT in a run that died; retrying them with their idempotency keys"
+            );
+        }
+    }
+    let opts = DispatcherOptions {
+        lease: args.lease,
+        seed: args.seed,
+        ..DispatcherOptions::default()
+    };
+    let d = Dispatcher::new(store.clone(), cfg, Arc::clone(&clock), opts)?;
+    let input = match items {
+        None => None,
+        Some(items) => {
+            let done = d.enqueue(&items).await.context("enqueueing")?;
+            let enqueued = done.iter().filter(|e| e.created).count();
+            Some(InputSummary {
+                items: items.len(),
+                enqueued,
+                already_enqueued: done.len() - enqueued,
+            })
+        }
+    };
+    let mode = if args.quiet {
+        Mode::None
+    } else {
+        args.progress
+    };
+    let (p, ending) = deliver(&d, Display::new(mode)).await?;
+    let snap = Snapshot::load(&store, clock.now()).await?;
+    let outcome = match ending {
+        Ending::Drained => "drained",
+        Ending::Interrupted => "interrupted",
+    };
+    let report = RunReport::new(&p, outcome, input, snap);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render_text(&args.db));
+    }
+    drop(lock);
+    let c = &report.outbox.counts;
+    Ok(match ending {
+        Ending::Interrupted => ExitCode::from(130),
+        Ending::Drained if c.failed + c.deferred > 0 => ExitCode::from(1),
+        Ending::Drained => ExitCode::SUCCESS,
+    })
 }

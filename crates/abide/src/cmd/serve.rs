@@ -1,11 +1,194 @@
-//! `abide serve` (not yet implemented).
+//! `abide serve`: the outbox as a daemon, with an HTTP API and Prometheus metrics; the
+//! dispatcher runs in the same process.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use abide_core::{Clock, SystemClock};
+use abide_outbox::{Dispatcher, DispatcherOptions};
+use anyhow::{bail, Context};
+use std::io::Write as _;
+
+use super::deliver::signal;
+use super::serve_api::{self, Api};
+use super::{db, send};
+
+const LONG_ABOUT: &str = "\
+Run the outbox as a daemon: an HTTP API to enqueue and inspect items, the dispatcher
+delivering them in the same process (paced per provider, throttles honoured, nothing lost),
+and Prometheus metrics. SIGTERM or Ctrl-C shuts down gracefully: the API stops accepting,
+the dispatcher stops claiming and records every request already on the wire.
+
+EXAMPLES
+  export ABIDE_TOKEN=$(openssl rand -hex 32) ABIDE_SMS_TOKEN=demo-key
+  abide serve --config examples/providers.toml --db outbox.db --listen 127.0.0.1:8787
+  curl -s -H \"Authorization: Bearer $ABIDE_TOKEN\" -d '{\"provider\":\"sms\",\"path\":\"/v1/messages\",
+       \"body\":{\"to\":\"+15550100\",\"text\":\"hi\"},\"idempotency_key\":\"order-42\"}' \\
+       http://127.0.0.1:8787/v1/items
+  curl -s -H \"Authorization: Bearer $ABIDE_TOKEN\" http://127.0.0.1:8787/v1/stats | jq .counts
+  curl -s http://127.0.0.1:8787/metrics | grep abide_items
+
+HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
+  POST /v1/items           one item (an object in the `abide send` line format) or an array
+                           of up to 10000. Checked whole: one bad item -> 422 listing each
+                           bad index, nothing stored. 202 {\"id\",\"created\"} (or
+                           {\"items\":[...]}); `created: false` = that idempotency_key was
+                           already enqueued (a safe retry of the POST). Without a key the
+                           item id becomes the key: send one if you may retry the POST.
+  GET  /v1/items/{id}      the item (state, attempts, next_attempt_at, last provider code,
+                           reason) and every attempt (what the remote said, our verdict, the
+                           delay chosen and why, latency). 404 if unknown.
+  GET  /v1/stats           counts per state, oldest pending age, attempts per remote code,
+                           and per provider: pace, learned target, pause left, throttle rate,
+                           counts and this process's totals.
+  POST /v1/requeue         DEFERRED -> QUEUED; body {} or {\"provider\":\"sms\",\"ids\":[...]}.
+                           200 {\"requeued\": N}.
+  GET  /metrics            Prometheus text: abide_items{state}, abide_oldest_pending_age_seconds,
+                           abide_remote_responses_total{remote}, abide_provider_pace_per_second,
+                           abide_provider_throttle_rate, abide_provider_paused_seconds,
+                           abide_dispatcher_total{provider,what}. Open by default (counts only,
+                           no item data) so a scraper needs no secret; --metrics-auth puts it
+                           behind the token.
+  GET  /healthz            ok (open).
+
+AUTH
+  The token is read once at start from the environment variable named by --token-env (never
+  from a flag, so it stays out of `ps` and shell history); it is never logged and is compared
+  in constant time. Without it `serve` refuses to start (exit 2).
+
+The first line on stdout is `listening on http://ADDR`. With an SQLite --db, serve holds
+<db>.lock like `send` (one sender per file) and reclaims a dead process's IN_FLIGHT items at
+start.";
 
 /// Arguments of `abide serve`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
+#[command(long_about = LONG_ABOUT)]
+pub(crate) struct Args {
+    /// Providers file (TOML); see README "Providers file".
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Outbox database: an SQLite file (created if missing), `sqlite:PATH`, or
+    /// `postgres://...`.
+    #[arg(long, default_value = db::DEFAULT_DB, value_name = "PATH|URL")]
+    db: String,
+    /// Address for the HTTP API; port 0 picks a free port (printed on stdout).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    listen: SocketAddr,
+    /// Name of the environment variable holding the API bearer token.
+    #[arg(long, default_value = "ABIDE_TOKEN", value_name = "VAR")]
+    token_env: String,
+    /// Require the token on /metrics too.
+    #[arg(long)]
+    metrics_auth: bool,
+    /// Concurrent senders per provider (overrides `concurrency` in the config).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    workers: Option<u16>,
+    /// Lease on a claimed item (see `abide send --help`).
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = send::parse_lease)]
+    lease: Duration,
+}
 
-pub(crate) fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`abide serve` is not implemented yet")
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let cfg = send::load_config(&args.config, args.workers)?;
+    let token = match std::env::var(&args.token_env) {
+        Ok(t) if !t.trim().is_empty() => t,
+        _ => bail!(
+            "the API token variable {} is unset or empty; export it (e.g. {}=$(openssl rand -hex 32))",
+            args.token_env,
+            args.token_env
+        ),
+    };
+    let token_digest = serve_api::digest(token.trim());
+    drop(token);
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .context("installing the Prometheus recorder")?;
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let lock = db::lock(&args.db)?;
+        let store = db::open(&args.db).await?;
+        if let Some(lock) = &lock {
+            let n = db::reclaim_dead_leases(&store, lock, clock.now()).await?;
+            if n > 0 {
+                tracing::warn!(
+                    items = n,
+                    "reclaimed IN_FLIGHT items of a process that died"
+                );
+            }
+        }
+        let opts = DispatcherOptions {
+            lease: args.lease,
+            ..DispatcherOptions::default()
+        };
+        let d = Dispatcher::new(store.clone(), cfg.clone(), Arc::clone(&clock), opts)?;
+        let progress = Arc::new(RwLock::new(None));
+        let api = Api {
+            store,
+            config: Arc::new(cfg),
+            clock,
+            token_digest,
+            progress: Arc::clone(&progress),
+            metrics,
+            metrics_auth: args.metrics_auth,
+        };
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("binding {}", args.listen))?;
+        let addr = listener.local_addr()?;
+        {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "listening on http://{addr}")?;
+            out.flush()?;
+        }
+        tracing::info!(%addr, "abide serve listening");
+
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            signal().await;
+            tracing::info!("shutting down: no new requests or claims; finishing those on the wire");
+            let _ = stop_tx.send(true);
+        });
+        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|v| *v).await;
+        };
+        let refresher = {
+            let d = d.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(1));
+                loop {
+                    tick.tick().await;
+                    if let Ok(p) = d.progress().await {
+                        if let Ok(mut slot) = progress.write() {
+                            *slot = Some(p);
+                        }
+                    }
+                }
+            })
+        };
+        let server = axum::serve(listener, serve_api::router(api))
+            .with_graceful_shutdown(stopped(stop_rx.clone()));
+        let dispatcher = d.run_forever(stopped(stop_rx));
+        let (served, delivered) = tokio::join!(server, dispatcher);
+        refresher.abort();
+        served.context("HTTP server")?;
+        let p = delivered?;
+        tracing::info!(
+            delivered = p.totals.delivered,
+            attempts = p.totals.attempts,
+            "stopped"
+        );
+        drop(lock);
+        Ok(ExitCode::SUCCESS)
+    })
 }

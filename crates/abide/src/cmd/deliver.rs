@@ -1,0 +1,127 @@
+//! The delivery loop shared by `send` and `demo`: run the dispatcher until every item of
+//! a configured provider is finished (or a signal asks to stop), with live progress.
+//!
+//! Stopping is graceful: the first Ctrl-C (or SIGTERM) stops claiming, hands unsent
+//! claimed items back as `PENDING`, waits for requests already on the wire and records
+//! their results. A second Ctrl-C exits at once (exit 130); the items it leaves
+//! `IN_FLIGHT` are reclaimed by the next `send` on the same database.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use abide_outbox::{Dispatcher, Progress, Store};
+
+use super::progress::Display;
+
+/// How often the drain check looks at the store.
+const DRAIN_CHECK: Duration = Duration::from_millis(250);
+
+/// Why the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// Nothing of a configured provider is `QUEUED`, `IN_FLIGHT` or `PENDING`.
+    Drained,
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub(crate) async fn signal() {
+    #[cfg(unix)]
+    {
+        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+        match term {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn drained<S: Store>(d: &Dispatcher<S>) -> bool {
+    for p in &d.config().providers {
+        match d.store().counts_by_state(Some(&p.name)).await {
+            Ok(c) if c.active() == 0 => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Run `d` until drained or interrupted, showing progress on `display`.
+///
+/// # Errors
+/// Database errors from the final snapshot.
+pub(crate) async fn deliver<S: Store>(
+    d: &Dispatcher<S>,
+    display: Display,
+) -> anyhow::Result<(Progress, Ending)> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let display = Arc::new(display);
+    let ticker = display.period().map(|period| {
+        let d = d.clone();
+        let display = Arc::clone(&display);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                tick.tick().await;
+                if let Ok(p) = d.progress().await {
+                    display.update(&p);
+                }
+            }
+        })
+    });
+    let stop = {
+        let d = d.clone();
+        let interrupted = Arc::clone(&interrupted);
+        async move {
+            let drain = async {
+                loop {
+                    tokio::time::sleep(DRAIN_CHECK).await;
+                    if drained(&d).await {
+                        return;
+                    }
+                }
+            };
+            tokio::select! {
+                () = drain => {}
+                () = signal() => {
+                    interrupted.store(true, Ordering::SeqCst);
+                    eprintln!(
+                        "abide: stopping: no new claims, finishing requests on the wire \
+                         (Ctrl-C again to exit now; unfinished items resume on the next run)"
+                    );
+                    tokio::spawn(async {
+                        signal().await;
+                        eprintln!("abide: exiting now; in-flight items are reclaimed on the next run");
+                        std::process::exit(130);
+                    });
+                }
+            }
+        }
+    };
+    let result = d.run_forever(stop).await;
+    if let Some(t) = ticker {
+        t.abort();
+    }
+    let p = result?;
+    display.finish(&p);
+    let ending = if interrupted.load(Ordering::SeqCst) {
+        Ending::Interrupted
+    } else {
+        Ending::Drained
+    };
+    Ok((p, ending))
+}

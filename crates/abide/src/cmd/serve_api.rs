@@ -1,0 +1,349 @@
+//! The HTTP API of `abide serve`: routes, bearer auth, Prometheus rendering.
+//!
+//! Kept apart from `serve.rs` (flags, start-up, shutdown) so the routes can be read in one
+//! sitting.
+
+use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
+
+use abide_core::Clock;
+use abide_outbox::{AnyStore, Config, NewItem, Progress, RequeueFilter, Store};
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use metrics_exporter_prometheus::PrometheusHandle;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use super::input::{self, MAX_LISTED_ERRORS};
+use super::report::Snapshot;
+
+/// Most items one `POST /v1/items` may carry.
+pub(crate) const MAX_BATCH: usize = 10_000;
+/// Largest request body, bytes.
+pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// Shared by every request. `Clone` shares everything.
+#[derive(Clone)]
+pub(crate) struct Api {
+    pub(crate) store: AnyStore,
+    pub(crate) config: Arc<Config>,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// SHA-256 of the bearer token (the token itself is not kept).
+    pub(crate) token_digest: [u8; 32],
+    /// The dispatcher's latest snapshot, refreshed by a background task.
+    pub(crate) progress: Arc<RwLock<Option<Progress>>>,
+    pub(crate) metrics: PrometheusHandle,
+    /// Whether `/metrics` needs the token too.
+    pub(crate) metrics_auth: bool,
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api")
+            .field("providers", &self.config.providers.len())
+            .field("token_digest", &"<redacted>")
+            .finish_non_exhaustive()
+    }
+}
+
+/// SHA-256 of a token, what [`Api::token_digest`] holds.
+pub(crate) fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// Constant-time equality of two digests (comparing digests also hides the length).
+fn ct_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The router. `/healthz` is always open; `/metrics` is open unless `metrics_auth`.
+pub(crate) fn router(api: Api) -> Router {
+    let authed = Router::new()
+        .route("/v1/items", post(enqueue))
+        .route("/v1/items/{id}", get(item))
+        .route("/v1/stats", get(stats))
+        .route("/v1/requeue", post(requeue));
+    let metrics_route = Router::new().route("/metrics", get(metrics));
+    let (authed, open) = if api.metrics_auth {
+        (authed.merge(metrics_route), Router::new())
+    } else {
+        (authed, metrics_route)
+    };
+    let authed = authed.layer(middleware::from_fn_with_state(api.clone(), auth));
+    open.merge(authed)
+        .route("/healthz", get(|| async { "ok" }))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(api)
+}
+
+fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    (
+        status,
+        Json(json!({"error": code, "message": message.into()})),
+    )
+        .into_response()
+}
+
+async fn auth(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    req: axum::extract::Request,
+    next: Next,
+) -> Response {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, token) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        });
+    match given {
+        Some(t) if ct_eq(&digest(t), &api.token_digest) => next.run(req).await,
+        _ => {
+            let mut r = error(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "send `Authorization: Bearer <token>` (the value of --token-env)",
+            );
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer realm=\"abide\""),
+            );
+            r
+        }
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> Response {
+    tracing::error!(error = %e, "request failed");
+    error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+}
+
+fn now(api: &Api) -> SystemTime {
+    api.clock.now()
+}
+
+/// `POST /v1/items`: one item (an object in the `abide send` line format) or a batch (an
+/// array of them). Validated whole: any bad item rejects the request and nothing is
+/// stored. An item without `idempotency_key` gets its new item id as key, so a client
+/// that may retry the POST should send one.
+async fn enqueue(State(api): State<Api>, body: axum::body::Bytes) -> Response {
+    let value: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()),
+    };
+    let (values, single) = match value {
+        Value::Array(a) => (a, false),
+        v @ Value::Object(_) => (vec![v], true),
+        _ => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_batch",
+                "expected an item object or an array of them",
+            )
+        }
+    };
+    if values.len() > MAX_BATCH {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "batch_too_large",
+            format!("at most {MAX_BATCH} items per request"),
+        );
+    }
+    let known = |p: &str| api.config.provider(p).is_some();
+    let mut items: Vec<NewItem> = Vec::with_capacity(values.len());
+    let mut errors = Vec::new();
+    let mut bad = 0usize;
+    for (i, v) in values.into_iter().enumerate() {
+        match input::item_from_value(v, &known) {
+            Ok(it) => items.push(it),
+            Err(message) => {
+                bad += 1;
+                if errors.len() < MAX_LISTED_ERRORS {
+                    errors.push(json!({"index": i, "message": message}));
+                }
+            }
+        }
+    }
+    if bad > 0 {
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({
+                "error": "invalid_batch",
+                "message": format!("{bad} item(s) invalid; nothing was enqueued"),
+                "invalid": bad,
+                "errors": errors,
+            })),
+        )
+            .into_response();
+    }
+    match api.store.enqueue(&items, now(&api)).await {
+        Ok(done) => {
+            let out: Vec<Value> = done
+                .iter()
+                .map(|e| json!({"id": e.id, "created": e.created}))
+                .collect();
+            let body = if single {
+                out.into_iter().next().unwrap_or(Value::Null)
+            } else {
+                json!({ "items": out })
+            };
+            (StatusCode::ACCEPTED, Json(body)).into_response()
+        }
+        Err(abide_outbox::Error::InvalidRequest(m)) => {
+            error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_batch", m)
+        }
+        Err(e) => internal(e),
+    }
+}
+
+/// `GET /v1/items/{id}`: the item and its attempts.
+async fn item(State(api): State<Api>, Path(id): Path<String>) -> Response {
+    match api.store.get(&id).await {
+        Ok(Some(item)) => match api.store.attempts(&id).await {
+            Ok(attempts) => Json(json!({"item": item, "attempts": attempts})).into_response(),
+            Err(e) => internal(e),
+        },
+        Ok(None) => error(StatusCode::NOT_FOUND, "not_found", format!("no item {id}")),
+        Err(e) => internal(e),
+    }
+}
+
+/// `GET /v1/stats`: the database view plus the dispatcher's live per-provider view.
+async fn stats(State(api): State<Api>) -> Response {
+    let snap = match Snapshot::load(&api.store, now(&api)).await {
+        Ok(s) => s,
+        Err(e) => return internal(e),
+    };
+    let live = api
+        .progress
+        .read()
+        .map(|p| p.clone())
+        .unwrap_or_else(|e| e.into_inner().clone());
+    let providers: Vec<Value> = live
+        .as_ref()
+        .map(|p| {
+            p.providers
+                .iter()
+                .map(|x| {
+                    json!({
+                        "name": x.name,
+                        "pace_per_sec": x.rate,
+                        "target_rate_per_sec": x.target_rate,
+                        "paused_for_secs": x.paused_for.map(|d| d.as_secs_f64()),
+                        "throttle_rate": x.throttle_rate,
+                        "counts": x.counts,
+                        "totals": x.totals,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Json(json!({
+        "counts": snap.counts,
+        "items": snap.items,
+        "oldest_pending_age_secs": snap.oldest_pending_age_secs,
+        "attempts": snap.attempts,
+        "http_429_per_item": snap.http_429_per_item,
+        "remote_counts": snap.remote_counts,
+        "providers": providers,
+        "dispatcher": live.as_ref().map(|p| json!({
+            "elapsed_secs": p.elapsed.as_secs_f64(),
+            "totals": p.totals,
+            "achieved_rate_per_sec": p.achieved_rate(),
+            "throttles_per_request": p.throttles_per_request(),
+        })),
+    }))
+    .into_response()
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequeueBody {
+    #[serde(default)]
+    provider: Option<String>,
+    #[serde(default)]
+    ids: Option<Vec<String>>,
+}
+
+/// `POST /v1/requeue`: DEFERRED → QUEUED, optionally only for a provider or some ids.
+/// An empty body requeues every deferred item.
+async fn requeue(State(api): State<Api>, body: axum::body::Bytes) -> Response {
+    let b: RequeueBody = if body.iter().all(u8::is_ascii_whitespace) {
+        RequeueBody::default()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(b) => b,
+            Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()),
+        }
+    };
+    let filter = RequeueFilter {
+        provider: b.provider,
+        ids: b.ids,
+    };
+    match api.store.requeue_deferred(&filter, now(&api)).await {
+        Ok(n) => Json(json!({"requeued": n})).into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+/// `GET /metrics`: Prometheus text. Database gauges are refreshed on every scrape.
+async fn metrics(State(api): State<Api>) -> Response {
+    if let Ok(s) = Snapshot::load(&api.store, now(&api)).await {
+        for st in abide_outbox::State::ALL {
+            metrics::gauge!("abide_items", "state" => st.as_str()).set(s.counts.get(st) as f64);
+        }
+        metrics::gauge!("abide_oldest_pending_age_seconds")
+            .set(s.oldest_pending_age_secs.unwrap_or(0.0));
+        for (code, n) in &s.remote_counts {
+            metrics::counter!("abide_remote_responses_total", "remote" => code.clone())
+                .absolute(*n);
+        }
+    }
+    let live = api.progress.read().ok().and_then(|p| p.clone());
+    if let Some(p) = live {
+        for x in &p.providers {
+            let name = x.name.clone();
+            metrics::gauge!("abide_provider_pace_per_second", "provider" => name.clone())
+                .set(x.rate);
+            metrics::gauge!("abide_provider_throttle_rate", "provider" => name.clone())
+                .set(x.throttle_rate);
+            metrics::gauge!("abide_provider_paused_seconds", "provider" => name.clone())
+                .set(x.paused_for.map_or(0.0, |d| d.as_secs_f64()));
+            let t = &x.totals;
+            for (what, n) in [
+                ("attempts", t.attempts),
+                ("delivered", t.delivered),
+                ("throttled", t.throttled),
+                ("terminal_failures", t.terminal_failures),
+                ("deferred", t.deferred),
+                ("budget_denied", t.budget_denied),
+            ] {
+                metrics::counter!("abide_dispatcher_total", "provider" => name.clone(), "what" => what)
+                    .absolute(n);
+            }
+        }
+    }
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        api.metrics.render(),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_compare_in_constant_time_and_correctly() {
+        assert!(ct_eq(&digest("s3cret"), &digest("s3cret")));
+        assert!(!ct_eq(&digest("s3cret"), &digest("s3cres")));
+        assert!(!ct_eq(&digest(""), &digest("s3cret")));
+    }
+}
