@@ -267,3 +267,26 @@ fn bare_cr_line_endings_do_not_hide_retry_after_in_the_status_line() {
         "control character in the status line",
     );
 }
+
+#[test]
+fn an_exhausted_rate_limit_reset_shows_as_a_pause() {
+    // No Retry-After: the item's own delay is the backoff, but the host pauses until the
+    // advertised reset, and that is what the next attempt really waits.
+    let v = inspect(&[
+        "--status",
+        "429",
+        "-H",
+        "RateLimit-Policy: \"default\";q=100;w=60",
+        "-H",
+        "RateLimit: \"default\";r=0;t=30",
+    ]);
+    assert_eq!(v["delay_secs"], 1.0);
+    assert_eq!(v["delay_reason"], "absent");
+    assert_eq!(v["pause_secs"], 30.0);
+    // A throttle's Retry-After pauses the host for its (capped) delay.
+    let v = inspect(&["--status", "429", "-H", "Retry-After: 86400"]);
+    assert_eq!(v["pause_secs"], 600.0);
+    // Nothing to pause for.
+    assert_eq!(inspect(&["--status", "502"])["pause_secs"], Value::Null);
+    assert_eq!(inspect(&["--status", "200"])["pause_secs"], Value::Null);
+}

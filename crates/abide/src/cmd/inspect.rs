@@ -8,7 +8,8 @@ use std::time::SystemTime;
 use abide_core::ratelimit::RateLimitInfo;
 use abide_core::retry_after::escape_raw;
 use abide_core::{
-    parse_warnings, Backoff, Classifier, Clock, Observation, SystemClock, VerdictClass, Warning,
+    parse_warnings, Backoff, Classifier, Clock, ManualClock, Observation, Pacer, PacerConfig,
+    SystemClock, VerdictClass, Warning,
 };
 use anyhow::{bail, Context};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -34,6 +35,9 @@ OUTPUT (one JSON object on stdout; field names and meanings are stable)
                     cap 600 s); null for success and terminal
   delay_reason      honoured | floored | capped | unparseable | absent; null when delay_secs is.
                     absent = no Retry-After, the default backoff base (0.5 s) floored to 1 s
+  pause_secs        seconds abide pauses every send to this host: a throttle's Retry-After
+                    delay, or the reset of an exhausted rate limit (at most 600 s); null
+                    when none. The next attempt waits the longer of delay_secs and this.
   retry_after_raw   the Retry-After line(s) as received, joined with \", \" (control
                     characters escaped); null when absent
   retry_after_secs  what Retry-After parsed to before floor and cap (largest value, a date
@@ -85,6 +89,7 @@ struct Report {
     reason: String,
     delay_secs: Option<f64>,
     delay_reason: Option<&'static str>,
+    pause_secs: Option<f64>,
     retry_after_raw: Option<String>,
     retry_after_secs: Option<f64>,
     rate_limit: Option<RateLimitReport>,
@@ -194,6 +199,12 @@ fn build(
                 .unwrap_or_else(|| classifier.retry_after.from_backoff(Backoff::default().base)),
         ),
     };
+    // The host-wide pause, by the pacer's own rules (as the outbox applies them), so that
+    // a 429 with only `RateLimit: r=0;t=30` does not look like a 1 s wait.
+    let mono = ManualClock::new(now).monotonic();
+    let pacer = Pacer::new(PacerConfig::default(), mono);
+    pacer.on_verdict(mono, &verdict);
+    let pause = pacer.paused_until(mono).map(|until| until - mono);
     let (status, smpp_command_status) = match *obs {
         Observation::Http { status, .. } => (Some(status.as_u16()), None),
         Observation::Smpp { command_status } => (None, Some(command_status)),
@@ -204,6 +215,7 @@ fn build(
         reason: verdict.reason,
         delay_secs: delay.as_ref().map(|d| d.delay.as_secs_f64()),
         delay_reason: delay.as_ref().map(|d| d.reason.as_str()),
+        pause_secs: pause.map(|p| p.as_secs_f64()),
         retry_after_raw: said.as_ref().and_then(|d| d.raw.clone()),
         retry_after_secs: said
             .as_ref()
