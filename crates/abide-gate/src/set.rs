@@ -2,6 +2,7 @@
 //! admitted by every gate or charged to none.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -12,7 +13,7 @@ use crate::gate::{valid_token, Gate, Kind};
 use crate::headers::{
     rate_limit_values, retry_after_secs, GateStatus, RATELIMIT, RATELIMIT_POLICY,
 };
-use crate::{Error, Scope};
+use crate::{safe_trace, Error, Scope};
 
 /// Rate entries kept before stale ones (already back to a full bucket) are swept.
 const SWEEP_AT: usize = 4096;
@@ -57,14 +58,27 @@ impl GateSetBuilder {
 
 /// Several gates over shared state. `Send + Sync`: share one set with `Arc` between every
 /// clone of a service, every worker and every connection, or limits multiply.
-#[derive(Debug)]
+///
+/// `Debug` shows the gates and how many callers are tracked, never the callers' keys.
 pub struct GateSet {
     gates: Vec<Gate>,
     state: Mutex<State>,
     next_ticket: AtomicU64,
 }
 
-#[derive(Debug, Default)]
+impl fmt::Debug for GateSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The state is keyed by raw API keys: show sizes only.
+        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("GateSet")
+            .field("gates", &self.gates)
+            .field("rate_entries", &st.tat.len())
+            .field("slot_entries", &st.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
 struct State {
     /// GCRA theoretical arrival time per (gate, scope id).
     tat: HashMap<(usize, String), Instant>,
@@ -82,12 +96,25 @@ struct Slot {
 /// A held concurrency reservation. Releasing it is idempotent: only the acquisition that
 /// received this exact ticket can give it back, so a stale or repeated release cannot free a
 /// slot that now belongs to someone else.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// `Debug` shows the scope and trace as [`crate::safe_trace`] hashes, never the raw key.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Lease {
     gate: usize,
     scope_id: String,
     trace: String,
     ticket: u64,
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("gate", &self.gate)
+            .field("scope", &safe_trace(&self.scope_id))
+            .field("trace", &safe_trace(&self.trace))
+            .field("ticket", &self.ticket)
+            .finish()
+    }
 }
 
 /// A request let through by every gate.

@@ -490,3 +490,32 @@ async fn counters_keep_gate_429s_app_429s_4xx_and_5xx_apart() {
     assert_eq!(res.headers()["ratelimit-policy"], "\"key\";q=4;w=60");
     assert_eq!(res.headers()["ratelimit"], "\"key\";r=3;t=15");
 }
+
+#[tokio::test]
+async fn debug_output_never_shows_api_keys_or_traces() {
+    let c = clock();
+    let gates = set(vec![key_gate(per(5, Duration::from_secs(1))), conc_gate(2)]);
+    let adm = gates
+        .check_traced(
+            "sk_live_hunter2",
+            None,
+            Some("idem-secretish"),
+            c.monotonic(),
+        )
+        .unwrap();
+    let guard = adm.into_guard(Arc::clone(&gates));
+    let a = app(Arc::clone(&gates), &c);
+    // GateSet's state, a lease, a guard and the layer used to print the raw key.
+    for shown in [
+        format!("{gates:?}"),
+        format!("{guard:?}"),
+        format!("{:?}", a.layer),
+    ] {
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(!shown.contains("idem-secretish"), "{shown}");
+        assert!(
+            shown.contains("key_rate") || shown.contains("Lease"),
+            "{shown}"
+        );
+    }
+}
