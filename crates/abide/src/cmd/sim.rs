@@ -7,37 +7,46 @@ use std::process::ExitCode;
 use abide_sim::{PolicyKind, Scenario, ScenarioReport};
 use anyhow::Context;
 
-/// Replay rate-limit incidents in virtual time and compare client policies.
-///
-/// Each scenario runs every policy against the same simulated provider with the same seed,
-/// prints a table per scenario and writes an SVG of request rate and 429 rate over time.
-/// Hours of virtual time take milliseconds; the same seed always gives the same numbers.
-///
-/// Scenarios:
-///   limit-appears     a 10/s limit appears under 14/s and 40 workers; grace, then abuse
-///                     blocking (seed 002)
-///   http-date-switch  Retry-After turns from seconds into an HTTP-date at peak (seed 000)
-///   retry-after-zero  an edge answers 403 with Retry-After: 0 for 30 s (seed 004)
-///   retry-after-huge  a 5 s blip of 503 with Retry-After: 86400 (seed 004)
-///   queue-throttling  throttle taken as terminal (two buckets) vs three buckets (seed 003)
-///   limit-changes     10/s -> 5/s -> 20/s: time to converge, throttled fraction
-///
-/// Policies:
-///   no-retry            one attempt; any failure is final (the two-bucket client)
-///   fixed-retries       5 retries of every non-2xx at 1, 2, 4, 8, 16 s, ignoring Retry-After
-///   honour-retry-after  obeys Retry-After (seconds or date) unclamped; no pacer, no budget
-///   integer-only        reads Retry-After only as an integer, zero otherwise (seed 000's bug)
-///   abide               abide-core: classify, clamp Retry-After to [1 s, 10 min], one shared
-///                       retry budget and AIMD pacer, retries queued instead of slept on
-///
-/// Columns: 429/req and rej/req are 429s and all non-2xx answers per logical request; lost
-/// are good items written off; bad are genuinely bad items failed (correctly); deferred are
-/// parked for a person; goodput is delivered / what the limit allowed until completion;
-/// blocked says whether (and how long) abuse protection suspended the account.
+/// What `abide sim --help` shows after the options: the scenarios, policies and columns.
+const SIM_HELP: &str = "\
+Each scenario runs every policy against the same simulated provider with the same seed,
+prints a table and writes an SVG of request rate and 429 rate over time. Hours of virtual
+time take milliseconds; the same seed always gives the same numbers.
+
+Scenarios:
+  limit-appears     a 10/s limit appears under 14/s offered by 40 workers; 2 min grace,
+                    then abuse protection suspends the account (seed 002)
+  http-date-switch  Retry-After turns from seconds into an HTTP-date as load peaks (seed 000)
+  retry-after-zero  an edge answers 403 with Retry-After: 0 for 30 s (seed 004)
+  retry-after-huge  a 5 s blip of 503 with Retry-After: 86400 (seed 004)
+  queue-throttling  throttle taken as terminal (two buckets) vs three buckets (seed 003)
+  limit-changes     10/s -> 5/s -> 20/s: time to converge, throttled fraction
+
+Policies:
+  no-retry            one attempt; any failure is final (the two-bucket client)
+  fixed-retries       5 retries of every non-2xx at 1, 2, 4, 8, 16 s, ignoring Retry-After
+  honour-retry-after  obeys Retry-After (seconds or date) unclamped; no pacer, no budget
+  integer-only        reads Retry-After only as an integer, zero otherwise (seed 000's bug)
+  abide               abide-core: classify, clamp Retry-After to [1 s, 10 min], one shared
+                      retry budget and AIMD pacer; retries are queued, not slept on
+
+Columns:
+  429/req   429s per logical request       429/hit  429s per request that met one
+  rej/req   non-2xx answers per request    lost     good items written off
+  bad       genuinely bad items (failed)   deferred parked for a person after 12 attempts
+  goodput   delivered / what the limit allowed until completion
+  blocked   suspensions by abuse protection and their total length
+
+Examples:
+  abide sim --all
+  abide sim --scenario http-date-switch --policy integer-only --policy abide
+  abide sim --scenario limit-changes --json --no-plot";
+
+/// Arguments of `abide sim`.
 #[derive(Debug, clap::Args)]
-#[command(verbatim_doc_comment)]
+#[command(after_help = SIM_HELP)]
 pub(crate) struct Args {
-    /// Scenario to run (see above).
+    /// Scenario to run (see below).
     #[arg(long, value_parser = parse_scenario, required_unless_present = "all")]
     scenario: Option<Scenario>,
     /// Run every scenario.
