@@ -15,6 +15,13 @@ pub enum Scope {
     Account,
 }
 
+/// Longest rate window a [`RateQuota`] accepts (365 days): instants computed from it must
+/// stay representable.
+pub const MAX_WINDOW: Duration = Duration::from_secs(365 * 86_400);
+
+/// Longest concurrency lease a [`Gate`] accepts (one day): a slot held longer is a leak.
+pub const MAX_LEASE: Duration = Duration::from_secs(86_400);
+
 /// A sustained rate with a burst, enforced by GCRA (the generic cell rate algorithm, a
 /// token bucket without a refill timer).
 ///
@@ -33,10 +40,13 @@ impl RateQuota {
     /// `limit` requests per `window`.
     ///
     /// # Errors
-    /// [`Error::InvalidQuota`] when `window` is zero.
+    /// [`Error::InvalidQuota`] when `window` is zero or longer than [`MAX_WINDOW`].
     pub fn new(limit: NonZeroU32, window: Duration) -> Result<Self, Error> {
         if window.is_zero() {
             return Err(Error::InvalidQuota("window must be longer than zero"));
+        }
+        if window > MAX_WINDOW {
+            return Err(Error::InvalidQuota("window must be at most 365 days"));
         }
         Ok(Self {
             limit,
@@ -123,6 +133,8 @@ impl Gate {
 
     /// A concurrency gate: at most `limit` requests in flight per scope. A reservation
     /// expires after `lease` even if never released (a crashed handler cannot leak a slot).
+    /// `lease` must lie within (0, [`MAX_LEASE`]], checked by
+    /// [`crate::GateSetBuilder::build`].
     ///
     /// # Default
     /// A rejected caller is told to retry after 1 s (or sooner if a lease expires sooner);

@@ -46,7 +46,7 @@ mod service;
 mod set;
 mod trace;
 
-pub use gate::{Gate, RateQuota, Scope};
+pub use gate::{Gate, RateQuota, Scope, MAX_LEASE, MAX_WINDOW};
 pub use headers::{rate_limit_values, retry_after_secs, GateStatus, RATELIMIT, RATELIMIT_POLICY};
 pub use layer::{bearer_token, BearerKeys, GateLayer, Identify, Identity};
 pub use metrics::{GateCounts, GateMetrics};

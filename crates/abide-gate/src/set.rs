@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::gate::{valid_token, Gate, Kind};
+use crate::gate::{valid_token, Gate, Kind, MAX_LEASE};
 use crate::headers::{
     rate_limit_values, retry_after_secs, GateStatus, RATELIMIT, RATELIMIT_POLICY,
 };
@@ -36,9 +36,15 @@ impl GateSetBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidName`] for a name or category that is not a lowercase token,
-    /// [`Error::DuplicateGate`] when two gates share a name.
+    /// [`Error::DuplicateGate`] when two gates share a name, [`Error::InvalidQuota`] for a
+    /// concurrency lease that is zero (no limit at all) or longer than [`MAX_LEASE`].
     pub fn build(self) -> Result<GateSet, Error> {
         for (i, g) in self.gates.iter().enumerate() {
+            if let Kind::Concurrency { lease, .. } = g.kind {
+                if lease.is_zero() || lease > MAX_LEASE {
+                    return Err(Error::InvalidQuota("lease must lie within (0, 1 day]"));
+                }
+            }
             for s in [&g.name, &g.category] {
                 if !valid_token(s) {
                     return Err(Error::InvalidName(s.clone()));

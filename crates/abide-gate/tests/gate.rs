@@ -213,6 +213,27 @@ fn invalid_gate_sets_are_refused() {
     assert!(RateQuota::new(nz(1), Duration::ZERO).is_err());
 }
 
+#[test]
+fn huge_windows_and_leases_are_refused_instead_of_overflowing_an_instant() {
+    // Both used to panic on the first request ("overflow when adding duration to instant").
+    assert!(RateQuota::new(nz(1), Duration::from_secs(u64::MAX / 2)).is_err());
+    let year = RateQuota::new(nz(1), abide_gate::MAX_WINDOW).unwrap();
+    let gates = set(vec![key_gate(year)]);
+    let c = clock();
+    let _ = gates.check("k", None, c.monotonic()).unwrap();
+    assert_eq!(
+        gates.check("k", None, c.monotonic()).unwrap_err().wait(),
+        abide_gate::MAX_WINDOW
+    );
+    for lease in [Duration::ZERO, Duration::from_secs(u64::MAX / 2)] {
+        let g = Gate::concurrency("conc", "concurrency", Scope::Key, nz(1), lease);
+        assert!(
+            GateSet::builder().with_gate(g).build().is_err(),
+            "{lease:?}"
+        );
+    }
+}
+
 // ---- the tower layer in axum ----
 
 struct App {
