@@ -257,7 +257,8 @@ impl GateSet {
     }
 
     /// Decide one request carrying `trace` (an idempotency key or request id). A trace that
-    /// already holds a concurrency slot shares it instead of taking a second one.
+    /// already holds a concurrency slot shares it instead of taking a second one; in an
+    /// account-scoped gate only when it comes from the same key.
     ///
     /// # Errors
     /// [`Rejection`] when any gate refuses; nothing is charged then.
@@ -315,6 +316,12 @@ impl GateSet {
                     lease,
                     retry_hint,
                 } => {
+                    // Traces are chosen by callers: within an account, key k1's "1" and
+                    // key k2's "1" are different requests.
+                    let trace = match g.scope {
+                        Scope::Key => trace.clone(),
+                        Scope::Account => format!("{key}\u{0}{trace}"),
+                    };
                     let slots = st.slots.entry(skey.clone()).or_default();
                     slots.retain(|_, s| s.expires > now);
                     let held = slots.contains_key(&trace);
@@ -330,7 +337,7 @@ impl GateSet {
                         ));
                         pending.push(Pending::Slot {
                             key: skey,
-                            trace: trace.clone(),
+                            trace,
                             expires: now + *lease,
                         });
                     } else {

@@ -540,3 +540,26 @@ async fn debug_output_never_shows_api_keys_or_traces() {
         );
     }
 }
+
+#[test]
+fn two_keys_of_one_account_with_the_same_trace_take_two_account_slots() {
+    // Idempotency keys are chosen by each caller: "1" from k1 and "1" from k2 are different
+    // requests and must not share one account-wide slot.
+    let gates = set(vec![Gate::concurrency(
+        "account-conc",
+        "account_concurrency",
+        Scope::Account,
+        nz(1),
+        Duration::from_secs(30),
+    )]);
+    let now = clock().monotonic();
+    let _a = gates
+        .check_traced("k1", Some("acme"), Some("1"), now)
+        .unwrap();
+    let no = gates.check_traced("k2", Some("acme"), Some("1"), now);
+    assert!(no.is_err(), "k2 shared k1's slot");
+    // The same key repeating its trace still shares its own slot.
+    let _again = gates
+        .check_traced("k1", Some("acme"), Some("1"), now)
+        .unwrap();
+}
