@@ -195,3 +195,75 @@ impl ClientPolicy for Naive {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::provider::Outcome;
+    use http::{HeaderMap, HeaderValue, StatusCode};
+    use rand::SeedableRng;
+
+    fn throttle(retry_after: &str) -> Response {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::RETRY_AFTER,
+            HeaderValue::from_str(retry_after).unwrap(),
+        );
+        Response {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            headers,
+            outcome: Outcome::Throttled,
+        }
+    }
+
+    fn decide(kind: PolicyKind, resp: &Response, retries: u32) -> Decision {
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_781_510_400);
+        let now = abide_core::Clock::monotonic(&abide_core::ManualClock::new(wall));
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let attempt = Attempt {
+            retries,
+            previous: None,
+        };
+        kind.build(now).decide(now, wall, resp, attempt, &mut rng)
+    }
+
+    #[test]
+    fn integer_only_turns_an_http_date_into_zero_and_honour_does_not() {
+        // 08:00:31 against a wall clock of 08:00:00.
+        let date = throttle("Mon, 15 Jun 2026 08:00:31 GMT");
+        assert_eq!(
+            decide(PolicyKind::IntegerOnly, &date, 0),
+            Decision::Retry(Duration::ZERO)
+        );
+        assert_eq!(
+            decide(PolicyKind::HonourRetryAfter, &date, 0),
+            Decision::Retry(Duration::from_secs(31))
+        );
+    }
+
+    #[test]
+    fn fixed_retries_ignore_retry_after_and_give_up_after_five() {
+        let r = throttle("42");
+        assert_eq!(
+            decide(PolicyKind::FixedRetries, &r, 2),
+            Decision::Retry(Duration::from_secs(4))
+        );
+        assert_eq!(decide(PolicyKind::FixedRetries, &r, 5), Decision::Lost);
+        assert_eq!(decide(PolicyKind::NoRetry, &r, 0), Decision::Lost);
+    }
+
+    #[test]
+    fn abide_clamps_retry_after_zero_and_a_day() {
+        for (value, at_least, at_most) in [("0", 1, 1), ("86400", 600, 600)] {
+            match decide(PolicyKind::Abide, &throttle(value), 0) {
+                Decision::Retry(d) => assert!(
+                    d >= Duration::from_secs(at_least) && d <= Duration::from_secs(at_most),
+                    "{value}: {d:?}"
+                ),
+                other => panic!("{value}: {other:?}"),
+            }
+        }
+    }
+}

@@ -355,6 +355,39 @@ mod tests {
     }
 
     #[test]
+    fn fixed_window_says_when_the_window_resets() {
+        let mut c = cfg(1.0);
+        c.window = Some(Duration::from_secs(60));
+        let mut p = Provider::new(c, SystemTime::UNIX_EPOCH);
+        for i in 0..60 {
+            assert_eq!(
+                p.handle(Duration::from_millis(i * 10), 0).outcome,
+                Outcome::Accepted
+            );
+        }
+        let r = p.handle(Duration::from_millis(17_500), 0);
+        assert_eq!(r.outcome, Outcome::Throttled);
+        assert_eq!(r.headers[http::header::RETRY_AFTER], "43");
+        let next = p.handle(Duration::from_secs(60), 0);
+        assert_eq!(next.outcome, Outcome::Accepted);
+    }
+
+    #[test]
+    fn http_date_form_names_a_moment_after_the_wait() {
+        let mut c = cfg(1.0);
+        c.retry_after = vec![(Duration::ZERO, RetryAfterForm::HttpDate)];
+        let epoch = SystemTime::UNIX_EPOCH + Duration::from_secs(1_781_510_400);
+        let mut p = Provider::new(c, epoch);
+        p.handle(Duration::ZERO, 0);
+        let r = p.handle(Duration::from_millis(100), 0);
+        let value = r.headers[http::header::RETRY_AFTER]
+            .to_str()
+            .unwrap_or_default();
+        let at = httpdate::parse_http_date(value).unwrap_or(epoch);
+        assert!(at >= epoch + Duration::from_secs(1), "{value}");
+    }
+
+    #[test]
     fn abuse_protection_suspends_after_the_grace_period() {
         let mut c = cfg(1.0);
         c.abuse = Some(Abuse {

@@ -55,7 +55,7 @@ pub(crate) struct Args {
     /// Only these policies (repeatable); default all.
     #[arg(long = "policy", value_parser = parse_policy)]
     policies: Vec<PolicyKind>,
-    /// Seed of the simulation's random stream.
+    /// Seed of the simulation's random streams (arrivals, latency jitter, policy jitter).
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// Directory for the SVG plots.
