@@ -65,6 +65,51 @@ impl Default for ProviderConfig {
 /// The API key accepted when none is configured.
 pub const DEMO_KEY: &str = "demo-key";
 
+/// Longest suspension abuse protection may impose, in seconds (30 days; the seeds saw one
+/// hour and one day).
+pub const MAX_SUSPEND_SECS: u64 = 30 * 86_400;
+
+impl ProviderConfig {
+    /// The checks serde cannot express (TOML bypasses the command-line parsers).
+    pub(crate) fn check_values(&self) -> Result<(), Error> {
+        let bad = |what: String| Err(Error::Config(what));
+        let fraction_ok = |f: f64| (0.0..=1.0).contains(&f);
+        if !fraction_ok(self.behaviour.fail_503) {
+            return bad(format!(
+                "behaviour.fail_503 = {}: must be a fraction within 0..=1",
+                self.behaviour.fail_503
+            ));
+        }
+        for (i, e) in self.schedule.iter().enumerate() {
+            if let Some(f) = e.fail_503.filter(|f| !fraction_ok(*f)) {
+                return bad(format!(
+                    "schedule[{i}].fail_503 = {f}: must be a fraction within 0..=1"
+                ));
+            }
+            if let Some(t) = e.at_secs.filter(|t| !(t.is_finite() && *t >= 0.0)) {
+                return bad(format!(
+                    "schedule[{i}].at_secs = {t}: must be a number of seconds, at least 0"
+                ));
+            }
+        }
+        let a = &self.abuse;
+        if a.threshold > 0 {
+            if a.window_secs == 0 {
+                return bad(
+                    "abuse.window_secs must be at least 1 when abuse.threshold is set".into(),
+                );
+            }
+            if !(1..=MAX_SUSPEND_SECS).contains(&a.suspend_secs) {
+                return bad(format!(
+                    "abuse.suspend_secs = {}: must lie within 1..={MAX_SUSPEND_SECS}",
+                    a.suspend_secs
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl ProviderConfig {
     /// Parse TOML.
     ///
@@ -205,7 +250,8 @@ pub struct Abuse {
     pub threshold: u32,
     /// Window in which rejections are counted, in seconds.
     pub window_secs: u64,
-    /// Suspension length in seconds (the seeds saw 3600 and 86400).
+    /// Suspension length in seconds (the seeds saw 3600 and 86400), at most
+    /// [`MAX_SUSPEND_SECS`].
     pub suspend_secs: u64,
 }
 

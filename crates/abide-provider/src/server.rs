@@ -107,6 +107,7 @@ impl App {
         if cfg.api_keys.is_empty() {
             return Err(Error::Config("at least one API key is needed".into()));
         }
+        cfg.check_values()?;
         let gates = Arc::new(gate_set(&cfg)?);
         let keys = cfg.api_keys.iter().fold(BearerKeys::new(), |k, a| {
             k.with_key(&a.key, a.account.as_deref())

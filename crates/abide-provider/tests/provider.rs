@@ -204,3 +204,28 @@ async fn invalid_configurations_are_refused() {
     cfg.limits.key_concurrency = Some(0);
     assert!(cfg.validate().is_err());
 }
+
+#[test]
+fn toml_values_the_flags_would_refuse_are_refused_too() {
+    // fail_503 = 5.0 made every request a 503; a suspension of i64::MAX seconds and a lease
+    // of i64::MAX seconds overflowed an Instant and panicked in the handler.
+    for bad in [
+        "[behaviour]\nfail_503 = 5.0",
+        "[behaviour]\nfail_503 = -1.0",
+        "[[schedule]]\nfail_503 = nan",
+        "[[schedule]]\nat_secs = -1.0\ngrace = true",
+        "[abuse]\nthreshold = 1\nsuspend_secs = 9223372036854775807",
+        "[abuse]\nthreshold = 1\nwindow_secs = 0",
+        "[limits]\nlease_secs = 9223372036854775807",
+        "[limits]\nkey_rate = \"1/100000d\"",
+    ] {
+        let cfg = ProviderConfig::from_toml_str(bad).unwrap();
+        assert!(cfg.validate().is_err(), "{bad}");
+    }
+    let ok =
+        "[abuse]\nthreshold = 1\nsuspend_secs = 86400\n[[schedule]]\nat_secs = 0.5\nfail_503 = 1.0";
+    ProviderConfig::from_toml_str(ok)
+        .unwrap()
+        .validate()
+        .unwrap();
+}
