@@ -23,6 +23,16 @@ use crate::{Error, ProviderConfig};
 /// Idempotency answers remembered (oldest forgotten first).
 const IDEMPOTENCY_MEMORY: usize = 100_000;
 
+/// Longest accepted `Idempotency-Key`, in bytes (as the outbox's own limit).
+pub(crate) const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+
+/// Largest accepted message body, in bytes; larger ones get 413.
+pub(crate) const MAX_BODY_BYTES: usize = 2 << 20;
+
+/// Throttled idempotency keys remembered for a grace pass; when full, the set is cleared
+/// (those retries are then judged by the limits again).
+const GRACE_MEMORY: usize = 100_000;
+
 pub(crate) struct App {
     cfg: ProviderConfig,
     clock: Arc<dyn Clock>,
@@ -146,7 +156,10 @@ impl App {
 
 pub(crate) fn router(app: Arc<App>) -> Router {
     Router::new()
-        .route("/v1/messages", post(messages))
+        .route(
+            "/v1/messages",
+            post(messages).layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES)),
+        )
         .route("/v1/quota", get(quota))
         .route("/_stats", get(stats))
         .route("/healthz", get(|| async { "ok" }))
@@ -216,6 +229,8 @@ type Accepted = (String, Option<abide_gate::LeaseGuard>, HeaderMap);
 // A response is big, but this is called once per request and returns at once.
 #[allow(clippy::result_large_err)]
 fn decide(app: &Arc<App>, headers: &HeaderMap, body: &[u8]) -> Result<Accepted, Response> {
+    // Parsed before taking the lock that every request shares.
+    let body_ok = serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| v.is_object());
     let now = app.clock.monotonic();
     let wall = app.clock.now();
     let elapsed = now.saturating_duration_since(app.start);
@@ -232,13 +247,24 @@ fn decide(app: &Arc<App>, headers: &HeaderMap, body: &[u8]) -> Result<Accepted, 
         ));
     };
     let caller = safe_trace(&id.key);
-    if !serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| v.is_object()) {
+    if !body_ok {
         st.stats.reject(sec, "bad_request", 400, false);
         return Err(json(
             StatusCode::BAD_REQUEST,
             serde_json::json!({"error": "invalid_json"}),
         ));
     }
+    // A key we cannot store verbatim must not be ignored: the retry would be accepted twice.
+    let idem = match idempotency_key(headers) {
+        Ok(k) => k.map(|k| (id.key.clone(), k)),
+        Err(()) => {
+            st.stats.reject(sec, "bad_request", 400, false);
+            return Err(json(
+                StatusCode::BAD_REQUEST,
+                serde_json::json!({"error": "invalid_idempotency_key"}),
+            ));
+        }
+    };
     if let Some(until) = st.suspended.get(&id.key).copied() {
         if until > now {
             st.stats.reject(sec, "suspended", 403, false);
@@ -250,11 +276,6 @@ fn decide(app: &Arc<App>, headers: &HeaderMap, body: &[u8]) -> Result<Accepted, 
         }
         st.suspended.remove(&id.key);
     }
-    let idem = headers
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty())
-        .map(|v| (id.key.clone(), v.to_owned()));
     if let Some(msg_id) = idem.as_ref().and_then(|k| st.answers.get(k)).cloned() {
         st.stats.snap.duplicates += 1;
         return Err(json(
@@ -291,6 +312,9 @@ fn decide(app: &Arc<App>, headers: &HeaderMap, body: &[u8]) -> Result<Accepted, 
             Err(rej) => {
                 if b.grace {
                     if let Some(k) = idem {
+                        if st.grace_pending.len() >= GRACE_MEMORY {
+                            st.grace_pending.clear();
+                        }
                         st.grace_pending.insert(k);
                     }
                 }
@@ -321,6 +345,29 @@ fn decide(app: &Arc<App>, headers: &HeaderMap, body: &[u8]) -> Result<Accepted, 
     st.stats.snap.accepted += 1;
     st.stats.snap.in_flight += 1;
     Ok((msg_id, guard, extra))
+}
+
+/// The `Idempotency-Key` header: `Ok(None)` when absent, `Err` when empty, longer than
+/// [`MAX_IDEMPOTENCY_KEY_LEN`] bytes or repeated. Bytes outside printable ASCII (obs-text,
+/// RFC 9110 §5.5) and `\` are written `\xNN`, so distinct keys stay distinct.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ()> {
+    let mut values = headers.get_all("idempotency-key").iter();
+    let Some(v) = values.next() else {
+        return Ok(None);
+    };
+    let b = v.as_bytes();
+    if values.next().is_some() || b.is_empty() || b.len() > MAX_IDEMPOTENCY_KEY_LEN {
+        return Err(());
+    }
+    let mut key = String::with_capacity(b.len());
+    for &c in b {
+        if c == b' ' || (c.is_ascii_graphic() && c != b'\\') {
+            key.push(char::from(c));
+        } else {
+            key.push_str(&format!("\\x{c:02x}"));
+        }
+    }
+    Ok(Some(key))
 }
 
 fn note_abuse(app: &App, st: &mut Inner, key: &str, caller: &str, now: Instant) {

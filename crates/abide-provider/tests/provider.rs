@@ -229,3 +229,70 @@ fn toml_values_the_flags_would_refuse_are_refused_too() {
         .validate()
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_non_ascii_idempotency_key_is_still_deduplicated() {
+    // `to_str()` failed on obs-text, the key was ignored and the retry accepted twice.
+    let clock = clock();
+    let p = start("", &clock).await;
+    let c = Client::new();
+    let post = |key: &'static [u8]| {
+        c.post(format!("{}/v1/messages", p.url()))
+            .bearer_auth(DEMO_KEY)
+            .header(
+                "Idempotency-Key",
+                reqwest::header::HeaderValue::from_bytes(key).unwrap(),
+            )
+            .json(&serde_json::json!({}))
+            .send()
+    };
+    let first: serde_json::Value = post(b"caf\xe9").await.unwrap().json().await.unwrap();
+    let again: serde_json::Value = post(b"caf\xe9").await.unwrap().json().await.unwrap();
+    assert_eq!(first, again);
+    // A different byte is a different key, even where a lossy decoding would merge them.
+    let other: serde_json::Value = post(b"caf\xe8").await.unwrap().json().await.unwrap();
+    assert_ne!(first, other);
+    let s = p.stats();
+    assert_eq!((s.accepted, s.duplicates), (2, 1));
+}
+
+#[tokio::test]
+async fn oversized_idempotency_keys_and_bodies_are_refused() {
+    let clock = clock();
+    let p = start("", &clock).await;
+    let c = Client::new();
+    let url = format!("{}/v1/messages", p.url());
+    let r = c
+        .post(&url)
+        .bearer_auth(DEMO_KEY)
+        .header("Idempotency-Key", "k".repeat(256))
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.json::<serde_json::Value>().await.unwrap()["error"],
+        "invalid_idempotency_key"
+    );
+    let ok = c
+        .post(&url)
+        .bearer_auth(DEMO_KEY)
+        .header("Idempotency-Key", "k".repeat(255))
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), StatusCode::ACCEPTED);
+    let big = format!("{{\"text\":\"{}\"}}", "x".repeat(2 << 20));
+    let r = c
+        .post(&url)
+        .bearer_auth(DEMO_KEY)
+        .header("content-type", "application/json")
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(p.stats().rejected_by_reason["bad_request"], 1);
+}
