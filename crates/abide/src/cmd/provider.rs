@@ -15,7 +15,10 @@ ENDPOINTS
   POST /v1/messages   JSON object body, `Authorization: Bearer <key>`, optional
                       `Idempotency-Key`. 202 {\"id\":\"msg_...\"}. A repeated idempotency key
                       gets the original answer and counts as a duplicate; a message is never
-                      accepted twice. Unknown key: 401. Body not a JSON object: 400.
+                      accepted twice. Unknown key: 401. Body not a JSON object: 400
+                      {\"error\":\"invalid_json\"}; body over 2 MiB: 413. An Idempotency-Key
+                      that is empty, repeated or over 255 bytes: 400
+                      {\"error\":\"invalid_idempotency_key\"}.
   GET /v1/quota       The caller's gates (limit, remaining, reset) as JSON and RateLimit
                       headers. Needs a key; never charges; answers while exhausted.
   GET /_stats         JSON: requests, accepted, duplicates, rejected, rejected_by_reason,
@@ -25,7 +28,7 @@ ENDPOINTS
 
 LIMITS (flags override --config)
   Rates are COUNT/PERIOD: 10/s, 600/1m, 1/1h; `off` disables. Over a rate or concurrency
-  limit a request is throttled (see THROTTLE). Reasons: key_rate, account_rate,
+  limit a request is throttled (see throttle= below). Reasons: key_rate, account_rate,
   concurrency, account_concurrency. An honest 429 carries Retry-After (delay-seconds,
   rounded up, at least 1), RateLimit-Policy, RateLimit and {\"error\":\"rate_limited\",
   \"reason\":\"key_rate\"}.
@@ -136,8 +139,11 @@ fn opt_count(s: &str) -> anyhow::Result<Option<u32>> {
     })
 }
 
+/// Whole seconds, rounded up: `500ms` must not become 0 (a zero window or suspension
+/// silently switches abuse protection off).
 fn secs(s: &str) -> anyhow::Result<u64> {
-    Ok(parse_duration(s)?.as_secs())
+    let d = parse_duration(s)?;
+    Ok(d.as_secs() + u64::from(d.subsec_nanos() > 0))
 }
 
 /// The configuration: the file if given, then flags on top.
@@ -218,4 +224,18 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         p.shutdown().await?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sub_second_durations_round_up_not_down_to_zero() {
+        assert_eq!(secs("500ms").unwrap(), 1);
+        assert_eq!(secs("1500ms").unwrap(), 2);
+        assert_eq!(secs("60s").unwrap(), 60);
+        assert_eq!(secs("0s").unwrap(), 0);
+    }
 }
