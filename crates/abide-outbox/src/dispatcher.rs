@@ -158,6 +158,8 @@ impl<S: Store> Dispatcher<S> {
                 let pacer = Pacer::new(
                     PacerConfig {
                         initial_rate: p.rate_hint,
+                        // A hint above the default ceiling would otherwise be clamped to it.
+                        max_rate: p.rate_hint.max(PacerConfig::default().max_rate),
                         ..PacerConfig::default()
                     },
                     mono,
@@ -234,6 +236,17 @@ impl<S: Store> Dispatcher<S> {
             .store
             .enqueue(items, self.inner.clock.now())
             .await
+    }
+
+    /// This dispatcher's counters over all providers, without touching the store: cheap
+    /// enough to poll every few milliseconds (a live display, a benchmark's stop
+    /// condition). `delivered` counts results already committed to the store.
+    pub fn totals(&self) -> Totals {
+        let mut totals = Totals::default();
+        for rt in &self.inner.providers {
+            add_totals(&mut totals, &rt.stats.totals());
+        }
+        totals
     }
 
     /// A live snapshot: store counts plus this dispatcher's counters and pacer states.
