@@ -3,29 +3,6 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-const DAYS: [&str; 7] = [
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-    "Thursday",
-    "Friday",
-    "Saturday",
-    "Sunday",
-];
-const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
-
-struct Civil {
-    year: i64,
-    month: usize,
-    day: u32,
-    hour: u64,
-    min: u64,
-    sec: u64,
-    weekday: usize,
-}
-
 /// Whole seconds after `t`, rounded up: a date must not promise an earlier time than meant.
 pub(crate) fn ceil_to_second(t: SystemTime) -> SystemTime {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -33,64 +10,48 @@ pub(crate) fn ceil_to_second(t: SystemTime) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(secs)
 }
 
-fn civil(t: SystemTime) -> Civil {
-    let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's days-to-civil algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as usize;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    Civil {
-        year,
-        month,
-        day,
-        hour: rem / 3600,
-        min: rem % 3600 / 60,
-        sec: rem % 60,
-        // 1970-01-01 was a Thursday (index 3 from Monday).
-        weekday: ((days + 3).rem_euclid(7)) as usize,
-    }
-}
-
 /// `Sun, 06 Nov 1994 08:49:37 GMT`.
 pub(crate) fn imf_fixdate(t: SystemTime) -> String {
     httpdate::fmt_http_date(t)
 }
 
+/// The fields of an IMF-fixdate: (`Sun`, `06`, `Nov`, `1994`, `08:49:37`). The other two
+/// forms are rearrangements of it, so calendar arithmetic stays in `httpdate`.
+fn fields(t: SystemTime) -> [String; 5] {
+    let imf = imf_fixdate(t);
+    let mut it = imf
+        .split([' ', ','])
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned);
+    std::array::from_fn(|_| it.next().unwrap_or_default())
+}
+
 /// `Sunday, 06-Nov-94 08:49:37 GMT`.
 pub(crate) fn rfc850(t: SystemTime) -> String {
-    let c = civil(t);
-    format!(
-        "{}, {:02}-{}-{:02} {:02}:{:02}:{:02} GMT",
-        DAYS[c.weekday],
-        c.day,
-        MONTHS[c.month - 1],
-        c.year.rem_euclid(100),
-        c.hour,
-        c.min,
-        c.sec
-    )
+    const DAYS: [&str; 7] = [
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+    ];
+    let [day, dd, mon, year, time] = fields(t);
+    let day = DAYS
+        .iter()
+        .find(|d| d.starts_with(&day))
+        .unwrap_or(&"Sunday");
+    let yy = year.get(year.len().saturating_sub(2)..).unwrap_or("");
+    format!("{day}, {dd}-{mon}-{yy} {time} GMT")
 }
 
 /// `Sun Nov  6 08:49:37 1994`.
 pub(crate) fn asctime(t: SystemTime) -> String {
-    let c = civil(t);
+    let [day, dd, mon, year, time] = fields(t);
     format!(
-        "{} {} {:>2} {:02}:{:02}:{:02} {}",
-        &DAYS[c.weekday][..3],
-        MONTHS[c.month - 1],
-        c.day,
-        c.hour,
-        c.min,
-        c.sec,
-        c.year
+        "{day} {mon} {:>2} {time} {year}",
+        dd.trim_start_matches('0')
     )
 }
 
@@ -107,6 +68,33 @@ mod tests {
         // All three parse back to the same instant.
         for s in [imf_fixdate(t), rfc850(t), asctime(t)] {
             assert_eq!(httpdate::parse_http_date(&s).unwrap(), t);
+        }
+    }
+
+    #[test]
+    fn every_weekday_and_a_two_digit_day() {
+        // 2026-06-15 is a Monday; step through a week, one day at a time.
+        let monday = UNIX_EPOCH + Duration::from_secs(1_781_481_600);
+        let names = [
+            "Monday",
+            "Tuesday",
+            "Wednesday",
+            "Thursday",
+            "Friday",
+            "Saturday",
+            "Sunday",
+        ];
+        for (i, name) in names.iter().enumerate() {
+            let t = monday + Duration::from_secs(86_400 * i as u64);
+            let want = format!("{name}, {}-Jun-26 00:00:00 GMT", 15 + i);
+            assert_eq!(rfc850(t), want);
+            assert_eq!(
+                asctime(t),
+                format!("{} Jun {} 00:00:00 2026", &name[..3], 15 + i)
+            );
+            for s in [rfc850(t), asctime(t)] {
+                assert_eq!(httpdate::parse_http_date(&s).unwrap(), t, "{s}");
+            }
         }
     }
 
