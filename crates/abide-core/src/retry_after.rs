@@ -116,7 +116,8 @@ pub struct RetryDelay {
     pub delay: Duration,
     /// Why this delay was chosen.
     pub reason: DelayReason,
-    /// The raw header value(s) as received (lossy UTF-8, joined with ", "), for the log.
+    /// The raw header value(s) as received (lossy UTF-8, joined with ", "), for the log;
+    /// escaped and cut after about [`MAX_RAW_LEN`] bytes (per line and in total), with `…`.
     pub raw: Option<String>,
     /// What the header parsed to before any floor or cap; `None` when absent or unparseable.
     pub retry_after: Option<Duration>,
@@ -411,11 +412,17 @@ impl RetryAfterPolicy {
         let mut raw = String::new();
         let mut largest: Option<Duration> = None;
         for line in values {
-            if any_line {
-                raw.push_str(", ");
+            // Each line is cut by `escape_raw`; the joined value is cut too, or a response
+            // repeating the header thousands of times would flood the log line.
+            if raw.len() < MAX_RAW_LEN {
+                if any_line {
+                    raw.push_str(", ");
+                }
+                raw.push_str(&escape_raw(line));
+            } else if !raw.ends_with('…') {
+                raw.push('…');
             }
             any_line = true;
-            raw.push_str(&escape_raw(line));
             for element in Elements::new(line, now).flatten() {
                 let d = element.delay_from(now);
                 largest = Some(largest.map_or(d, |l| if d > l { d } else { l }));

@@ -292,3 +292,22 @@ fn misconfigured_floor_above_cap_never_panics_and_keeps_the_floor() {
     );
     assert_eq!(p.from_backoff(SECS(1)).delay, SECS(30));
 }
+
+#[test]
+fn thousands_of_repeated_lines_keep_a_bounded_raw_value() {
+    // Each line was cut, but 100 000 lines of `5` joined to 300 kB of "5, 5, …".
+    let lines: Vec<&[u8]> = vec![b"5"; 100_000];
+    let d = decide(&lines);
+    assert_eq!((d.delay, d.reason), (SECS(5), DelayReason::Honoured));
+    let raw = d.raw.unwrap();
+    assert!(
+        raw.len() <= abide_core::retry_after::MAX_RAW_LEN + 8,
+        "{}",
+        raw.len()
+    );
+    assert!(raw.starts_with("5, 5, ") && raw.ends_with('…'), "{raw}");
+    // Every line is still read: a larger value far down the list wins.
+    let mut lines: Vec<&[u8]> = vec![b"5"; 10_000];
+    lines.push(b"90");
+    assert_eq!(decide(&lines).delay, SECS(90));
+}
