@@ -1,0 +1,134 @@
+//! Shared by the outbox CLI tests: a fake provider in-process on loopback, config and
+//! input files in a temp dir, and the real `abide` binary run as a child process.
+//!
+//! Every wait is bounded (`timeout`), polls are short, and nothing asserts on timing.
+
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use abide_core::SystemClock;
+use abide_provider::{ProviderConfig, Rate, RunningProvider, StatsSnapshot};
+use tokio::process::{Child, Command};
+
+/// Name of the environment variable the test configs read the provider token from.
+pub const TOKEN_ENV: &str = "ABIDE_TEST_PROVIDER_TOKEN";
+
+/// Longest any single `abide` run may take before the test fails.
+pub const RUN_BOUND: Duration = Duration::from_secs(120);
+
+/// A provider limited to `per_sec` requests per second per key (burst `burst`), no
+/// account limit and no concurrency limit, answering instantly.
+pub fn provider_config(per_sec: u32, burst: u32) -> ProviderConfig {
+    let mut c = ProviderConfig::default();
+    c.limits.key_rate = Some(Rate {
+        count: per_sec,
+        per: Duration::from_secs(1),
+    });
+    c.limits.key_burst = Some(burst);
+    c.limits.account_rate = None;
+    c.limits.account_burst = None;
+    c.limits.key_concurrency = None;
+    c.limits.account_concurrency = None;
+    c
+}
+
+/// Start a provider on 127.0.0.1 with a free port.
+pub async fn start_provider(cfg: ProviderConfig) -> RunningProvider {
+    abide_provider::spawn(cfg, Arc::new(SystemClock), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+/// A `[[provider]]` table for `name` at `url`, plus `extra` TOML lines inside it
+/// (sub-tables go in `tables`, after the plain keys).
+pub fn provider_toml(name: &str, url: &str, extra: &str, tables: &str) -> String {
+    format!(
+        "[[provider]]\nname = \"{name}\"\nbase_url = \"{url}\"\ncredentials_env = \"{TOKEN_ENV}\"\n{extra}\n{tables}\n"
+    )
+}
+
+/// Write `text` to `dir/name` and return the path.
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// `n` JSON lines for `provider`, each a distinct message (no explicit keys).
+pub fn messages(n: usize, provider: &str) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "{{\"provider\":\"{provider}\",\"path\":\"/v1/messages\",\"body\":{{\"to\":\"+1555{i:07}\",\"text\":\"hello {i}\"}}}}\n"
+            )
+        })
+        .collect()
+}
+
+/// The `abide` binary with the provider token set, quiet logs, killed if dropped.
+pub fn abide(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_abide"));
+    c.args(args)
+        .env(TOKEN_ENV, abide_provider::DEMO_KEY)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    c
+}
+
+/// Run to completion within [`RUN_BOUND`].
+pub async fn run(mut cmd: Command) -> Output {
+    let child = cmd.spawn().unwrap();
+    tokio::time::timeout(RUN_BOUND, child.wait_with_output())
+        .await
+        .expect("abide did not finish in time")
+        .unwrap()
+}
+
+/// Start without waiting.
+pub fn start(mut cmd: Command) -> Child {
+    cmd.spawn().unwrap()
+}
+
+/// Poll `cond` every 20 ms until it holds, at most [`RUN_BOUND`].
+pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let polls = RUN_BOUND.as_millis() / 20;
+    for _ in 0..polls {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// stdout and stderr as text, for assertion messages.
+pub fn show(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The JSON report printed by `--json`.
+pub fn report(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", show(o)))
+}
+
+/// 429s the provider sent, per item.
+pub fn provider_429_per_item(s: &StatsSnapshot, items: usize) -> f64 {
+    s.rejected_by_status.get(&429).copied().unwrap_or(0) as f64 / items as f64
+}
+
+/// A db path string in `dir`.
+pub fn db_in(dir: &Path) -> String {
+    dir.join("outbox.db").to_str().unwrap().to_owned()
+}
