@@ -92,6 +92,18 @@ struct State {
     slots: HashMap<(usize, String), HashMap<String, Slot>>,
 }
 
+impl State {
+    /// GCRA's theoretical arrival time for `key` at `now`: an idle (or never seen) caller
+    /// is at `now`, never in the past.
+    fn tat_at(&self, key: &(usize, String), now: Instant) -> Instant {
+        self.tat
+            .get(key)
+            .copied()
+            .filter(|t| *t > now)
+            .unwrap_or(now)
+    }
+}
+
 #[derive(Debug)]
 struct Slot {
     /// One ticket per acquisition still held; the slot is free when none is left.
@@ -286,12 +298,7 @@ impl GateSet {
             match &g.kind {
                 Kind::Rate(q) => {
                     let (t, tau) = (q.interval(), q.tolerance());
-                    let tat = st
-                        .tat
-                        .get(&skey)
-                        .copied()
-                        .filter(|t| *t > now)
-                        .unwrap_or(now);
+                    let tat = st.tat_at(&skey, now);
                     let allow_at = tat.checked_sub(tau).unwrap_or(now);
                     if now < allow_at {
                         rejected.push(status(g, q.limit(), 0, Some(q.window()), allow_at - now));
@@ -423,12 +430,7 @@ impl GateSet {
             match &g.kind {
                 Kind::Rate(q) => {
                     let (t, tau) = (q.interval(), q.tolerance());
-                    let tat = st
-                        .tat
-                        .get(&skey)
-                        .copied()
-                        .filter(|t| *t > now)
-                        .unwrap_or(now);
+                    let tat = st.tat_at(&skey, now);
                     let remaining = units(now + tau + t, tat, t);
                     out.push(status(g, q.limit(), remaining, Some(q.window()), tat - now));
                 }
