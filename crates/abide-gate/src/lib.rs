@@ -50,7 +50,7 @@ pub use gate::{Gate, RateQuota, Scope, MAX_LEASE, MAX_WINDOW};
 pub use headers::{rate_limit_values, retry_after_secs, GateStatus, RATELIMIT, RATELIMIT_POLICY};
 pub use layer::{bearer_token, BearerKeys, GateLayer, Identify, Identity};
 pub use metrics::{GateCounts, GateMetrics};
-pub use service::{rejection_response, GateService, ResponseFuture};
+pub use service::{quota_response, rejection_response, GateService, ResponseFuture};
 pub use set::{Admission, GateSet, GateSetBuilder, Lease, LeaseGuard, Rejection};
 pub use trace::{request_trace, safe_trace};
 

@@ -12,7 +12,7 @@ use http_body::{Frame, SizeHint};
 
 use crate::layer::Shared;
 use crate::trace::{request_trace, safe_trace};
-use crate::{LeaseGuard, Rejection};
+use crate::{GateSet, LeaseGuard, Rejection};
 
 /// A boxed, sendable response future.
 pub type ResponseFuture<E> = Pin<Box<dyn Future<Output = Result<Response<Body>, E>> + Send>>;
@@ -63,9 +63,11 @@ where
         }
         let identity = sh.identify.identify(&parts);
         if sh.quota_path.as_deref() == Some(path) && parts.method == Method::GET {
+            let now = sh.clock.monotonic();
             return Box::pin(std::future::ready(Ok(quota_response(
-                &sh,
+                &sh.gates,
                 identity.as_ref(),
+                now,
             ))));
         }
         let Some(id) = identity else {
@@ -137,7 +139,14 @@ pub fn rejection_response(rejection: &Rejection) -> Response<Body> {
     res
 }
 
-fn quota_response(sh: &Shared, identity: Option<&crate::Identity>) -> Response<Body> {
+/// The quota endpoint's answer for `identity` at `now` (monotonic): `200 {"gates": [...]}`
+/// with `RateLimit-Policy` and `RateLimit`, charging nothing ([`GateSet::quota`]); `401`
+/// without an identity. For servers that gate by hand instead of through [`crate::GateLayer`].
+pub fn quota_response(
+    gates: &GateSet,
+    identity: Option<&crate::Identity>,
+    now: std::time::Instant,
+) -> Response<Body> {
     let json = HeaderValue::from_static("application/json");
     let Some(id) = identity else {
         let mut res = Response::new(Body::from(r#"{"error":"unauthenticated"}"#));
@@ -145,9 +154,7 @@ fn quota_response(sh: &Shared, identity: Option<&crate::Identity>) -> Response<B
         res.headers_mut().insert(http::header::CONTENT_TYPE, json);
         return res;
     };
-    let statuses = sh
-        .gates
-        .quota(&id.key, id.account.as_deref(), sh.clock.monotonic());
+    let statuses = gates.quota(&id.key, id.account.as_deref(), now);
     let body = serde_json::json!({ "gates": statuses }).to_string();
     let mut res = Response::new(Body::from(body));
     if let Some((policy, limit)) = crate::headers::rate_limit_values(&statuses) {
