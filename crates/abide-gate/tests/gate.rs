@@ -563,3 +563,41 @@ fn two_keys_of_one_account_with_the_same_trace_take_two_account_slots() {
         .check_traced("k1", Some("acme"), Some("1"), now)
         .unwrap();
 }
+
+#[test]
+fn what_the_gate_sends_is_what_abide_core_reads() {
+    // The gate formats the headers and abide-core parses them: one contract, two crates.
+    use abide_core::{RateLimitSource, RetryAfterPolicy};
+    let c = clock();
+    let gates = set(vec![
+        key_gate(per(10, Duration::from_secs(1))),
+        account_gate(per(3, Duration::from_secs(60))),
+    ]);
+    let now = c.monotonic();
+    for _ in 0..3 {
+        let _ = gates.check("k", Some("a"), now).unwrap();
+    }
+    c.advance(Duration::from_millis(1500));
+    let no = gates.check("k", Some("a"), c.monotonic()).unwrap_err();
+    let h = no.headers();
+    let wall = c.now();
+    let info = abide_core::parse_rate_limit(&h, wall).unwrap();
+    assert_eq!(info.source, RateLimitSource::Ietf);
+    assert_eq!(info.policy.as_deref(), Some("account"));
+    assert_eq!((info.limit, info.remaining), (Some(3), Some(0)));
+    assert_eq!(info.window, Some(Duration::from_secs(60)));
+    // 18.5 s left: the header says 19, and so does Retry-After.
+    assert_eq!(info.reset, Some(Duration::from_secs(19)));
+    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(1);
+    let d = RetryAfterPolicy::default()
+        .from_headers(&h, wall, &mut rng)
+        .unwrap();
+    assert_eq!(
+        d.retry_after,
+        Some(Duration::from_secs(no.retry_after_secs()))
+    );
+    assert!(
+        d.delay >= no.wait(),
+        "never earlier than the gate would admit"
+    );
+}
