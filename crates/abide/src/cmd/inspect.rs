@@ -39,7 +39,8 @@ OUTPUT (one JSON object on stdout; field names and meanings are stable)
                     delay, or the reset of an exhausted rate limit (at most 600 s); null
                     when none. The next attempt waits the longer of delay_secs and this.
   retry_after_raw   the Retry-After line(s) as received, joined with \", \" (control
-                    characters escaped); null when absent
+                    characters as \\xNN, invalid UTF-8 as U+FFFD, cut with … after about
+                    256 bytes); null when absent
   retry_after_secs  what Retry-After parsed to before floor and cap (largest value, a date
                     converted against --now); null when absent or unparseable
   rate_limit        null, or {source, policy, limit, remaining, reset_secs, window_secs,
