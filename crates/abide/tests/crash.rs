@@ -1,0 +1,87 @@
+//! kill -9 in the middle of `abide send`, then run it again: nothing lost, nothing accepted
+//! twice, and every repeat carries the same idempotency key.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_run_then_resume_delivers_everything_once() {
+    const N: usize = 1000;
+    // 5 ms per message keeps requests on the wire when the kill lands.
+    let mut pc = provider_config(300, 30);
+    pc.latency_ms = 5;
+    let p = start_provider(pc).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "providers.toml",
+        // Reclaimed items are retries and draw on the retry budget; a larger floor keeps
+        // the resumed run from trickling them out at the default 1/s.
+        &provider_toml(
+            "sms",
+            &p.url(),
+            "rate_hint = 300.0\nconcurrency = 20",
+            "[provider.budget]\nmin_per_sec = 100",
+        ),
+    );
+    let input = write(dir.path(), "in.jsonl", &messages(N, "sms"));
+    let db = db_in(dir.path());
+    let args = [
+        "send",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--db",
+        &db,
+        "--json",
+        "--quiet",
+        input.to_str().unwrap(),
+    ];
+
+    let mut first = start(abide(&args));
+    wait_until("the provider to accept a quarter", || {
+        p.stats().accepted >= (N / 4) as u64
+    })
+    .await;
+    first.start_kill().unwrap(); // SIGKILL: no cleanup, leases left behind
+    let status = first.wait().await.unwrap();
+    assert!(!status.success());
+    let at_kill = p.stats();
+    assert!(
+        at_kill.accepted < N as u64,
+        "finished before the kill: {at_kill:?}"
+    );
+
+    let second = run(abide(&args)).await;
+    assert_eq!(second.status.code(), Some(0), "{}", show(&second));
+    let s = p.stats();
+    // Every item accepted exactly once: a repeat reached the provider only with an
+    // idempotency key it had already accepted, so it counted as a duplicate.
+    assert_eq!(s.accepted, N as u64, "{s:?}");
+    // Duplicates can only come from requests on the wire at the kill (20 senders).
+    assert!(s.duplicates <= 20, "{s:?}");
+    assert!(s.requests >= N as u64 + s.duplicates);
+    let r = report(&second);
+    assert_eq!(
+        r["outbox"]["counts"]["submitted"],
+        N as u64,
+        "{}",
+        show(&second)
+    );
+    assert_eq!(r["outbox"]["items"], N as u64);
+    // The first run's lines were not enqueued again.
+    assert_eq!(
+        r["input"]["already_enqueued"].as_u64().unwrap() + r["input"]["enqueued"].as_u64().unwrap(),
+        N as u64
+    );
+    assert_eq!(
+        r["input"]["enqueued"], 0,
+        "input was enqueued before the kill"
+    );
+    // abide's own record: one 202 per item. The dead run's last responses were never
+    // recorded (that is why a reclaimed item counts one more attempt).
+    let ok = r["outbox"]["remote_counts"]["http_202"].as_u64().unwrap();
+    assert_eq!(ok, N as u64, "{}", show(&second));
+}
