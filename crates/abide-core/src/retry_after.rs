@@ -126,13 +126,23 @@ pub struct RetryDelay {
 /// Longest raw value kept in [`RetryDelay::raw`], in bytes (before escaping).
 pub const MAX_RAW_LEN: usize = 256;
 
+/// Hard minimum of every delay a [`RetryAfterPolicy`] returns, whatever its configured
+/// `floor`: 100 ms.
+///
+/// The fields are public, so a floor of zero is representable; without this minimum it would
+/// turn `Retry-After: 0` (or a date in the past) back into "retry at once, with every worker",
+/// the very failure the clamp exists to prevent (seed 004). 100 ms is far below any delay a
+/// server means and far above a busy loop.
+pub const MIN_FLOOR: Duration = Duration::from_millis(100);
+
 /// Turns `Retry-After` into a delay within [floor, cap].
 ///
-/// If `floor > cap` (a misconfiguration the public fields cannot prevent), the cap is
-/// raised to the floor, so the result is still never below the floor.
+/// The effective floor is `max(floor, MIN_FLOOR)` (see [`MIN_FLOOR`]). If that floor is above
+/// `cap` (a misconfiguration the public fields cannot prevent), the cap is raised to it, so
+/// the result is still never below the floor.
 ///
 /// # Default
-/// - floor: 1 s
+/// - floor: 1 s (never below [`MIN_FLOOR`], 100 ms, whatever is configured)
 /// - cap: 10 min
 /// - unparseable wait: 5 min, with up to 1 min (20 %) added jitter (never below the floor)
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -486,13 +496,18 @@ impl RetryAfterPolicy {
         }
     }
 
-    /// `(floor, cap)` with the cap raised to the floor if misconfigured (so `clamp` cannot
-    /// panic).
+    /// `(floor, cap)`: the floor raised to [`MIN_FLOOR`], the cap raised to the floor if
+    /// misconfigured (so `clamp` cannot panic).
     fn bounds(&self) -> (Duration, Duration) {
-        if self.cap < self.floor {
-            (self.floor, self.floor)
+        let floor = if self.floor < MIN_FLOOR {
+            MIN_FLOOR
         } else {
-            (self.floor, self.cap)
+            self.floor
+        };
+        if self.cap < floor {
+            (floor, floor)
+        } else {
+            (floor, self.cap)
         }
     }
 }
@@ -536,6 +551,34 @@ mod tests {
         // 2070-11-06 is a Thursday; with a fixed 1970 pivot this would be 1970.
         let v = parse_at(b"Thursday, 06-Nov-70 08:49:37 GMT", now).unwrap();
         assert_eq!(v, RetryAfter::Date(at("Thu, 06 Nov 2070 08:49:37 GMT")));
+    }
+
+    #[test]
+    fn a_zero_floor_still_never_means_retry_at_once() {
+        let p = RetryAfterPolicy {
+            floor: Duration::ZERO,
+            cap: Duration::ZERO,
+            ..RetryAfterPolicy::default()
+        };
+        let now = at("Mon, 15 Jun 2026 08:02:31 GMT");
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(1);
+        let past = b"Mon, 15 Jun 2026 08:00:00 GMT".as_slice();
+        for value in [b"0".as_slice(), past] {
+            let d = p.decide([value], now, &mut rng).unwrap();
+            assert_eq!(d.delay, MIN_FLOOR, "{value:?}");
+            assert_eq!(d.reason, DelayReason::Floored);
+            assert_eq!(d.retry_after, Some(Duration::ZERO));
+        }
+        assert_eq!(p.from_backoff(Duration::ZERO).delay, MIN_FLOOR);
+        // A floor above the minimum is kept as configured.
+        let p = RetryAfterPolicy {
+            floor: Duration::from_millis(250),
+            ..p
+        };
+        assert_eq!(
+            p.from_backoff(Duration::ZERO).delay,
+            Duration::from_millis(250)
+        );
     }
 
     #[test]

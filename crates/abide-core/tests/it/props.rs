@@ -3,6 +3,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use abide_core::ratelimit::{MAX_QUOTA, MAX_RESET};
+use abide_core::retry_after::MIN_FLOOR;
 use abide_core::{parse_rate_limit, DelayReason, RetryAfterPolicy};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use proptest::prelude::*;
@@ -48,7 +49,9 @@ proptest! {
         let d = p.decide(lines.iter().map(Vec::as_slice), now, &mut rng);
         prop_assert_eq!(d.is_none(), lines.is_empty());
         if let Some(d) = d {
-            prop_assert!(d.delay >= p.floor && d.delay <= p.cap, "{:?} {:?}", d, p);
+            // The configured floor, raised to the hard minimum; the cap never below it.
+            let floor = p.floor.max(MIN_FLOOR);
+            prop_assert!(d.delay >= floor && d.delay <= p.cap.max(floor), "{:?} {:?}", d, p);
             prop_assert!(d.raw.is_some());
             if d.reason == DelayReason::Unparseable {
                 prop_assert!(d.retry_after.is_none());
@@ -78,6 +81,8 @@ proptest! {
         pad in "[ \t]{0,3}",
     ) {
         let secs = p.floor.as_secs() + offset % (p.cap.as_secs() - p.floor.as_secs() + 1);
+        // 0 s is below the hard minimum whatever the configured floor (see MIN_FLOOR).
+        prop_assume!(Duration::from_secs(secs) >= MIN_FLOOR);
         let value = format!("{pad}{secs}{pad}");
         let mut rng = ChaCha8Rng::seed_from_u64(0);
         let d = p.decide([value.as_bytes()], UNIX_EPOCH, &mut rng).unwrap();
