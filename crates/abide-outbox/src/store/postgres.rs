@@ -45,4 +45,8 @@ impl PostgresStore {
     }
 }
 
-store_impl!(PostgresStore, claim = claim_sql_postgres!());
+store_impl!(
+    PostgresStore,
+    claim = claim_sql_postgres!(),
+    placeholders = crate::store::common::Placeholders::Numbered
+);

@@ -62,7 +62,7 @@ impl SqliteStore {
             .busy_timeout(BUSY_TIMEOUT)
             .statement_cache_capacity(64);
         let pool = SqlitePoolOptions::new()
-            .max_connections(4)
+            .max_connections(1)
             .connect_with(opts)
             .await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
@@ -81,4 +81,8 @@ impl SqliteStore {
     }
 }
 
-store_impl!(SqliteStore, claim = claim_sql_sqlite!());
+store_impl!(
+    SqliteStore,
+    claim = claim_sql_sqlite!(),
+    placeholders = crate::store::common::Placeholders::Anonymous
+);

@@ -519,6 +519,87 @@ pub async fn remote_counts_group_what_the_remote_said<S: Store>(s: S) {
     assert_eq!((c.submitted, c.failed, c.total()), (2, 1, 3));
 }
 
+/// A large batch (more than one statement's worth) with mixed outcomes, a repeated item
+/// and a foreign lease gives exactly what one-by-one application would.
+pub async fn large_batches_match_one_by_one_completion<S: Store>(s: S) {
+    let n = 300;
+    let new: Vec<NewItem> = (0..n).map(|i| item("p", &format!("b{i}"))).collect();
+    let ids: Vec<String> = s
+        .enqueue(&new, t0())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(s.claim("p", "w", t0(), LEASE, n).await.unwrap().len(), n);
+    let outcome = |i: usize| match i % 4 {
+        0 => Outcome::Submitted,
+        1 => Outcome::Retry {
+            next_attempt_at: t0() + HOUR,
+            reason: "http_429".into(),
+        },
+        2 => Outcome::Failed {
+            reason: "http_400".into(),
+        },
+        _ => Outcome::Deferred {
+            reason: "attempt cap".into(),
+        },
+    };
+    let mut batch: Vec<Completion> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let owner = if i == 7 { "intruder" } else { "w" };
+            done(id, owner, outcome(i), RemoteCode::Http(202))
+        })
+        .collect();
+    // The same item twice: the second finds it no longer IN_FLIGHT.
+    batch.push(done(
+        &ids[0],
+        "w",
+        Outcome::Submitted,
+        RemoteCode::Http(202),
+    ));
+    let r = s.complete(&batch, t0()).await.unwrap();
+    assert_eq!(r.len(), n + 1);
+    let want = [
+        State::Submitted,
+        State::Pending,
+        State::Failed,
+        State::Deferred,
+    ];
+    for (i, res) in r.iter().take(n).enumerate() {
+        if i == 7 {
+            assert!(matches!(res, Err(Error::LeaseLost { .. })), "{res:?}");
+            assert_eq!(state_of(&s, &ids[i]).await, State::InFlight);
+        } else {
+            assert_eq!(res.as_ref().ok(), Some(&want[i % 4]), "item {i}");
+        }
+    }
+    assert!(
+        matches!(r[n], Err(Error::IllegalTransition(_))),
+        "{:?}",
+        r[n]
+    );
+    let c = s.counts_by_state(Some("p")).await.unwrap();
+    assert_eq!(
+        (c.submitted, c.pending, c.failed, c.deferred, c.in_flight),
+        (75, 75, 75, 74, 1)
+    );
+    for i in [0, 1, 299] {
+        let att = s.attempts(&ids[i]).await.unwrap();
+        assert_eq!(att.len(), 1, "item {i}");
+        assert_eq!(att[0].attempt_no, 1);
+        assert_eq!(att[0].idempotency_key, format!("b{i}"));
+    }
+    let it = s.get(&ids[1]).await.unwrap().unwrap();
+    assert_eq!(it.next_attempt_at, t0() + HOUR);
+    assert_eq!(it.reason.as_deref(), Some("http_429"));
+    assert_eq!(it.last_provider_code.as_deref(), Some("http_202"));
+    assert_eq!(it.lease_owner, None);
+    assert!(s.attempts(&ids[7]).await.unwrap().is_empty());
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -549,4 +630,5 @@ conformance!(
     expired_leases_return_to_pending,
     deferral_requeue_and_failover_sweeps,
     remote_counts_group_what_the_remote_said,
+    large_batches_match_one_by_one_completion,
 );
