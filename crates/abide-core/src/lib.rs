@@ -12,7 +12,7 @@
 //! let obs = Observation::Http { status: http::StatusCode::TOO_MANY_REQUESTS, headers: &headers };
 //! let verdict = Classifier::default().classify(&obs, clock.now(), &mut rng);
 //! let pacer = Pacer::new(PacerConfig::default(), clock.monotonic());
-//! pacer.on_verdict(clock.monotonic(), &verdict); // throttle: halve the rate, pause 30 s
+//! pacer.on_verdict(clock.monotonic(), &verdict); // throttle: slow down, pause 30 s
 //! assert!(pacer.reserve(clock.monotonic()) >= clock.monotonic() + Duration::from_secs(30));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -29,7 +29,7 @@
 //! | [`warnings`] | `Deprecation` (RFC 9745) and `Sunset` (RFC 8594) ([`parse_warnings`]) |
 //! | [`backoff`] | our own delay when the server gave none: capped exponential with jitter ([`Backoff`]) |
 //! | [`budget`] | whether one more retry is allowed at all, shared by every worker ([`RetryBudget`]) |
-//! | [`pacer`] | when the next request to a host may go: AIMD rate, pauses, advertised targets ([`Pacer`]) |
+//! | [`pacer`] | when the next request to a host may go: a rate that learns the limit (ceiling estimate, cubic recovery), pauses, advertised targets ([`Pacer`]) |
 //!
 //! A server's `Retry-After` outranks [`Backoff`]; a [`RetryBudget`] bounds retries across
 //! the fleet; a throttle changes the *sender* through the [`Pacer`], not only the one item.

@@ -57,9 +57,7 @@ impl ClientPolicy for AbidePolicy {
 
     fn recheck(&mut self, now: Instant) -> Option<Instant> {
         // A slot reserved before a throttle paused the host must not fire into the pause.
-        self.pacer
-            .paused_until(now)
-            .map(|_| self.pacer.reserve(now))
+        self.pacer.admit(now).err().map(|_| self.pacer.reserve(now))
     }
 
     fn decide(
@@ -75,7 +73,9 @@ impl ClientPolicy for AbidePolicy {
             headers: &resp.headers,
         };
         let verdict = self.classifier.classify(&obs, wall, rng);
-        self.pacer.on_verdict(now, &verdict);
+        // When the slot was reserved tells the pacer whether this answer is news about the
+        // current rate or an echo of one it already cut.
+        self.pacer.on_verdict_for(now, attempt.reserved, &verdict);
         match verdict.class {
             VerdictClass::Success => return Decision::Delivered,
             VerdictClass::Terminal => return Decision::Lost,

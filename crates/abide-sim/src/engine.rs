@@ -76,6 +76,8 @@ impl Ord for Scheduled {
 struct Item {
     retries: u32,
     previous: Option<Duration>,
+    /// Virtual time the latest attempt's send slot was reserved.
+    reserved: Duration,
     done: bool,
     throttled: bool,
 }
@@ -181,6 +183,7 @@ impl Sim {
             Event::Ready => self.dispatch(),
             Event::Send(i) => {
                 if let Some(later) = self.policy.recheck(self.instant(self.now)) {
+                    self.items[i].reserved = self.now;
                     let at = later.max(self.instant(self.now)) - self.base;
                     self.schedule(at, Event::Send(i));
                     return;
@@ -230,6 +233,7 @@ impl Sim {
     /// A worker holding item `i` asks the policy when it may send.
     fn start(&mut self, i: usize) {
         let now = self.instant(self.now);
+        self.items[i].reserved = self.now;
         let at = self.policy.send_at(now).max(now) - self.base;
         self.schedule(at, Event::Send(i));
     }
@@ -238,6 +242,7 @@ impl Sim {
         let attempt = Attempt {
             retries: self.items[i].retries,
             previous: self.items[i].previous,
+            reserved: self.instant(self.items[i].reserved),
         };
         let now = self.instant(self.now);
         let wall = self.epoch + self.now;

@@ -97,6 +97,8 @@ pub(crate) struct Attempt {
     pub(crate) retries: u32,
     /// The previous retry delay, for decorrelated jitter.
     pub(crate) previous: Option<Duration>,
+    /// When the slot this request went out in was reserved (`send_at` or `recheck`).
+    pub(crate) reserved: Instant,
 }
 
 /// A client policy as the engine drives it.
@@ -225,6 +227,7 @@ mod tests {
         let attempt = Attempt {
             retries,
             previous: None,
+            reserved: now,
         };
         kind.build(now).decide(now, wall, resp, attempt, &mut rng)
     }

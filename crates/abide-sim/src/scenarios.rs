@@ -26,6 +26,8 @@ pub enum Scenario {
     QueueThrottling,
     /// The limit changes during the run: 10/s, then 5/s, then 20/s.
     LimitChanges,
+    /// The same limit changes without rate-limit headers: only throttles tell.
+    LimitChangesBlind,
 }
 
 const SEC: Duration = Duration::from_secs(1);
@@ -36,13 +38,14 @@ fn secs(s: u64) -> Duration {
 
 impl Scenario {
     /// Every scenario, in `--all` order.
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::LimitAppears,
         Scenario::HttpDateSwitch,
         Scenario::RetryAfterZero,
         Scenario::RetryAfterHuge,
         Scenario::QueueThrottling,
         Scenario::LimitChanges,
+        Scenario::LimitChangesBlind,
     ];
 
     /// The name used by `--scenario`.
@@ -54,6 +57,7 @@ impl Scenario {
             Scenario::RetryAfterHuge => "retry-after-huge",
             Scenario::QueueThrottling => "queue-throttling",
             Scenario::LimitChanges => "limit-changes",
+            Scenario::LimitChangesBlind => "limit-changes-blind",
         }
     }
 
@@ -86,6 +90,10 @@ impl Scenario {
                 "12/s offered while the limit moves 10/s -> 5/s (at 200 s) -> 20/s (at 400 s), \
                  with RateLimit headers; converge = first 10 s window after a change with <= 1% \
                  throttled and >= 80% of min(limit, offered) delivered."
+            }
+            Scenario::LimitChangesBlind => {
+                "As limit-changes, but the provider sends no RateLimit headers: the pacer learns \
+                 each limit from throttles alone (429 with Retry-After in seconds)."
             }
         }
     }
@@ -194,6 +202,11 @@ impl Scenario {
                 c.bucket = SEC;
                 c
             }
+            Scenario::LimitChangesBlind => {
+                let mut c = Scenario::LimitChanges.config();
+                c.provider.rate_limit_headers = false;
+                c
+            }
         }
     }
 
@@ -209,7 +222,7 @@ impl Scenario {
             .iter()
             .map(|&p| engine::run(&cfg, p, seed))
             .collect();
-        if self == Scenario::LimitChanges {
+        if matches!(self, Scenario::LimitChanges | Scenario::LimitChangesBlind) {
             for r in &mut results {
                 r.converge_secs = converge(&cfg, &r.series);
             }
