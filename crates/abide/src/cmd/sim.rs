@@ -20,7 +20,9 @@ Scenarios:
   retry-after-zero  an edge answers 403 with Retry-After: 0 for 30 s (seed 004)
   retry-after-huge  a 5 s blip of 503 with Retry-After: 86400 (seed 004)
   queue-throttling  throttle taken as terminal (two buckets) vs three buckets (seed 003)
-  limit-changes     10/s -> 5/s -> 20/s: time to converge, throttled fraction
+  limit-changes     10/s -> 5/s -> 20/s with RateLimit headers: time to converge,
+                    throttled fraction
+  limit-changes-blind  the same without RateLimit headers: learned from throttles alone
 
 Policies:
   no-retry            one attempt; any failure is final (the two-bucket client)
@@ -28,7 +30,8 @@ Policies:
   honour-retry-after  obeys Retry-After (seconds or date) unclamped; no pacer, no budget
   integer-only        reads Retry-After only as an integer, zero otherwise (seed 000's bug)
   abide               abide-core: classify, clamp Retry-After to [1 s, 10 min], one shared
-                      retry budget and AIMD pacer; retries are queued, not slept on
+                      retry budget and a pacer that learns the limit (ceiling estimate,
+                      cubic recovery); retries are queued, not slept on
 
 Columns:
   429/req   429s per logical request       429/hit  429s per request that met one
