@@ -34,7 +34,7 @@ cargo bench -p abide-outbox --bench engine -- [OPTIONS]
   --queued N         items in the queue when the dispatcher starts (default --items)
   --deliver N        stop once N deliveries are committed (default --items, at most --queued)
   --concurrency N    senders (default 32)
-  --claim-batch N    items per claim (default 64)
+  --claim-batch N    items per claim (default 256, the dispatcher default)
   --workers N        tokio worker threads of the outbox runtime (default 2)
   --enqueue-batch N  items per enqueue transaction (default 5000)
   --db PATH          SQLite file (default: a fresh temporary directory)";
@@ -90,7 +90,11 @@ fn main() {
     let queued: usize = args.get("queued", n_items, USAGE);
     let deliver: usize = args.get("deliver", n_items, USAGE).min(queued);
     let concurrency: usize = args.get("concurrency", 32, USAGE);
-    let claim_batch: usize = args.get("claim-batch", 64, USAGE);
+    let claim_batch: usize = args.get(
+        "claim-batch",
+        DispatcherOptions::default().claim_batch,
+        USAGE,
+    );
     let workers: usize = args.get("workers", 2, USAGE);
     let enqueue_batch: usize = args.get("enqueue-batch", 5000, USAGE);
     let db = args.opt("db").map(std::path::PathBuf::from);
@@ -152,6 +156,7 @@ fn main() {
             })
         };
         let cpu0 = support::process_cpu();
+        let threads0 = support::cpu_by_thread_name();
         let t0 = clock.monotonic();
         let done_at = Arc::new(std::sync::Mutex::new(None));
         let stop = {
@@ -166,6 +171,10 @@ fn main() {
         let progress = d.run_forever(stop).await.expect("run");
         let elapsed = done_at.lock().unwrap().expect("stopped") - t0;
         let cpu = support::process_cpu().saturating_sub(cpu0);
+        let mut threads = support::cpu_by_thread_name();
+        for (name, t) in threads.iter_mut() {
+            *t = t.saturating_sub(threads0.get(name).copied().unwrap_or_default());
+        }
         sampler.abort();
         let rss_peak = support::status_kb("VmHWM");
         let counts = d.store().counts_by_state(None).await.expect("counts");
@@ -178,9 +187,11 @@ fn main() {
             rss_peak,
             progress,
             counts,
+            threads,
         )
     });
-    let (enqueue_time, elapsed, cpu, rss_start, rss_sampled, rss_peak, progress, counts) = report;
+    let (enqueue_time, elapsed, cpu, rss_start, rss_sampled, rss_peak, progress, counts, threads) =
+        report;
     drop(rt);
     let _ = provider.stop.send(());
     let (stats, provider_cpu) = provider.join.join().expect("provider thread");
@@ -215,6 +226,15 @@ fn main() {
         per_item(cpu),
         per_item(provider_cpu),
         per_item(outbox_cpu)
+    );
+    let split: Vec<String> = threads
+        .iter()
+        .filter(|(_, t)| !t.is_zero())
+        .map(|(name, t)| format!("{name} {:.1} us", per_item(*t)))
+        .collect();
+    println!(
+        "  CPU per delivered item by thread name (10 ms ticks): {}",
+        split.join(", ")
     );
     println!(
         "  RSS: at start of run {:.1} MiB, peak during run {:.1} MiB (VmHWM), max sampled {:.1} MiB",

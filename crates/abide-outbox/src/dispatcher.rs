@@ -37,7 +37,8 @@ use crate::worker::{self, DecideInput, ProviderRuntime};
 ///
 /// # Default
 /// - `lease`: 60 s (a claimed item not completed by then is reclaimed as `PENDING`)
-/// - `claim_batch`: 64 items per claim
+/// - `claim_batch`: 256 items per claim (never more than the pace can send within a
+///   quarter of the lease)
 /// - `idle_poll`: 500 ms (longest idle sleep before looking for new items)
 /// - `maintenance_interval`: 1 s (lease reclaim, maximum age, fail-over, drain check)
 /// - `budget_denied_delay`: 5 s (minimum wait of a retry the budget refused)
@@ -70,7 +71,7 @@ impl Default for DispatcherOptions {
     fn default() -> Self {
         Self {
             lease: Duration::from_secs(60),
-            claim_batch: 64,
+            claim_batch: 256,
             idle_poll: Duration::from_millis(500),
             maintenance_interval: Duration::from_secs(1),
             budget_denied_delay: Duration::from_secs(5),

@@ -128,6 +128,26 @@ pub(crate) fn thread_cpu() -> Duration {
     Duration::from_nanos(ns)
 }
 
+/// CPU time per thread name (`comm`) over the live threads of this process, from
+/// `/proc/self/task/*/stat` (10 ms ticks). Threads that already exited are missing.
+pub(crate) fn cpu_by_thread_name() -> std::collections::BTreeMap<String, Duration> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for task in dir.flatten() {
+        let path = task.path().join("stat");
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let name = text
+            .split_once('(')
+            .and_then(|(_, r)| r.rsplit_once(')'))
+            .map_or("?", |(n, _)| n)
+            .to_owned();
+        *out.entry(name).or_insert(Duration::ZERO) += stat_cpu(&path.to_string_lossy());
+    }
+    out
+}
+
 fn stat_cpu(path: &str) -> Duration {
     const TICK: Duration = Duration::from_millis(10);
     let text = std::fs::read_to_string(path).unwrap_or_default();

@@ -2,7 +2,9 @@
 //!
 //! Both backends accept `$N` placeholders and `UPDATE … RETURNING`, so the statements are
 //! written once; only claiming differs (Postgres adds `FOR UPDATE SKIP LOCKED`, SQLite has
-//! a single writer). [`store_impl!`] stamps the [`super::Store`] implementation onto a
+//! a single writer). Completions are written in batches generated per size
+//! ([`complete_sql`], [`insert_attempts_sql`]), with anonymous `?` placeholders on SQLite
+//! ([`Placeholders`]). [`store_impl!`] stamps the [`super::Store`] implementation onto a
 //! backend type that has a `pool` field and a `begin_write` method.
 
 use std::time::Duration;
@@ -450,7 +452,8 @@ pub(crate) fn refused(
     }
 }
 
-/// Implements [`super::Store`] for a backend with `self.pool` and `self.begin_write()`.
+/// Implements [`super::Store`] for a backend with `self.pool` (writes), `self.read_pool()`
+/// (queries that change nothing) and `self.begin_write()`.
 macro_rules! store_impl {
     ($ty:ty, claim = $claim_sql:expr, placeholders = $ph:expr) => {
         impl $crate::store::Store for $ty {
@@ -818,7 +821,7 @@ macro_rules! store_impl {
                 use $crate::store::common::*;
                 let rows: Vec<(String, i64)> = sqlx::query_as(SQL_COUNTS)
                     .bind(provider.unwrap_or(""))
-                    .fetch_all(&self.pool)
+                    .fetch_all(self.read_pool())
                     .await?;
                 let mut c = $crate::model::Counts::default();
                 for (state, n) in rows {
@@ -838,7 +841,7 @@ macro_rules! store_impl {
                 let (min,): (Option<i64>,) = sqlx::query_as(SQL_OLDEST_WAITING)
                     .bind($crate::State::Queued.as_str())
                     .bind($crate::State::Pending.as_str())
-                    .fetch_one(&self.pool)
+                    .fetch_one(self.read_pool())
                     .await?;
                 Ok(min.map(|ms| {
                     now.duration_since($crate::model::from_ms(ms))
@@ -855,7 +858,7 @@ macro_rules! store_impl {
                     .bind(provider)
                     .bind($crate::State::Queued.as_str())
                     .bind($crate::State::Pending.as_str())
-                    .fetch_one(&self.pool)
+                    .fetch_one(self.read_pool())
                     .await?;
                 Ok(min.map($crate::model::from_ms))
             }
@@ -864,7 +867,7 @@ macro_rules! store_impl {
                 use $crate::store::common::*;
                 let row: Option<RawItem> = sqlx::query_as(SQL_GET)
                     .bind(id)
-                    .fetch_optional(&self.pool)
+                    .fetch_optional(self.read_pool())
                     .await?;
                 row.map(RawItem::into_item).transpose()
             }
@@ -876,7 +879,7 @@ macro_rules! store_impl {
                 use $crate::store::common::*;
                 let rows: Vec<RawAttempt> = sqlx::query_as(SQL_ATTEMPTS)
                     .bind(id)
-                    .fetch_all(&self.pool)
+                    .fetch_all(self.read_pool())
                     .await?;
                 Ok(rows.into_iter().map(RawAttempt::into_attempt).collect())
             }
@@ -888,7 +891,7 @@ macro_rules! store_impl {
                 use $crate::store::common::*;
                 let rows: Vec<(Option<i64>, Option<i64>, i64)> = sqlx::query_as(SQL_REMOTE_COUNTS)
                     .bind(provider.unwrap_or(""))
-                    .fetch_all(&self.pool)
+                    .fetch_all(self.read_pool())
                     .await?;
                 Ok(rows
                     .into_iter()

@@ -40,6 +40,11 @@ impl PostgresStore {
         &self.pool
     }
 
+    /// Postgres readers and writers share one pool: MVCC needs no separation.
+    fn read_pool(&self) -> &PgPool {
+        &self.pool
+    }
+
     async fn begin_write(&self) -> Result<Transaction<'static, Postgres>> {
         Ok(self.pool.begin().await?)
     }

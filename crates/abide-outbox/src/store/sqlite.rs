@@ -16,6 +16,13 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A [`super::Store`] in one SQLite file.
 ///
+/// Two pools: every write goes through ONE connection (SQLite has one writer anyway),
+/// and queries that change nothing (counts, progress, `get`) use up to four others. In
+/// WAL mode a connection drops its whole page cache whenever another connection has
+/// committed since its last transaction; with writes spread over several connections,
+/// every claim and every completion started cold and re-read its pages. The readers'
+/// caches may go cold; the writer's stays warm.
+///
 /// WAL mode lets readers (`status`, progress) run beside the single writer;
 /// `synchronous = NORMAL` keeps every committed transaction across a process crash
 /// (`kill -9`), though the last few may be lost on power failure. Claims are single
@@ -27,6 +34,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    reads: SqlitePool,
 }
 
 impl SqliteStore {
@@ -63,15 +71,32 @@ impl SqliteStore {
             .statement_cache_capacity(64);
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
-            .connect_with(opts)
+            .connect_with(opts.clone())
             .await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-        Ok(Self { pool })
+        let name = opts.get_filename().to_string_lossy();
+        let reads = if name == ":memory:" || name.starts_with("file:sqlx-in-memory") {
+            // Each connection of an unnamed in-memory database is a database of its own.
+            pool.clone()
+        } else {
+            // Opened after the migrations so that they exist (and the file is in WAL mode).
+            SqlitePoolOptions::new()
+                .max_connections(4)
+                .min_connections(0)
+                .connect_with(opts.create_if_missing(false))
+                .await?
+        };
+        Ok(Self { pool, reads })
     }
 
-    /// The underlying pool (for diagnostics and tests).
+    /// The pool of the single writing connection (for diagnostics, tests and one-off
+    /// maintenance statements).
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    fn read_pool(&self) -> &SqlitePool {
+        &self.reads
     }
 
     async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>> {
