@@ -18,7 +18,7 @@ use tokio::process::{Child, Command};
 pub const TOKEN_ENV: &str = "ABIDE_TEST_PROVIDER_TOKEN";
 
 /// Longest any single `abide` run may take before the test fails.
-pub const RUN_BOUND: Duration = Duration::from_secs(120);
+pub const RUN_BOUND: Duration = Duration::from_secs(45);
 
 /// A provider limited to `per_sec` requests per second per key (burst `burst`), no
 /// account limit and no concurrency limit, answering instantly.

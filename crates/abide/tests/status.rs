@@ -1,0 +1,177 @@
+//! A provider that suspends the sender: no hot loop, items wait PENDING, then drain or
+//! fail over; `abide status` shows them waiting.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use support::*;
+
+/// Provider config that suspends a key for `suspend_secs` after 5 throttles in 60 s.
+fn suspending(suspend_secs: u64) -> abide_provider::ProviderConfig {
+    let mut pc = provider_config(200, 2);
+    pc.abuse.threshold = 5;
+    pc.abuse.window_secs = 60;
+    pc.abuse.suspend_secs = suspend_secs;
+    pc
+}
+
+/// Get the demo key suspended the way a careless client would: 20 requests back to back
+/// against a burst of 2, ignoring every 429. Returns the provider's stats right after.
+async fn get_suspended(p: &abide_provider::RunningProvider) -> abide_provider::StatsSnapshot {
+    let client = reqwest::Client::new();
+    let url = format!("{}/v1/messages", p.url());
+    for _ in 0..20 {
+        client
+            .post(&url)
+            .bearer_auth(abide_provider::DEMO_KEY)
+            .json(&serde_json::json!({"to": "+15550100"}))
+            .send()
+            .await
+            .unwrap();
+    }
+    let s = p.stats();
+    assert_eq!(s.suspensions, 1, "setup: key not suspended {s:?}");
+    s
+}
+
+fn suspended_refusals(s: &abide_provider::StatsSnapshot) -> u64 {
+    s.rejected_by_reason.get("suspended").copied().unwrap_or(0)
+}
+
+/// The suspension is a `403 {"error":"suspended"}` without Retry-After; this provider's
+/// config classifies 403 as a throttle (as an operator would for this provider).
+const EAGER: &str = "rate_hint = 200.0\nconcurrency = 20";
+const TABLES: &str = "[provider.classify.http]\n403 = \"throttle\"\n[provider.retry]\nmax_attempts = 1000\nbackoff_cap_secs = 2";
+/// Retries after the suspension draw on the budget, whose default floor (1/s) would take
+/// a minute for 100 items; the test raises it.
+const BUDGET_FLOOR_20: &str = "[provider.budget]\nmin_per_sec = 20";
+
+/// Requests a suspended provider may see from abide: one first attempt per item (first
+/// attempts are paced, not budgeted), the 20 already on the wire, and retries within the
+/// budget (`floor` per second over `secs`, plus 10% of first attempts). A hot loop of 20
+/// senders on loopback makes thousands per second.
+fn allowance(items: u64, floor: u64, secs: u64) -> u64 {
+    items + 20 + floor * secs + items / 10
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspended_provider_no_hot_loop_items_wait_then_drain() {
+    const N: usize = 100;
+    const SUSPEND_SECS: u64 = 3;
+    let p = start_provider(suspending(SUSPEND_SECS)).await;
+    let before = get_suspended(&p).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "providers.toml",
+        &provider_toml(
+            "sms",
+            &p.url(),
+            EAGER,
+            &format!("{TABLES}\n{BUDGET_FLOOR_20}"),
+        ),
+    );
+    let input = write(dir.path(), "in.jsonl", &messages(N, "sms"));
+    let db = db_in(dir.path());
+    let cfg_s = cfg.to_str().unwrap().to_owned();
+    let mut cmd = abide(&[
+        "send",
+        "--config",
+        &cfg_s,
+        "--db",
+        &db,
+        "--json",
+        "--quiet",
+        input.to_str().unwrap(),
+    ]);
+    let send = start(cmd);
+    wait_until("abide to meet the suspension", || {
+        suspended_refusals(&p.stats()) > suspended_refusals(&before)
+    })
+    .await;
+    // While suspended, items wait (QUEUED or PENDING), none is failed or deferred.
+    let st = run(abide(&["status", "--db", &db, "--json"])).await;
+    assert_eq!(st.status.code(), Some(0), "{}", show(&st));
+    let st = report(&st);
+    let waiting =
+        st["counts"]["pending"].as_u64().unwrap() + st["counts"]["queued"].as_u64().unwrap();
+    assert!(waiting > 0, "{st}");
+    assert_eq!(st["counts"]["failed"], 0, "{st}");
+    assert_eq!(st["counts"]["deferred"], 0, "{st}");
+
+    let out = tokio::time::timeout(RUN_BOUND, send.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let s = p.stats();
+    assert_eq!(s.accepted - before.accepted, N as u64, "{s:?}");
+    assert_eq!(s.duplicates, 0, "{s:?}");
+    // No hot loop: refusals while suspended stay within the budget's allowance.
+    let refused = suspended_refusals(&s) - suspended_refusals(&before);
+    assert!(
+        refused <= allowance(N as u64, 20, SUSPEND_SECS),
+        "hot loop against a suspended key: {refused} {s:?}"
+    );
+    assert_eq!(s.suspensions, 1, "suspended again after it ended: {s:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspended_provider_fails_over_after_the_configured_age() {
+    const N: usize = 100;
+    let primary = start_provider(suspending(3600)).await;
+    let before = get_suspended(&primary).await;
+    let backup = start_provider(provider_config(1000, 100)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{}{}",
+        provider_toml(
+            "sms",
+            &primary.url(),
+            EAGER,
+            &format!("{TABLES}\n[provider.failover]\nto = \"backup\"\nafter_pending_secs = 2")
+        ),
+        provider_toml(
+            "backup",
+            &backup.url(),
+            "rate_hint = 500.0\nconcurrency = 20",
+            ""
+        )
+    );
+    let cfg = write(dir.path(), "providers.toml", &text);
+    let input = write(dir.path(), "in.jsonl", &messages(N, "sms"));
+    let db = db_in(dir.path());
+    let out = run(abide(&[
+        "send",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--db",
+        &db,
+        "--json",
+        "--quiet",
+        input.to_str().unwrap(),
+    ]))
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let (a, b) = (primary.stats(), backup.stats());
+    assert_eq!(a.suspensions, 1, "{a:?}");
+    assert!(b.accepted > 0, "nothing failed over: {a:?} {b:?}");
+    // Each item accepted exactly once across both providers. (A key accepted by the
+    // primary and again by the backup would count twice here.)
+    assert_eq!(
+        a.accepted, before.accepted,
+        "accepted while suspended? {a:?}"
+    );
+    assert_eq!(b.accepted, N as u64, "{a:?} {b:?}");
+    assert_eq!(b.duplicates, 0, "{b:?}");
+    let refused = suspended_refusals(&a) - suspended_refusals(&before);
+    // Fail-over after 2 s (checked every second): retries against the primary for at
+    // most 4 s, at the default budget floor of 1/s.
+    assert!(
+        refused <= allowance(N as u64, 1, 4),
+        "hot loop against a suspended key: {refused} {a:?}"
+    );
+    let r = report(&out);
+    assert_eq!(r["outbox"]["counts"]["submitted"], N as u64, "{r}");
+}
