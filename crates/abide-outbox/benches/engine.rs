@@ -165,18 +165,21 @@ fn main() {
                 while d.totals().delivered < deliver as u64 {
                     tokio::time::sleep(Duration::from_millis(2)).await;
                 }
-                *done_at.lock().unwrap() = Some(clock.monotonic());
+                // The peak while delivering, before shutdown's final progress snapshot
+                // (whose counting queries read through the whole queue).
+                *done_at.lock().unwrap() = Some((clock.monotonic(), support::status_kb("VmHWM")));
             }
         };
         let progress = d.run_forever(stop).await.expect("run");
-        let elapsed = done_at.lock().unwrap().expect("stopped") - t0;
+        let (stopped, rss_peak) = done_at.lock().unwrap().expect("stopped");
+        let elapsed = stopped - t0;
         let cpu = support::process_cpu().saturating_sub(cpu0);
         let mut threads = support::cpu_by_thread_name();
         for (name, t) in threads.iter_mut() {
             *t = t.saturating_sub(threads0.get(name).copied().unwrap_or_default());
         }
         sampler.abort();
-        let rss_peak = support::status_kb("VmHWM");
+        let rss_peak_end = support::status_kb("VmHWM");
         let counts = d.store().counts_by_state(None).await.expect("counts");
         (
             enqueue_time,
@@ -185,13 +188,24 @@ fn main() {
             rss_start,
             rss_max.load(Ordering::Relaxed),
             rss_peak,
+            rss_peak_end,
             progress,
             counts,
             threads,
         )
     });
-    let (enqueue_time, elapsed, cpu, rss_start, rss_sampled, rss_peak, progress, counts, threads) =
-        report;
+    let (
+        enqueue_time,
+        elapsed,
+        cpu,
+        rss_start,
+        rss_sampled,
+        rss_peak,
+        rss_peak_end,
+        progress,
+        counts,
+        threads,
+    ) = report;
     drop(rt);
     let _ = provider.stop.send(());
     let (stats, provider_cpu) = provider.join.join().expect("provider thread");
@@ -237,9 +251,10 @@ fn main() {
         split.join(", ")
     );
     println!(
-        "  RSS: at start of run {:.1} MiB, peak during run {:.1} MiB (VmHWM), max sampled {:.1} MiB",
+        "  RSS: at start of run {:.1} MiB, peak while delivering {:.1} MiB (VmHWM), peak including shutdown {:.1} MiB, max sampled {:.1} MiB",
         mib(rss_start),
         mib(rss_peak),
+        mib(rss_peak_end),
         mib(rss_sampled)
     );
     println!("  store counts after run: {counts:?}");
