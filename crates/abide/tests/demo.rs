@@ -9,18 +9,29 @@ use support::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_demo_delivers_everything_and_reports_both_sides() {
     let out = run(abide(&[
-        "demo", "--items", "300", "--rate", "400", "--workers", "20", "--quiet", "--json",
-        "--seed", "7",
+        "demo",
+        "--items",
+        "200",
+        "--rate",
+        "400",
+        "--workers",
+        "20",
+        "--quiet",
+        "--json",
+        "--seed",
+        "7",
     ]))
     .await;
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let r = report(&out);
-    assert_eq!(r["provider_saw"]["accepted"], 300, "{r}");
+    assert_eq!(r["provider_saw"]["accepted"], 200, "{r}");
     assert_eq!(r["provider_saw"]["duplicates"], 0, "{r}");
     assert_eq!(r["provider_saw"]["suspensions"], 0, "{r}");
-    assert_eq!(r["run"]["delivered"], 300, "{r}");
+    assert_eq!(r["run"]["delivered"], 200, "{r}");
     // The 503 burst happened and abide heard it (what the remote said, counted apart).
-    let heard_503 = r["outbox"]["remote_counts"]["http_503"].as_u64().unwrap_or(0);
+    let heard_503 = r["outbox"]["remote_counts"]["http_503"]
+        .as_u64()
+        .unwrap_or(0);
     assert!(heard_503 > 0, "{r}");
     assert_eq!(
         r["provider_saw"]["rejected_by_status"]["503"].as_u64(),

@@ -75,7 +75,7 @@ async fn suspended_provider_no_hot_loop_items_wait_then_drain() {
     let input = write(dir.path(), "in.jsonl", &messages(N, "sms"));
     let db = db_in(dir.path());
     let cfg_s = cfg.to_str().unwrap().to_owned();
-    let mut cmd = abide(&[
+    let send = start(abide(&[
         "send",
         "--config",
         &cfg_s,
@@ -84,8 +84,7 @@ async fn suspended_provider_no_hot_loop_items_wait_then_drain() {
         "--json",
         "--quiet",
         input.to_str().unwrap(),
-    ]);
-    let send = start(cmd);
+    ]));
     wait_until("abide to meet the suspension", || {
         suspended_refusals(&p.stats()) > suspended_refusals(&before)
     })

@@ -1,0 +1,149 @@
+//! `abide serve` end to end: bearer auth, batch enqueue validated whole, delivery by the
+//! in-process dispatcher, item view, stats, requeue, metrics, graceful shutdown.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use serde_json::{json, Value};
+use support::*;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_enqueues_delivers_and_reports() {
+    const N: usize = 200;
+    let p = start_provider(provider_config(500, 50)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "providers.toml",
+        &provider_toml("sms", &p.url(), "rate_hint = 500.0\nconcurrency = 20", ""),
+    );
+    let db = db_in(dir.path());
+    let mut cmd = abide(&[
+        "serve",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--db",
+        &db,
+        "--listen",
+        "127.0.0.1:0",
+        "--token-env",
+        "ABIDE_TEST_API_TOKEN",
+    ]);
+    cmd.env("ABIDE_TEST_API_TOKEN", "s3cret-token");
+    let mut child = start(cmd);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(RUN_BOUND, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let base = first.strip_prefix("listening on ").unwrap().to_owned();
+    let c = reqwest::Client::new();
+    let auth = |r: reqwest::RequestBuilder| r.bearer_auth("s3cret-token");
+
+    // No token, wrong token: 401 and nothing stored.
+    let r = c
+        .post(format!("{base}/v1/items"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = c
+        .get(format!("{base}/v1/stats"))
+        .bearer_auth("s3cret-tokem")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+
+    // A batch with one bad item: 422 naming its index, nothing enqueued.
+    let bad = json!([
+        {"provider": "sms", "path": "/v1/messages", "body": {"to": "+1"}},
+        {"provider": "sms", "path": "https://evil.example/x"},
+    ]);
+    let r = auth(c.post(format!("{base}/v1/items")).json(&bad))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["errors"][0]["index"], 1, "{v}");
+
+    let items: Vec<Value> = (0..N)
+        .map(|i| {
+            json!({"provider": "sms", "path": "/v1/messages", "body": {"i": i},
+                        "idempotency_key": format!("serve-{i}")})
+        })
+        .collect();
+    let r = auth(c.post(format!("{base}/v1/items")).json(&items))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let v: Value = r.json().await.unwrap();
+    let id = v["items"][0]["id"].as_str().unwrap().to_owned();
+    // Re-posting is a no-op: same ids, created false.
+    let r = auth(c.post(format!("{base}/v1/items")).json(&items[0]))
+        .send()
+        .await
+        .unwrap();
+    let again: Value = r.json().await.unwrap();
+    assert_eq!(again["created"], false, "{again}");
+    assert_eq!(again["id"], id.as_str());
+
+    wait_until("the provider to accept every item", || {
+        p.stats().accepted >= N as u64
+    })
+    .await;
+    let mut stats = Value::Null;
+    for _ in 0..200 {
+        let r = auth(c.get(format!("{base}/v1/stats")))
+            .send()
+            .await
+            .unwrap();
+        stats = r.json().await.unwrap();
+        if stats["counts"]["submitted"] == N as u64 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(stats["counts"]["submitted"], N as u64, "{stats}");
+    assert_eq!(stats["remote_counts"]["http_202"], N as u64, "{stats}");
+
+    let r = auth(c.get(format!("{base}/v1/items/{id}")))
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["item"]["state"], "SUBMITTED", "{v}");
+    assert_eq!(v["attempts"][0]["remote"], "http_202", "{v}");
+    assert_eq!(v["attempts"][0]["idempotency_key"], "serve-0", "{v}");
+    let r = auth(c.get(format!("{base}/v1/items/nope")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+
+    let r = auth(c.post(format!("{base}/v1/requeue")).json(&json!({})))
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["requeued"], 0, "nothing is deferred: {v}");
+
+    let m = c.get(format!("{base}/metrics")).send().await.unwrap();
+    assert_eq!(m.status(), 200);
+    let text = m.text().await.unwrap();
+    assert!(
+        text.contains("abide_items{state=\"SUBMITTED\"} 200"),
+        "{text}"
+    );
+    assert!(!text.contains("s3cret"));
+
+    assert_eq!(p.stats().duplicates, 0);
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+}
