@@ -46,7 +46,7 @@ EXIT CODES
 
 /// Arguments of `abide demo`.
 #[derive(Debug, clap::Args)]
-#[command(long_about = LONG_ABOUT)]
+#[command(after_long_help = LONG_ABOUT)]
 pub(crate) struct Args {
     /// Messages to send.
     #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]

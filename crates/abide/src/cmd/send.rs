@@ -58,7 +58,7 @@ EXIT CODES
 
 /// Arguments of `abide send`.
 #[derive(Debug, clap::Args)]
-#[command(long_about = LONG_ABOUT, after_long_help = input::FORMAT_HELP)]
+#[command(after_long_help = format!("{LONG_ABOUT}\n\n{}", input::FORMAT_HELP))]
 pub(crate) struct Args {
     /// Providers file (TOML); see README "Providers file" and examples/providers.toml.
     #[arg(long, value_name = "FILE")]

@@ -65,7 +65,7 @@ start.";
 
 /// Arguments of `abide serve`.
 #[derive(Debug, clap::Args)]
-#[command(long_about = LONG_ABOUT)]
+#[command(after_long_help = LONG_ABOUT)]
 pub(crate) struct Args {
     /// Providers file (TOML); see README "Providers file".
     #[arg(long, value_name = "FILE")]

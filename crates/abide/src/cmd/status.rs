@@ -28,7 +28,7 @@ EXIT CODES
 
 /// Arguments of `abide status`.
 #[derive(Debug, clap::Args)]
-#[command(long_about = LONG_ABOUT)]
+#[command(after_long_help = LONG_ABOUT)]
 pub(crate) struct Args {
     /// Outbox database: an SQLite file path, `sqlite:PATH`, or `postgres://...`.
     #[arg(long, default_value = db::DEFAULT_DB, value_name = "PATH|URL")]
