@@ -10,7 +10,8 @@
 # it on the same port with the next --key-rate. The bench binary notices the new limit
 # by polling GET /v1/quota (charges nothing) and measures convergence from there. A
 # restart also loses the provider's memory of idempotency keys; the run's keys are
-# unique, so that changes nothing here. Output: benches/out/politeness-<date>.txt + .csv.
+# unique, so that changes nothing here. Output: target/bench-out/politeness-<time>.txt
+# and .csv (the per-second series).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -18,7 +19,7 @@ PHASES=${PHASES:-"200:30 100:30 300:30"}   # LIMIT_PER_SEC:SECONDS ...
 BURST=${BURST:-10}
 CONCURRENCY=${CONCURRENCY:-20}
 RATE_HINT=${RATE_HINT:-1000}
-OUT=benches/out
+OUT=$PWD/target/bench-out
 mkdir -p "$OUT"
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 LOG="$OUT/politeness-$STAMP.txt"
