@@ -306,14 +306,7 @@ impl<S: Store> Dispatcher<S> {
 
     async fn drained(&self) -> Result<bool> {
         for rt in &self.inner.providers {
-            if self
-                .inner
-                .store
-                .counts_by_state(Some(&rt.cfg.name))
-                .await?
-                .active()
-                > 0
-            {
+            if self.inner.store.has_active(&rt.cfg.name).await? {
                 return Ok(false);
             }
         }

@@ -108,6 +108,9 @@ impl Store for AnyStore {
     async fn oldest_pending_age(&self, now: SystemTime) -> Result<Option<Duration>> {
         delegate!(self, s => s.oldest_pending_age(now))
     }
+    async fn has_active(&self, provider: &str) -> Result<bool> {
+        delegate!(self, s => s.has_active(provider))
+    }
     async fn next_due(&self, provider: &str) -> Result<Option<SystemTime>> {
         delegate!(self, s => s.next_due(provider))
     }

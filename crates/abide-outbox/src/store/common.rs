@@ -97,6 +97,9 @@ pub(crate) const SQL_COUNTS: &str = "SELECT state, COUNT(*) FROM items \
 pub(crate) const SQL_OLDEST_WAITING: &str =
     "SELECT MIN(window_start_ms) FROM items WHERE state IN ($1, $2)";
 
+pub(crate) const SQL_ANY_ACTIVE: &str = "SELECT 1 FROM items \
+    WHERE current_provider = $1 AND state IN ($2, $3, $4) LIMIT 1";
+
 pub(crate) const SQL_NEXT_DUE: &str = "SELECT MIN(next_attempt_at_ms) FROM items \
     WHERE current_provider = $1 AND state IN ($2, $3)";
 
@@ -847,6 +850,19 @@ macro_rules! store_impl {
                     now.duration_since($crate::model::from_ms(ms))
                         .unwrap_or_default()
                 }))
+            }
+
+            async fn has_active(&self, provider: &str) -> $crate::Result<bool> {
+                use $crate::store::common::*;
+                use $crate::State;
+                let row: Option<(i32,)> = sqlx::query_as(SQL_ANY_ACTIVE)
+                    .bind(provider)
+                    .bind(State::Queued.as_str())
+                    .bind(State::InFlight.as_str())
+                    .bind(State::Pending.as_str())
+                    .fetch_optional(self.read_pool())
+                    .await?;
+                Ok(row.is_some())
             }
 
             async fn next_due(

@@ -174,6 +174,16 @@ pub trait Store: Clone + Send + Sync + 'static {
         now: SystemTime,
     ) -> impl Future<Output = Result<Option<Duration>>> + Send;
 
+    /// Whether `provider` still has an item `QUEUED`, `IN_FLIGHT` or `PENDING`: what
+    /// [`crate::Dispatcher::run_until_drained`] polls. The backends answer with an index
+    /// probe; the default counts every item, which reads the whole queue.
+    ///
+    /// # Errors
+    /// Database errors.
+    fn has_active(&self, provider: &str) -> impl Future<Output = Result<bool>> + Send {
+        async move { Ok(self.counts_by_state(Some(provider)).await?.active() > 0) }
+    }
+
     /// Earliest `next_attempt_at` among `provider`'s waiting items (`QUEUED`/`PENDING`);
     /// tells an idle worker how long it may sleep.
     ///

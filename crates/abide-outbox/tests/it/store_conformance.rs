@@ -600,6 +600,19 @@ pub async fn large_batches_match_one_by_one_completion<S: Store>(s: S) {
     assert!(s.attempts(&ids[7]).await.unwrap().is_empty());
 }
 
+/// `has_active` (an index probe) agrees with counting, for an item in every state.
+pub async fn has_active_agrees_with_counts<S: Store>(s: S) {
+    for (n, target) in State::ALL.into_iter().enumerate() {
+        let provider = format!("ha{n}");
+        drive_to(&s, &provider, target).await;
+        let active = matches!(target, State::Queued | State::InFlight | State::Pending);
+        let counted = s.counts_by_state(Some(&provider)).await.unwrap().active() > 0;
+        assert_eq!(counted, active, "{target:?}");
+        assert_eq!(s.has_active(&provider).await.unwrap(), active, "{target:?}");
+    }
+    assert!(!s.has_active("nobody").await.unwrap());
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -631,4 +644,5 @@ conformance!(
     deferral_requeue_and_failover_sweeps,
     remote_counts_group_what_the_remote_said,
     large_batches_match_one_by_one_completion,
+    has_active_agrees_with_counts,
 );
