@@ -233,6 +233,11 @@ pub struct Item {
 /// Prefix of [`Item::reason`] set by a fail-over (`failed_over_from:<provider>`).
 pub const FAILED_OVER_PREFIX: &str = "failed_over_from:";
 
+/// [`Item::reason`] of an item whose lease was reclaimed ([`crate::Store::reclaim_expired`],
+/// [`crate::Store::reclaim_all_in_flight`]): its worker died or hung, the remote said
+/// nothing we know of.
+pub const LEASE_EXPIRED_REASON: &str = "lease_expired";
+
 impl Item {
     /// True when the item's last event was a fail-over: its next attempt is its first on
     /// the new provider (so it draws no retry budget there).
@@ -240,6 +245,13 @@ impl Item {
         self.reason
             .as_deref()
             .is_some_and(|r| r.starts_with(FAILED_OVER_PREFIX))
+    }
+
+    /// True when the item's last event was a reclaimed lease (a crash or a hang, see
+    /// [`LEASE_EXPIRED_REASON`]): its next attempt repeats one whose answer was never
+    /// seen, not one the remote refused, so it draws no retry budget.
+    pub fn lease_reclaimed(&self) -> bool {
+        self.reason.as_deref() == Some(LEASE_EXPIRED_REASON)
     }
 }
 

@@ -72,6 +72,9 @@ impl Store for AnyStore {
     async fn reclaim_expired(&self, now: SystemTime) -> Result<u64> {
         delegate!(self, s => s.reclaim_expired(now))
     }
+    async fn reclaim_all_in_flight(&self, now: SystemTime) -> Result<u64> {
+        delegate!(self, s => s.reclaim_all_in_flight(now))
+    }
     async fn promote_due(&self, provider: Option<&str>, now: SystemTime) -> Result<u64> {
         delegate!(self, s => s.promote_due(provider, now))
     }

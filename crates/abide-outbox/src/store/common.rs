@@ -70,10 +70,17 @@ pub(crate) const SQL_PROMOTE_ALL: &str = "UPDATE items SET state = $1, updated_a
 
 pub(crate) const SQL_STATE_OF: &str = "SELECT state, lease_owner FROM items WHERE id = $1";
 
+/// `$4` is [`crate::model::LEASE_EXPIRED_REASON`].
 pub(crate) const SQL_RECLAIM: &str = "UPDATE items SET state = $1, attempts = attempts + 1, \
-    window_attempts = window_attempts + 1, next_attempt_at_ms = $2, reason = 'lease_expired', \
+    window_attempts = window_attempts + 1, next_attempt_at_ms = $2, reason = $4, \
     lease_owner = NULL, lease_expires_at_ms = NULL, updated_at_ms = $2 \
     WHERE state = $3 AND lease_expires_at_ms <= $2";
+
+/// [`SQL_RECLAIM`] whatever the lease: for a caller that knows every lease holder is dead.
+pub(crate) const SQL_RECLAIM_ALL: &str = "UPDATE items SET state = $1, \
+    attempts = attempts + 1, window_attempts = window_attempts + 1, next_attempt_at_ms = $2, \
+    reason = $4, lease_owner = NULL, lease_expires_at_ms = NULL, updated_at_ms = $2 \
+    WHERE state = $3";
 
 pub(crate) const SQL_DEFER_ONE: &str = "UPDATE items SET state = $1, reason = $2, \
     updated_at_ms = $3 WHERE id = $4 AND state = $5";
@@ -646,6 +653,23 @@ macro_rules! store_impl {
                     .bind(to.as_str())
                     .bind($crate::model::to_ms(now))
                     .bind($crate::State::InFlight.as_str())
+                    .bind($crate::model::LEASE_EXPIRED_REASON)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(r.rows_affected())
+            }
+
+            async fn reclaim_all_in_flight(
+                &self,
+                now: std::time::SystemTime,
+            ) -> $crate::Result<u64> {
+                use $crate::store::common::*;
+                let to = $crate::transition($crate::State::InFlight, $crate::Event::LeaseExpired)?;
+                let r = sqlx::query(SQL_RECLAIM_ALL)
+                    .bind(to.as_str())
+                    .bind($crate::model::to_ms(now))
+                    .bind($crate::State::InFlight.as_str())
+                    .bind($crate::model::LEASE_EXPIRED_REASON)
                     .execute(&self.pool)
                     .await?;
                 Ok(r.rows_affected())

@@ -89,6 +89,18 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Database errors.
     fn reclaim_expired(&self, now: SystemTime) -> impl Future<Output = Result<u64>> + Send;
 
+    /// `IN_FLIGHT → PENDING` for EVERY in-flight item, whatever its lease: the same change
+    /// as [`Store::reclaim_expired`] (due at `now`, `attempts + 1`, reason
+    /// [`LEASE_EXPIRED_REASON`](crate::model::LEASE_EXPIRED_REASON)). Only for a caller that
+    /// knows every lease holder is dead, e.g. the one process allowed to send from an SQLite
+    /// file (it holds an exclusive lock) starting up after a crash; with a live dispatcher
+    /// on the same database its items would be sent twice (same idempotency key). Returns
+    /// how many.
+    ///
+    /// # Errors
+    /// Database errors.
+    fn reclaim_all_in_flight(&self, now: SystemTime) -> impl Future<Output = Result<u64>> + Send;
+
     /// `PENDING → QUEUED` for due items (of `provider`, or all). Returns how many.
     ///
     /// # Errors

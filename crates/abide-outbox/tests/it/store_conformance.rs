@@ -390,6 +390,51 @@ pub async fn expired_leases_return_to_pending<S: Store>(s: S) {
     assert_eq!(again[0].idempotency_key, "k");
 }
 
+/// `reclaim_all_in_flight` ignores the lease (its caller knows the holders are dead) but
+/// otherwise makes the same change as `reclaim_expired`, and touches no other state.
+pub async fn reclaim_all_in_flight_ignores_unexpired_leases<S: Store>(s: S) {
+    let flying = drive_to(&s, "ra", State::InFlight).await;
+    let waiting = drive_to(&s, "rb", State::Pending).await;
+    let done_id = drive_to(&s, "rc", State::Submitted).await;
+    let queued = drive_to(&s, "rd", State::Queued).await;
+    // Long before the lease (60 s) runs out.
+    let now = t0() + Duration::from_secs(1);
+    assert_eq!(s.reclaim_expired(now).await.unwrap(), 0);
+    assert_eq!(s.reclaim_all_in_flight(now).await.unwrap(), 1);
+    let it = s.get(&flying).await.unwrap().unwrap();
+    assert_eq!(it.state, State::Pending);
+    assert_eq!(it.attempts, 1, "the dead worker may have sent it");
+    assert_eq!(it.next_attempt_at, now);
+    assert_eq!(it.lease_owner, None);
+    assert_eq!(
+        it.reason.as_deref(),
+        Some(abide_outbox::model::LEASE_EXPIRED_REASON)
+    );
+    assert!(it.lease_reclaimed());
+    assert_eq!(state_of(&s, &waiting).await, State::Pending);
+    assert_eq!(state_of(&s, &done_id).await, State::Submitted);
+    assert_eq!(state_of(&s, &queued).await, State::Queued);
+    // The dead owner's late completion is refused; nothing is left to reclaim.
+    let r = s
+        .complete(
+            &[done(
+                &flying,
+                "o1",
+                Outcome::Submitted,
+                RemoteCode::Http(202),
+            )],
+            now,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(r[0], Err(Error::IllegalTransition(_))),
+        "{:?}",
+        r[0]
+    );
+    assert_eq!(s.reclaim_all_in_flight(now).await.unwrap(), 0);
+}
+
 pub async fn deferral_requeue_and_failover_sweeps<S: Store>(s: S) {
     let e = s
         .enqueue(
@@ -641,6 +686,7 @@ conformance!(
     concurrent_claimers_never_share_an_item,
     complete_records_attempts_and_checks_the_lease,
     expired_leases_return_to_pending,
+    reclaim_all_in_flight_ignores_unexpired_leases,
     deferral_requeue_and_failover_sweeps,
     remote_counts_group_what_the_remote_said,
     large_batches_match_one_by_one_completion,

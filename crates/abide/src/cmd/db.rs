@@ -98,31 +98,21 @@ pub(crate) fn lock(db: &str) -> anyhow::Result<Option<DbLock>> {
 }
 
 /// With the lock held: move every `IN_FLIGHT` item (its owner is dead) back to `PENDING`
-/// now. Returns how many.
-///
-/// The store's own [`Store::reclaim_expired`] does the state change (so the state machine
-/// still decides); this only shortens the dead leases to `now` first.
+/// now, through [`Store::reclaim_all_in_flight`] (the state machine still decides).
+/// Returns how many. Postgres is shared, so its in-flight items may belong to a live
+/// process: they are left to expire.
 pub(crate) async fn reclaim_dead_leases(
     store: &AnyStore,
     _lock: &DbLock,
     now: SystemTime,
 ) -> anyhow::Result<u64> {
-    let AnyStore::Sqlite(s) = store else {
+    if matches!(store, AnyStore::Postgres(_)) {
         return Ok(0);
-    };
-    let now_ms = now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    sqlx::query(
-        "UPDATE items SET lease_expires_at_ms = $1 \
-         WHERE state = 'IN_FLIGHT' AND lease_expires_at_ms > $1",
-    )
-    .bind(now_ms)
-    .execute(s.pool())
-    .await
-    .context("shortening dead leases")?;
-    Ok(store.reclaim_expired(now).await?)
+    }
+    store
+        .reclaim_all_in_flight(now)
+        .await
+        .context("reclaiming the dead run's leases")
 }
 
 #[cfg(test)]
