@@ -31,7 +31,7 @@ use crate::progress::{Progress, ProviderProgress, Stats, Totals};
 use crate::sleep::{Sleeper, TokioSleeper};
 use crate::state::State;
 use crate::store::Store;
-use crate::worker::{self, DecideInput, ProviderRuntime};
+use crate::worker::{self, BudgetRole, DecideInput, ProviderRuntime};
 
 /// Tuning of a [`Dispatcher`].
 ///
@@ -502,14 +502,22 @@ async fn sender<S: Store>(
 }
 
 /// Hand a claimed item back unsent: `PENDING`, due at `when`, no attempt recorded.
+///
+/// An item whose next attempt spends no retry budget (reclaimed, failed over) keeps the
+/// reason that says so, unless the budget itself refused it: a shutdown must not turn a
+/// resumed item into a retry, nor a retry into a free one.
 fn hand_back(rt: &ProviderRuntime, item: &Item, when: SystemTime, reason: &str) -> Completion {
     Stats::bump(&rt.stats.lease_returns);
+    let reason = match (&item.reason, worker::budget_role(item)) {
+        (Some(kept), BudgetRole::Resume | BudgetRole::First) if item.attempts > 0 => kept.clone(),
+        _ => reason.to_owned(),
+    };
     Completion {
         id: item.id.clone(),
         lease_owner: item.lease_owner.clone().unwrap_or_default(),
         outcome: Outcome::Retry {
             next_attempt_at: when,
-            reason: reason.to_owned(),
+            reason,
         },
         attempts: Vec::new(),
         last_provider_code: None,
@@ -552,10 +560,12 @@ async fn attempt<S: Store>(
         }
         if records.is_empty() {
             // A first attempt on this provider (new, or just failed over to it) earns
-            // budget; any other attempt is a retry and must draw on it.
-            if item.attempts == 0 || item.just_failed_over() {
+            // budget; a retry of a remote failure must draw on it; a resumed attempt
+            // (reclaimed lease) does neither ([`BudgetRole`]).
+            let role = worker::budget_role(&item);
+            if role == BudgetRole::First {
                 rt.budget.deposit(mono);
-            } else if !rt.budget.try_withdraw(mono) {
+            } else if role == BudgetRole::Retry && !rt.budget.try_withdraw(mono) {
                 // Budget exhaustion never drops work: the item waits longer.
                 Stats::bump(&rt.stats.budget_denied);
                 let backoff = rt

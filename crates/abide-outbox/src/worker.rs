@@ -78,6 +78,31 @@ impl Response {
     }
 }
 
+/// What an item's next attempt means for its provider's retry budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BudgetRole {
+    /// New work for this provider (never tried, or just failed over to it): deposits.
+    First,
+    /// Repeats an attempt the remote refused or failed: withdraws, or waits if refused.
+    Retry,
+    /// Repeats an attempt whose answer was never seen: its lease was reclaimed after a
+    /// crash or hang. No remote failure is being retried, so it spends nothing; it is not
+    /// new work either (a crash loop must not inflate the allowance), so it earns nothing.
+    /// It is still paced like every other send.
+    Resume,
+}
+
+/// The budget role of `item`'s next attempt (see [`BudgetRole`]).
+pub(crate) fn budget_role(item: &Item) -> BudgetRole {
+    if item.attempts == 0 || item.just_failed_over() {
+        BudgetRole::First
+    } else if item.lease_reclaimed() {
+        BudgetRole::Resume
+    } else {
+        BudgetRole::Retry
+    }
+}
+
 /// Build and send one request. The body of the response is read up to `max_body` bytes
 /// and discarded (reading lets the connection be reused; the bound keeps a hostile
 /// provider from making us buffer without limit).
@@ -412,6 +437,21 @@ mod tests {
             .0,
             Outcome::Deferred { .. }
         ));
+    }
+
+    #[test]
+    fn only_retries_of_remote_failures_spend_budget() {
+        let mut it = item(0);
+        assert_eq!(budget_role(&it), BudgetRole::First);
+        it.attempts = 3;
+        it.reason = Some("http_503".into());
+        assert_eq!(budget_role(&it), BudgetRole::Retry);
+        it.reason = Some("retry_budget_exhausted".into());
+        assert_eq!(budget_role(&it), BudgetRole::Retry);
+        it.reason = Some(crate::model::LEASE_EXPIRED_REASON.into());
+        assert_eq!(budget_role(&it), BudgetRole::Resume);
+        it.reason = Some(format!("{}q", crate::model::FAILED_OVER_PREFIX));
+        assert_eq!(budget_role(&it), BudgetRole::First);
     }
 
     #[test]

@@ -221,3 +221,54 @@ async fn pending_items_fail_over_to_the_second_provider_after_the_configured_age
     );
     assert!(attempts.iter().all(|a| a.idempotency_key == "fo-0"));
 }
+
+/// Regression: items reclaimed from a dead run's leases drew on the retry budget, so a
+/// resumed run drained them at the budget's floor (84 items took 33 s). With a budget that
+/// allows no retry at all they must still all go, none refused by the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_reclaimed_after_a_crash_draw_no_retry_budget() {
+    set_token("ABIDE_IT_TOKEN_RECLAIMED");
+    let provider = fake("[limits]\nkey_rate = \"1000/s\"\nkey_burst = 50").await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    let config = format!(
+        r#"[[provider]]
+        name = "fake"
+        base_url = "{}"
+        credentials_env = "ABIDE_IT_TOKEN_RECLAIMED"
+        rate_hint = 500.0
+        concurrency = 8
+        [provider.budget]
+        min_per_sec = 0
+        retry_ratio = 0.0"#,
+        provider.url()
+    );
+    let n = 60;
+    store
+        .enqueue(&items("fake", n, "crash"), SystemClock.now())
+        .await
+        .unwrap();
+    // A run that claimed everything and died: the lease is already over.
+    let claimed = store
+        .claim("fake", "dead", SystemClock.now(), Duration::ZERO, n)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), n);
+    assert_eq!(
+        store
+            .reclaim_all_in_flight(SystemClock.now())
+            .await
+            .unwrap(),
+        n as u64
+    );
+
+    let config = Config::from_toml_str(&config).unwrap();
+    let d = Dispatcher::new(store, config, Arc::new(SystemClock), opts()).unwrap();
+    let progress = tokio::time::timeout(Duration::from_secs(20), d.run_until_drained())
+        .await
+        .expect("resumed items drain without retry budget")
+        .unwrap();
+    assert_eq!(progress.counts.submitted, n as u64, "{progress:?}");
+    assert_eq!(progress.totals.budget_denied, 0, "{progress:?}");
+    assert_eq!(provider.stats().accepted, n as u64);
+}
