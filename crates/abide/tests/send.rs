@@ -152,3 +152,36 @@ async fn retry_after_switching_to_an_http_date_causes_no_burst() {
         throttled
     );
 }
+
+/// A provider's `credentials_env` variable is unset: every attempt would get a 401 and
+/// every item end DEFERRED. `send` refuses to start instead, naming the provider and the
+/// variable, and enqueues nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unset_credentials_variable_stops_send_before_anything_is_enqueued() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "providers.toml",
+        &provider_toml("sms", "http://127.0.0.1:9", "", ""),
+    );
+    let input = write(dir.path(), "in.jsonl", &messages(2, "sms"));
+    let db = db_in(dir.path());
+    let mut cmd = abide(&[
+        "send",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--db",
+        &db,
+        input.to_str().unwrap(),
+    ]);
+    cmd.env_remove(TOKEN_ENV);
+    let out = run(cmd).await;
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("provider \"sms\" in {}", cfg.display()))
+            && err.contains(&format!("variable {TOKEN_ENV} is unset or empty")),
+        "{err}"
+    );
+    assert!(!std::path::Path::new(&db).exists(), "database created");
+}

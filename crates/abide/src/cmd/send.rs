@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
 use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem};
-use anyhow::Context;
+use anyhow::{bail, Context};
 
 use super::db;
 use super::deliver::{deliver, Ending};
@@ -53,7 +53,8 @@ REPORT
 EXIT CODES
   0    drained; no FAILED or DEFERRED item in the outbox
   1    drained, but some items are FAILED (terminal) or DEFERRED (see `abide requeue`)
-  2    usage, config or input error (nothing enqueued), or the database is locked
+  2    usage, config or input error, or an unset credentials_env variable (nothing
+       enqueued); or the database is locked by another sender
   130  interrupted (Ctrl-C, SIGTERM); run again to resume";
 
 /// Arguments of `abide send`.
@@ -101,10 +102,31 @@ pub(crate) fn parse_lease(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Load the providers file, applying `--workers`.
+/// Load the providers file, applying `--workers`, and check that every credential
+/// variable it names is set.
+///
+/// # Errors
+/// The file is unreadable or invalid, or a provider's `credentials_env` variable is unset
+/// or empty: every attempt would then get a 401 and its item end `DEFERRED`, so the run
+/// is refused before anything is enqueued. Errors name the variable, never a value.
 pub(crate) fn load_config(path: &PathBuf, workers: Option<u16>) -> anyhow::Result<Config> {
     let mut cfg =
         Config::load(path).with_context(|| format!("in the providers file {}", path.display()))?;
+    for p in &cfg.providers {
+        let Some(var) = &p.credentials_env else {
+            continue;
+        };
+        if p.read_credentials()
+            .is_none_or(|s| s.expose().trim().is_empty())
+        {
+            bail!(
+                "provider {:?} in {}: its credentials_env variable {var} is unset or empty; \
+                 export it (the value is never stored or logged)",
+                p.name,
+                path.display()
+            );
+        }
+    }
     if let Some(w) = workers {
         for p in &mut cfg.providers {
             p.concurrency = usize::from(w);
