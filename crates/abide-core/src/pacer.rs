@@ -75,6 +75,25 @@
 //! sleep or a rate. A slot reserved before a pause began is not moved by it: check
 //! [`Pacer::admit`] when the slot arrives and reserve again if it says so.
 //!
+//! # A throttle without a delay still pauses the host
+//! A throttle changes the sender even when the server does not say for how long (a `429`
+//! without `Retry-After`, a `403` configured as a throttle for a suspended key, an SMPP
+//! `0x58`). Lowering the rate alone is not enough: against a host that refuses everything,
+//! the rate halves once per round of reservations, and with 40 workers a round is dozens of
+//! requests, so a suspended key saw well over a hundred attempts in its first seconds. So
+//! such a throttle pauses the host for our own backoff: `throttle_pause` (1 s) doubled for
+//! each *consecutive* one, up to `max_throttle_pause` (10 min, never above [`MAX_PAUSE`]),
+//! back to the start after a success. "Consecutive" counts only answers arriving after the
+//! last such pause ended: nothing is admitted during a pause, so an answer arriving within
+//! it is for a request already on the wire when it began (with 40 workers, dozens come back
+//! throttled) and must not double it again. A request whose slot was reserved before the
+//! pause but that was admitted after it is news, which is why the reservation time is not
+//! the test here. Plain exponential, without jitter: jitter de-correlates
+//! independent clients, but every worker of a host shares this one pause and the GCRA
+//! spaces them out when it ends. A throttle that carries the server's own delay
+//! (`Retry-After`, an exhausted quota with a reset) pauses for that delay instead and
+//! leaves the count alone.
+//!
 //! Time is the monotonic `now: Instant` passed in; the pacer never reads a clock.
 
 use std::sync::{Mutex, PoisonError};
@@ -82,6 +101,9 @@ use std::time::{Duration, Instant};
 
 use crate::budget::Buckets;
 use crate::classify::{Verdict, VerdictClass};
+
+/// Shortest own pause after a throttle without a server delay (`throttle_pause` floor).
+const MIN_THROTTLE_PAUSE: Duration = Duration::from_millis(100);
 
 /// Lowest rate ever used: one request per hour (requests per second).
 pub const MIN_RATE: f64 = 1.0 / 3600.0;
@@ -122,6 +144,9 @@ const MAX_PROBE_K: f64 = 1000.0;
 /// - throttle_threshold: 0.02 (2 % throttled over the window, at or below the ceiling)
 /// - window: 10 s
 /// - headroom: 0.9 (aim at 90 % of an advertised limit)
+/// - throttle_pause: 1 s (first pause after a throttle without a server delay; doubles per
+///   consecutive one)
+/// - max_throttle_pause: 10 min (at most [`MAX_PAUSE`])
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PacerConfig {
     /// Rate at start.
@@ -149,6 +174,11 @@ pub struct PacerConfig {
     /// probing above the ceiling takes as long again to reach `(2 − decrease_factor) ×`
     /// the ceiling.
     pub recovery: Duration,
+    /// Pause of the host after a throttle that named no delay; doubled for each
+    /// consecutive one (see the module docs). At least 100 ms.
+    pub throttle_pause: Duration,
+    /// Longest such pause; at most [`MAX_PAUSE`].
+    pub max_throttle_pause: Duration,
 }
 
 impl Default for PacerConfig {
@@ -164,6 +194,8 @@ impl Default for PacerConfig {
             window: Duration::from_secs(10),
             headroom: 0.9,
             recovery: Duration::from_secs(15),
+            throttle_pause: Duration::from_secs(1),
+            max_throttle_pause: MAX_PAUSE,
         }
     }
 }
@@ -195,6 +227,11 @@ impl PacerConfig {
             recovery: self
                 .recovery
                 .clamp(Duration::from_millis(100), Duration::from_secs(3600)),
+            throttle_pause: self.throttle_pause.clamp(MIN_THROTTLE_PAUSE, MAX_PAUSE),
+            max_throttle_pause: self.max_throttle_pause.clamp(
+                self.throttle_pause.clamp(MIN_THROTTLE_PAUSE, MAX_PAUSE),
+                MAX_PAUSE,
+            ),
         }
     }
 }
@@ -252,6 +289,10 @@ struct State {
     round_seen: Option<Instant>,
     last_success: Option<Instant>,
     decreases: u64,
+    /// Consecutive throttles without a server delay (each paused the host longer).
+    throttle_streak: u32,
+    /// Start and end of the last pause the pacer chose itself after such a throttle.
+    own_pause: Option<(Instant, Instant)>,
 }
 
 /// A point-in-time view of a [`Pacer`], for progress displays and logs.
@@ -293,6 +334,8 @@ impl Pacer {
                 round_seen: None,
                 last_success: None,
                 decreases: 0,
+                throttle_streak: 0,
+                own_pause: None,
             }),
             cfg,
         }
@@ -342,7 +385,8 @@ impl Pacer {
     pub fn on_verdict(&self, now: Instant, verdict: &Verdict) {
         let mut s = self.lock();
         let fresh = s.round_seen.is_none_or(|r| now >= r);
-        self.apply(&mut s, now, fresh, verdict);
+        let after_pause = s.after_own_pause(now);
+        self.apply(&mut s, now, fresh, after_pause, verdict);
     }
 
     /// Feed the verdict of a response observed at `now` to a request whose slot was reserved
@@ -353,10 +397,23 @@ impl Pacer {
     pub fn on_verdict_for(&self, now: Instant, reserved_at: Instant, verdict: &Verdict) {
         let mut s = self.lock();
         let fresh = s.decreased_at.is_none_or(|d| reserved_at >= d);
-        self.apply(&mut s, now, fresh, verdict);
+        // Not `reserved_at`: a slot reserved before the pause but admitted after it is a
+        // request sent after it, and its throttle is news.
+        let after_pause = s.after_own_pause(now);
+        self.apply(&mut s, now, fresh, after_pause, verdict);
     }
 
-    fn apply(&self, s: &mut State, now: Instant, fresh: bool, verdict: &Verdict) {
+    /// `fresh`: the request was spaced at the current rate (may decrease it).
+    /// `after_pause`: the answer arrived after the pacer's own last throttle pause ended
+    /// (may grow or reset the consecutive-throttle count).
+    fn apply(
+        &self,
+        s: &mut State,
+        now: Instant,
+        fresh: bool,
+        after_pause: bool,
+        verdict: &Verdict,
+    ) {
         let cfg = &self.cfg;
         if let Some(rl) = &verdict.rate_limit {
             if let Some(adv) = rl.advertised_rate().filter(|r| r.is_finite() && *r > 0.0) {
@@ -375,9 +432,21 @@ impl Pacer {
         s.observed.add(now, 1, u64::from(throttled));
         s.recent.add(now, 1, u64::from(throttled));
         if throttled {
+            let server_reset = verdict
+                .rate_limit
+                .as_ref()
+                .is_some_and(|rl| rl.exhausted() && rl.reset.is_some());
             if let Some(ra) = &verdict.retry_after {
                 s.pause(now + ra.delay.min(MAX_PAUSE));
+            } else if !server_reset && after_pause {
+                // No delay from the server: our own, growing while throttles keep coming.
+                s.throttle_streak = s.throttle_streak.saturating_add(1);
+                let d = self.throttle_pause(s.throttle_streak);
+                s.own_pause = Some((now, now + d));
+                s.pause(now + d);
             }
+        } else if verdict.class == VerdictClass::Success && after_pause {
+            s.throttle_streak = 0;
         }
         if !fresh {
             // An answer to a request spaced at the old rate: no evidence about the new one.
@@ -416,6 +485,16 @@ impl Pacer {
             let ceiling = s.target.unwrap_or(cfg.max_rate).min(cfg.max_rate);
             s.rate = self.curve(s).clamp(cfg.min_rate, ceiling);
         }
+    }
+
+    /// The pause after the `streak`-th consecutive throttle without a server delay:
+    /// `throttle_pause × 2^(streak − 1)`, at most `max_throttle_pause`.
+    fn throttle_pause(&self, streak: u32) -> Duration {
+        let doublings = i32::try_from(streak.saturating_sub(1).min(30)).unwrap_or(30);
+        let secs = self.cfg.throttle_pause.as_secs_f64() * 2f64.powi(doublings);
+        Duration::try_from_secs_f64(secs)
+            .unwrap_or(MAX_PAUSE)
+            .min(self.cfg.max_throttle_pause)
     }
 
     /// The rate the recovery/probe curve gives for the clean time credited so far.
@@ -570,6 +649,12 @@ enum Counter {
 }
 
 impl State {
+    /// An answer arriving while the pacer's own throttle pause lasts was sent before it
+    /// began (nothing is admitted during a pause): an echo of the throttle that caused it.
+    fn after_own_pause(&self, now: Instant) -> bool {
+        self.own_pause.is_none_or(|(_, end)| now >= end)
+    }
+
     fn pause(&mut self, until: Instant) {
         self.pause_end = Some(self.pause_end.map_or(until, |p| p.max(until)));
     }
@@ -842,6 +927,118 @@ mod tests {
         assert_eq!(p.paused_until(t0), Some(t0 + MAX_PAUSE));
         clock.advance(MAX_PAUSE);
         assert_eq!(p.paused_until(clock.monotonic()), None);
+    }
+
+    fn pause_left(p: &Pacer, now: Instant) -> Duration {
+        p.paused_until(now).map_or(Duration::ZERO, |u| u - now)
+    }
+
+    #[test]
+    fn a_throttle_without_a_delay_pauses_longer_each_time_until_a_success() {
+        let (clock, _, p) = setup(10.0);
+        let throttle = verdict(VerdictClass::Throttle);
+        let mut seen = Vec::new();
+        for _ in 0..12 {
+            let now = clock.monotonic();
+            // Each request is reserved after the last pause ended: news every time.
+            p.on_verdict_for(now, now, &throttle);
+            let left = pause_left(&p, now);
+            seen.push(left.as_secs());
+            clock.advance(left);
+        }
+        assert_eq!(seen, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 600, 600]);
+        // One success (sent after the pause) and the next throttle starts over at 1 s.
+        let now = clock.monotonic();
+        p.on_verdict_for(now, now, &verdict(VerdictClass::Success));
+        p.on_verdict_for(now, now, &throttle);
+        assert_eq!(pause_left(&p, now), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn requests_already_on_the_wire_do_not_grow_the_pause() {
+        let (clock, t0, p) = setup(10.0);
+        // 40 workers hold slots; every one is throttled as it fires, no Retry-After.
+        let slots: Vec<_> = (0..40).map(|_| p.reserve(t0)).collect();
+        p.on_verdict_for(t0, t0, &verdict(VerdictClass::Throttle));
+        assert_eq!(pause_left(&p, t0), Duration::from_secs(1));
+        for slot in &slots[1..10] {
+            advance_to(&clock, *slot + Duration::from_millis(20));
+            p.on_verdict_for(clock.monotonic(), t0, &verdict(VerdictClass::Throttle));
+        }
+        assert_eq!(p.paused_until(t0), Some(t0 + Duration::from_secs(1)));
+        // Without the reservation time: answers arriving during the pause are old too, and
+        // so is a success among them (it does not reset the count).
+        let (clock, t0, p) = setup(10.0);
+        p.on_verdict(t0, &verdict(VerdictClass::Throttle));
+        clock.advance(Duration::from_millis(500));
+        p.on_verdict(clock.monotonic(), &verdict(VerdictClass::Success));
+        p.on_verdict(clock.monotonic(), &verdict(VerdictClass::Throttle));
+        assert_eq!(p.paused_until(t0), Some(t0 + Duration::from_secs(1)));
+        advance_to(&clock, t0 + Duration::from_secs(1));
+        p.on_verdict(clock.monotonic(), &verdict(VerdictClass::Throttle));
+        assert_eq!(pause_left(&p, clock.monotonic()), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn a_server_delay_wins_over_the_own_pause_and_leaves_the_count_alone() {
+        let (clock, t0, p) = setup(10.0);
+        p.on_verdict_for(t0, t0, &verdict(VerdictClass::Throttle));
+        clock.advance(Duration::from_secs(1));
+        let now = clock.monotonic();
+        let exhausted = Verdict {
+            rate_limit: Some(RateLimitInfo {
+                limit: None,
+                window: None,
+                ..rate_limit(100, 0, 7)
+            }),
+            ..verdict(VerdictClass::Throttle)
+        };
+        p.on_verdict_for(now, now, &exhausted);
+        assert_eq!(pause_left(&p, now), Duration::from_secs(7));
+        clock.advance(Duration::from_secs(7));
+        let now = clock.monotonic();
+        p.on_verdict_for(now, now, &throttle_with_retry_after(Duration::from_secs(3)));
+        assert_eq!(pause_left(&p, now), Duration::from_secs(3));
+        clock.advance(Duration::from_secs(3));
+        // The next throttle without a delay is the second in a row, not the fourth.
+        let now = clock.monotonic();
+        p.on_verdict_for(now, now, &verdict(VerdictClass::Throttle));
+        assert_eq!(pause_left(&p, now), Duration::from_secs(2));
+    }
+
+    /// Regression: a suspended key answering 403-as-throttle without `Retry-After` saw
+    /// 120-200 attempts in 2-3 s from 40 workers. Workers here reserve, wait for the slot,
+    /// check `admit`, send, and get a throttle back 20 ms later.
+    #[test]
+    fn forty_workers_against_a_host_refusing_everything_send_a_handful() {
+        let (clock, t0, p) = setup(10.0);
+        let step = Duration::from_millis(10);
+        // Per worker: (reserved_at, slot, answer due at).
+        let mut workers: Vec<(Instant, Instant, Option<Instant>)> =
+            (0..40).map(|_| (t0, p.reserve(t0), None)).collect();
+        let mut sent = Vec::new();
+        while clock.monotonic() < t0 + Duration::from_secs(60) {
+            let now = clock.monotonic();
+            for w in &mut workers {
+                if let Some(due) = w.2 {
+                    if now >= due {
+                        p.on_verdict_for(now, w.0, &verdict(VerdictClass::Throttle));
+                        *w = (now, p.reserve(now), None);
+                    }
+                } else if now >= w.1 {
+                    if p.admit(now).is_ok() {
+                        sent.push(now - t0);
+                        w.2 = Some(now + Duration::from_millis(20));
+                    } else {
+                        *w = (now, p.reserve(now), None);
+                    }
+                }
+            }
+            clock.advance(step);
+        }
+        // Pauses of 1, 2, 4, 8, 16, 32 s: about one request after each.
+        assert!(sent.len() <= 12, "{} sent: {sent:?}", sent.len());
+        assert!(sent.len() >= 5, "{} sent", sent.len());
     }
 
     #[test]

@@ -538,19 +538,27 @@ async fn attempt<S: Store>(
         if *stop.borrow() {
             return hand_back(rt, &item, inner.clock.now(), "shutdown");
         }
-        // Wait for a send slot; a pause that starts while we wait moves us again.
+        // Wait for a send slot; a pause that began while we waited voids it (`admit`).
         let mut rounds = 0;
-        loop {
+        let reserved_at = loop {
             let mono = inner.clock.monotonic();
             let at = rt.pacer.reserve(mono);
             if sleep_or_stop(inner, at, stop).await {
                 return hand_back(rt, &item, inner.clock.now(), "shutdown");
             }
-            rounds += 1;
-            if rt.pacer.paused_until(inner.clock.monotonic()).is_none() || rounds >= 16 {
-                break;
+            match rt.pacer.admit(inner.clock.monotonic()) {
+                Ok(()) => break mono,
+                // Paused again and again while holding the item: give it back, due when
+                // the pause ends, rather than keep it from other dispatchers (and never
+                // send into a pause).
+                Err(until) if rounds >= 16 => {
+                    let left = until.saturating_duration_since(inner.clock.monotonic());
+                    let when = inner.clock.now() + left;
+                    return hand_back(rt, &item, when, "provider_paused");
+                }
+                Err(_) => rounds += 1,
             }
-        }
+        };
         let now = inner.clock.now();
         let mono = inner.clock.monotonic();
         // Too close to the lease's end: another worker may soon own it. Give it back.
@@ -584,7 +592,9 @@ async fn attempt<S: Store>(
         let now = inner.clock.now();
         let mono = inner.clock.monotonic();
         let verdict = response.classify(&rt.classifier, now, rng);
-        rt.pacer.on_verdict(mono, &verdict);
+        // The reservation time tells the pacer whether this answer is news about its
+        // current rate or an echo of a round it already cut.
+        rt.pacer.on_verdict_for(mono, reserved_at, &verdict);
         Stats::bump(&rt.stats.attempts);
         if verdict.class == VerdictClass::Throttle {
             Stats::bump(&rt.stats.throttled);
