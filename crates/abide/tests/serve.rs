@@ -71,6 +71,25 @@ async fn serve_enqueues_delivers_and_reports() {
     assert_eq!(r.status(), 422);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["errors"][0]["index"], 1, "{v}");
+    // One idempotency key on two different messages: the second would never be sent.
+    let clash = json!([
+        {"provider": "sms", "path": "/v1/messages", "body": {"to": "+1"}, "idempotency_key": "k"},
+        {"provider": "sms", "path": "/v1/messages", "body": {"to": "+2"}, "idempotency_key": "k"},
+    ]);
+    let r = auth(c.post(format!("{base}/v1/items")).json(&clash))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["errors"][0]["index"], 1, "{v}");
+    assert!(
+        v["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already used by index 0"),
+        "{v}"
+    );
 
     let items: Vec<Value> = (0..N)
         .map(|i| {

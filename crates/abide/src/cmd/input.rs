@@ -39,9 +39,10 @@ INPUT FORMAT (JSON lines: one JSON object per line; blank lines are skipped)
                    message in another file sent into the same database is treated as the
                    same message: give an explicit key when that is not what you mean.
 
-  A batch is checked whole before anything is stored: if any line is malformed (bad JSON,
-  unknown field, unknown provider, bad path, secret header, ...) NOTHING is enqueued, every
-  bad line is reported with its line number (up to 20), and the exit code is 2.";
+  A batch is checked whole before anything is stored: if any line is malformed (bad JSON or
+  UTF-8, unknown field, unknown provider, bad path, secret header, an idempotency_key already
+  given to a different message on an earlier line, ...) NOTHING is enqueued, every bad line
+  is reported with its line number (up to 20), and the exit code is 2.";
 
 /// One input line as written by the user.
 #[derive(Debug, Deserialize)]
@@ -61,10 +62,11 @@ pub(crate) struct Line {
     idempotency_key: Option<String>,
 }
 
-/// A problem with one line (1-based number).
+/// A problem with one item of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LineError {
-    pub(crate) line: usize,
+pub(crate) struct Problem {
+    /// Where: a 1-based line number (`send`) or a 0-based array index (`serve`).
+    pub(crate) at: usize,
     pub(crate) message: String,
 }
 
@@ -72,11 +74,11 @@ pub(crate) struct LineError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BatchError {
     /// The first [`MAX_LISTED_ERRORS`] problems.
-    pub(crate) errors: Vec<LineError>,
-    /// All bad lines, including those not listed.
-    pub(crate) bad_lines: usize,
-    /// Lines that held an item (blank lines excluded).
-    pub(crate) total_lines: usize,
+    pub(crate) errors: Vec<Problem>,
+    /// All bad items, including those not listed.
+    pub(crate) bad: usize,
+    /// Items in the batch (blank lines excluded).
+    pub(crate) total: usize,
 }
 
 impl fmt::Display for BatchError {
@@ -84,13 +86,13 @@ impl fmt::Display for BatchError {
         writeln!(
             f,
             "{} of {} lines are malformed; nothing was enqueued:",
-            self.bad_lines, self.total_lines
+            self.bad, self.total
         )?;
         for e in &self.errors {
-            writeln!(f, "  line {}: {}", e.line, e.message)?;
+            writeln!(f, "  line {}: {}", e.at, e.message)?;
         }
-        if self.bad_lines > self.errors.len() {
-            writeln!(f, "  ... and {} more", self.bad_lines - self.errors.len())?;
+        if self.bad > self.errors.len() {
+            writeln!(f, "  ... and {} more", self.bad - self.errors.len())?;
         }
         Ok(())
     }
@@ -99,7 +101,7 @@ impl fmt::Display for BatchError {
 impl std::error::Error for BatchError {}
 
 impl Line {
-    /// The item this line describes. `occurrence` counts identical earlier lines.
+    /// The item this line describes.
     fn into_item(self, known: &dyn Fn(&str) -> bool) -> Result<NewItem, String> {
         if !known(&self.provider) {
             return Err(format!(
@@ -129,6 +131,90 @@ impl Line {
     }
 }
 
+/// A serde_json error without the "at line 1 column N" that would read as a line number
+/// of the input next to our own; the column stays.
+fn json_error(e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    match full.strip_suffix(&position) {
+        Some(m) if e.line() > 0 => format!("{m} (column {})", e.column()),
+        _ => full,
+    }
+}
+
+/// Collects a batch item by item, for `send` (lines) and `serve` (array items) alike, so
+/// both apply the same rules: every problem is listed (up to [`MAX_LISTED_ERRORS`]), and
+/// one explicit `idempotency_key` may not name two different messages (the second would
+/// otherwise be taken for the first and silently never sent).
+#[derive(Debug)]
+pub(crate) struct Collector {
+    /// What a position is called in messages: "line" or "index".
+    noun: &'static str,
+    items: Vec<NewItem>,
+    errors: Vec<Problem>,
+    bad: usize,
+    /// Explicit key -> position and index in `items` of its first item.
+    keys: HashMap<String, (usize, usize)>,
+}
+
+impl Collector {
+    /// An empty batch whose positions are called `noun` ("line", "index") in messages.
+    pub(crate) fn new(noun: &'static str) -> Self {
+        Self {
+            noun,
+            items: Vec::new(),
+            errors: Vec::new(),
+            bad: 0,
+            keys: HashMap::new(),
+        }
+    }
+
+    /// Add the item at position `at` (a line number or an index), or its problem.
+    pub(crate) fn push(&mut self, at: usize, parsed: Result<NewItem, String>) {
+        let checked = parsed.and_then(|item| {
+            let Some(key) = &item.idempotency_key else {
+                return Ok(item);
+            };
+            match self.keys.get(key) {
+                Some(&(first, i)) if self.items.get(i) != Some(&item) => Err(format!(
+                    "idempotency_key {key:?} is already used by {} {first} for a different \
+                     message (one key names one message)",
+                    self.noun
+                )),
+                Some(_) => Ok(item),
+                None => {
+                    self.keys.insert(key.clone(), (at, self.items.len()));
+                    Ok(item)
+                }
+            }
+        });
+        match checked {
+            Ok(item) => self.items.push(item),
+            Err(message) => {
+                self.bad += 1;
+                if self.errors.len() < MAX_LISTED_ERRORS {
+                    self.errors.push(Problem { at, message });
+                }
+            }
+        }
+    }
+
+    /// The items, or every problem if there was one.
+    ///
+    /// # Errors
+    /// A [`BatchError`]; then nothing may be enqueued.
+    pub(crate) fn finish(self) -> Result<Vec<NewItem>, BatchError> {
+        if self.bad > 0 {
+            return Err(BatchError {
+                errors: self.errors,
+                bad: self.bad,
+                total: self.bad + self.items.len(),
+            });
+        }
+        Ok(self.items)
+    }
+}
+
 /// One item from a JSON value in the line format (used by `serve`). No key is derived:
 /// without `idempotency_key` the store uses the new item's id.
 ///
@@ -139,60 +225,55 @@ pub(crate) fn item_from_value(
     known: &dyn Fn(&str) -> bool,
 ) -> Result<NewItem, String> {
     serde_json::from_value::<Line>(v)
-        .map_err(|e| e.to_string())
+        .map_err(|e| json_error(&e))
         .and_then(|l| l.into_item(known))
 }
 
-/// Parse and validate a whole JSON-lines batch. `known` says whether a provider name is
-/// configured. Items without a key get a [`derived_key`].
+/// Parse and validate a whole JSON-lines batch (bytes, so that a line that is not UTF-8
+/// is reported by number like any other bad line). `known` says whether a provider name
+/// is configured. Items without a key get a [`derived_key`].
 ///
 /// # Errors
 /// A [`BatchError`] listing bad lines; then nothing may be enqueued.
 pub(crate) fn parse_batch(
-    text: &str,
+    text: impl AsRef<[u8]>,
     known: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<NewItem>, BatchError> {
-    let mut items = Vec::new();
-    let mut errors = Vec::new();
-    let mut bad_lines = 0;
-    let mut total_lines = 0;
-    let mut seen: HashMap<[u8; 32], u64> = HashMap::new();
-    for (i, raw) in text.lines().enumerate() {
+    let mut batch = Collector::new("line");
+    for (i, raw) in text.as_ref().split(|b| *b == b'\n').enumerate() {
+        let raw = match std::str::from_utf8(raw) {
+            Ok(s) => s,
+            Err(e) => {
+                let at = e.valid_up_to() + 1;
+                batch.push(
+                    i + 1,
+                    Err(format!("not valid UTF-8 (byte {at} of the line)")),
+                );
+                continue;
+            }
+        };
+        // A byte-order mark some editors write at the start of a file.
+        let raw = if i == 0 {
+            raw.trim_start_matches('\u{feff}')
+        } else {
+            raw
+        };
         let raw = raw.trim();
         if raw.is_empty() {
             continue;
         }
-        total_lines += 1;
         let parsed = serde_json::from_str::<Line>(raw)
-            .map_err(|e| e.to_string())
+            .map_err(|e| json_error(&e))
             .and_then(|l| l.into_item(known));
-        match parsed {
-            Ok(mut item) => {
-                if item.idempotency_key.is_none() {
-                    let digest = content_digest(&item);
-                    let n = seen.entry(digest).or_insert(0);
-                    item.idempotency_key = Some(derived_key(&digest, *n));
-                    *n += 1;
-                }
-                items.push(item);
-            }
-            Err(message) => {
-                bad_lines += 1;
-                if errors.len() < MAX_LISTED_ERRORS {
-                    errors.push(LineError {
-                        line: i + 1,
-                        message,
-                    });
-                }
-            }
-        }
+        batch.push(i + 1, parsed);
     }
-    if bad_lines > 0 {
-        return Err(BatchError {
-            errors,
-            bad_lines,
-            total_lines,
-        });
+    let mut items = batch.finish()?;
+    let mut seen: HashMap<[u8; 32], u64> = HashMap::new();
+    for item in items.iter_mut().filter(|it| it.idempotency_key.is_none()) {
+        let digest = content_digest(item);
+        let n = seen.entry(digest).or_insert(0);
+        item.idempotency_key = Some(derived_key(&digest, *n));
+        *n += 1;
     }
     Ok(items)
 }
@@ -328,9 +409,9 @@ mod tests {
         let known = |p: &str| p == "sms";
         let text = "{\"provider\":\"sms\",\"path\":\"/m\"}\nnot json\n\n{\"provider\":\"email\",\"path\":\"/m\"}\n{\"provider\":\"sms\",\"path\":\"https://evil/x\"}\n{\"provider\":\"sms\",\"path\":\"/m\",\"hedaers\":{}}";
         let e = parse_batch(text, &known).unwrap_err();
-        let lines: Vec<usize> = e.errors.iter().map(|e| e.line).collect();
+        let lines: Vec<usize> = e.errors.iter().map(|e| e.at).collect();
         assert_eq!(lines, vec![2, 4, 5, 6]);
-        assert_eq!(e.total_lines, 5);
+        assert_eq!(e.total, 5);
         let shown = e.to_string();
         assert!(
             shown.contains("line 4: provider \"email\" is not configured"),
@@ -344,7 +425,7 @@ mod tests {
         let text = "x\n".repeat(50);
         let e = parse_batch(&text, &any).unwrap_err();
         assert_eq!(e.errors.len(), MAX_LISTED_ERRORS);
-        assert_eq!(e.bad_lines, 50);
+        assert_eq!(e.bad, 50);
         assert!(e.to_string().contains("and 30 more"));
     }
 
@@ -355,6 +436,46 @@ mod tests {
             &any,
         )
         .unwrap_err();
-        assert_eq!(e.bad_lines, 2);
+        assert_eq!(e.bad, 2);
+    }
+
+    #[test]
+    fn one_key_for_two_different_messages_rejects_the_batch() {
+        let text = "{\"provider\":\"sms\",\"path\":\"/m\",\"body\":1,\"idempotency_key\":\"k\"}\n\
+                    {\"provider\":\"sms\",\"path\":\"/m\",\"body\":1,\"idempotency_key\":\"k\"}\n\
+                    {\"provider\":\"sms\",\"path\":\"/m\",\"body\":2,\"idempotency_key\":\"k\"}";
+        let e = parse_batch(text, &any).unwrap_err();
+        assert_eq!(e.bad, 1, "{e}");
+        assert_eq!(e.errors[0].at, 3);
+        assert!(
+            e.errors[0]
+                .message
+                .contains("idempotency_key \"k\" is already used by line 1"),
+            "{e}"
+        );
+        // The same message twice under one key is one message: accepted.
+        let same = text.rsplit_once('\n').unwrap().0;
+        assert_eq!(parse_batch(same, &any).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_reported_with_its_number() {
+        let mut text = b"{\"provider\":\"sms\",\"path\":\"/m\"}\n".to_vec();
+        text.extend_from_slice(b"{\"provider\":\"sms\",\"path\":\"/m\xff\"}\n");
+        let e = parse_batch(&text, &any).unwrap_err();
+        assert_eq!(e.errors[0].at, 2, "{e}");
+        assert_eq!(e.errors[0].message, "not valid UTF-8 (byte 29 of the line)");
+    }
+
+    #[test]
+    fn json_errors_name_the_column_not_a_second_line_number() {
+        let e = parse_batch(
+            "\u{feff}{\"provider\":\"sms\",\"path\":\"/m\"}\n{\"provider\":\"sms\"}",
+            &any,
+        )
+        .unwrap_err();
+        assert_eq!(e.bad, 1, "a byte-order mark made line 1 bad: {e}");
+        let m = &e.errors[0].message;
+        assert_eq!(m, "missing field `path` (column 18)");
     }
 }

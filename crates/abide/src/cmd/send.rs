@@ -68,8 +68,8 @@ pub(crate) struct Args {
     /// `postgres://...`.
     #[arg(long, default_value = db::DEFAULT_DB, value_name = "PATH|URL")]
     pub(crate) db: String,
-    /// JSON-lines input file, or `-` for stdin. Without it, only what the outbox already
-    /// holds is delivered.
+    /// JSON-lines input file, or `-` for stdin; checked whole: one bad line and nothing is
+    /// enqueued (exit 2). Without it, only what the outbox already holds is delivered.
     #[arg(value_name = "INPUT.jsonl|-")]
     pub(crate) input: Option<String>,
     /// Concurrent senders per provider (overrides `concurrency` in the config).
@@ -135,16 +135,17 @@ pub(crate) fn load_config(path: &PathBuf, workers: Option<u16>) -> anyhow::Resul
     Ok(cfg)
 }
 
-fn read_input(src: &str) -> anyhow::Result<String> {
-    let mut text = String::new();
+/// The whole input as bytes (UTF-8 is checked per line, so a bad one is named by number).
+fn read_input(src: &str) -> anyhow::Result<Vec<u8>> {
     if src == "-" {
+        let mut bytes = Vec::new();
         std::io::stdin()
-            .read_to_string(&mut text)
+            .read_to_end(&mut bytes)
             .context("reading stdin")?;
+        Ok(bytes)
     } else {
-        text = std::fs::read_to_string(src).with_context(|| format!("reading {src}"))?;
+        std::fs::read(src).with_context(|| format!("reading {src}"))
     }
-    Ok(text)
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {

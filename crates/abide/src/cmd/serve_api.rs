@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
 use abide_core::Clock;
-use abide_outbox::{AnyStore, Config, NewItem, Progress, RequeueFilter, Store};
+use abide_outbox::{AnyStore, Config, Progress, RequeueFilter, Store};
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::input::{self, MAX_LISTED_ERRORS};
+use super::input;
 use super::report::Snapshot;
 
 /// Most items one `POST /v1/items` may carry.
@@ -156,32 +156,30 @@ async fn enqueue(State(api): State<Api>, body: axum::body::Bytes) -> Response {
         );
     }
     let known = |p: &str| api.config.provider(p).is_some();
-    let mut items: Vec<NewItem> = Vec::with_capacity(values.len());
-    let mut errors = Vec::new();
-    let mut bad = 0usize;
+    let mut batch = input::Collector::new("index");
     for (i, v) in values.into_iter().enumerate() {
-        match input::item_from_value(v, &known) {
-            Ok(it) => items.push(it),
-            Err(message) => {
-                bad += 1;
-                if errors.len() < MAX_LISTED_ERRORS {
-                    errors.push(json!({"index": i, "message": message}));
-                }
-            }
+        batch.push(i, input::item_from_value(v, &known));
+    }
+    let items = match batch.finish() {
+        Ok(items) => items,
+        Err(e) => {
+            let errors: Vec<Value> = e
+                .errors
+                .iter()
+                .map(|p| json!({"index": p.at, "message": p.message}))
+                .collect();
+            return (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Json(json!({
+                    "error": "invalid_batch",
+                    "message": format!("{} item(s) invalid; nothing was enqueued", e.bad),
+                    "invalid": e.bad,
+                    "errors": errors,
+                })),
+            )
+                .into_response();
         }
-    }
-    if bad > 0 {
-        return (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            Json(json!({
-                "error": "invalid_batch",
-                "message": format!("{bad} item(s) invalid; nothing was enqueued"),
-                "invalid": bad,
-                "errors": errors,
-            })),
-        )
-            .into_response();
-    }
+    };
     match api.store.enqueue(&items, now(&api)).await {
         Ok(done) => {
             let out: Vec<Value> = done
