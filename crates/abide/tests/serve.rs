@@ -152,6 +152,16 @@ async fn serve_enqueues_delivers_and_reports() {
         .unwrap();
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["requeued"], 0, "nothing is deferred: {v}");
+    // The id list is bounded like a batch (each id is a statement in one write).
+    let ids: Vec<String> = (0..10_001).map(|i| format!("id-{i}")).collect();
+    let r = auth(
+        c.post(format!("{base}/v1/requeue"))
+            .json(&json!({ "ids": ids })),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 413, "{:?}", r.text().await);
 
     let m = c.get(format!("{base}/metrics")).send().await.unwrap();
     assert_eq!(m.status(), 200);

@@ -45,7 +45,7 @@ HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
                            and per provider: pace, learned target, pause left, throttle rate,
                            counts and this process's totals.
   POST /v1/requeue         DEFERRED -> QUEUED; body {} or {\"provider\":\"sms\",\"ids\":[...]}.
-                           200 {\"requeued\": N}.
+                           At most 10000 ids (413 beyond). 200 {\"requeued\": N}.
   GET  /metrics            Prometheus text: abide_items{state}, abide_oldest_pending_age_seconds,
                            abide_remote_responses_total{remote}, abide_provider_pace_per_second,
                            abide_provider_throttle_rate, abide_provider_paused_seconds,

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 use super::input;
 use super::report::Snapshot;
 
-/// Most items one `POST /v1/items` may carry.
+/// Most items one `POST /v1/items`, and most ids one `POST /v1/requeue`, may carry.
 pub(crate) const MAX_BATCH: usize = 10_000;
 /// Largest request body, bytes.
 pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
@@ -325,6 +325,15 @@ async fn requeue(State(api): State<Api>, body: axum::body::Bytes) -> Response {
             Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()),
         }
     };
+    // Each id is one statement inside one write transaction: a body of millions of ids
+    // would hold the writer (and stall delivery) for as long as it takes.
+    if b.ids.as_ref().is_some_and(|ids| ids.len() > MAX_BATCH) {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_many_ids",
+            format!("at most {MAX_BATCH} ids per request"),
+        );
+    }
     let filter = RequeueFilter {
         provider: b.provider,
         ids: b.ids,
