@@ -16,6 +16,29 @@
 //! `retries ≤ retry_ratio × first_attempts + min_per_sec × ttl` over the window.
 //! The window spans between `ttl` and `ttl + ttl / BUCKETS` (the current bucket is partly
 //! elapsed), so the floor is never exceeded per second and the ratio holds over a long run.
+//!
+//! # Recovery: a retry that succeeds pays for itself
+//! The budget exists to stop retries multiplying traffic while a provider *fails*. Counting
+//! every retry, it also throttled the recovery: after an outage every waiting item is a
+//! retry and there are no first attempts left to earn allowance, so a queue of 100 items
+//! drained at the floor (1/s) long after the provider answered again. Yet a retry that
+//! succeeded added no failing traffic: it delivered work that was owed. So a successful
+//! retry is [`refund`](RetryBudget::refund)ed: its withdrawal is taken out of the bucket it
+//! was counted in, and the next retry may go. What the window counts is then the retries
+//! still *unproven or failed*, and the bound reads: retries that did not succeed
+//! ≤ `retry_ratio × first_attempts + min_per_sec × ttl` per window.
+//!
+//! - Under a sustained failure nothing is refunded: exactly the old bound.
+//! - Once the provider answers, retries flow at the pacer's rate, with at most the
+//!   allowance outstanding (sent, answer not yet seen) at any moment.
+//! - A refund only returns a withdrawal, it never adds credit (unlike gRPC's retry
+//!   throttling, where each success adds tokens to a bucket): a long run of successes
+//!   cannot bank allowance for the next outage, and a refund whose withdrawal has left
+//!   the window changes nothing.
+//! - Why not exempt retries whose timing the server set with a `Retry-After`: a server in
+//!   trouble may answer every request with `Retry-After: 1`, and every waiting item would
+//!   then retry each second. The pacer's pause already spaces such retries; the budget is
+//!   the bound on how many of them may fail.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -128,6 +151,15 @@ impl RetryBudget {
         allowed
     }
 
+    /// Return the retry withdrawn at `withdrawn_at` (the `now` of the successful
+    /// [`try_withdraw`](RetryBudget::try_withdraw)) because it succeeded: it no longer
+    /// counts against the budget (see the module docs). Call it once per successful retry,
+    /// never for a failed one. A withdrawal that has already left the window is not counted
+    /// any more, so refunding it changes nothing.
+    pub fn refund(&self, withdrawn_at: Instant) {
+        self.lock().sub(withdrawn_at, 0, 1);
+    }
+
     /// The counts in the window ending at `now`.
     pub fn snapshot(&self, now: Instant) -> BudgetSnapshot {
         let (first_attempts, retries) = self.lock().sums(now);
@@ -187,6 +219,24 @@ impl Buckets {
         }
         slot.1 = slot.1.saturating_add(a);
         slot.2 = slot.2.saturating_add(b);
+    }
+
+    /// Take `(a, b)` back out of the bucket that counted `at`, if it is still in the window
+    /// (saturating at zero). Does not move the window.
+    pub(crate) fn sub(&mut self, at: Instant, a: u64, b: u64) {
+        let since = at.saturating_duration_since(self.base);
+        let Ok(e) = u64::try_from(since.as_nanos() / self.width.as_nanos()) else {
+            return;
+        };
+        let len = self.slots.len() as u64;
+        if e > self.latest || self.latest - e >= len {
+            return;
+        }
+        let slot = &mut self.slots[usize::try_from(e % len).unwrap_or(0)];
+        if slot.0 == e {
+            slot.1 = slot.1.saturating_sub(a);
+            slot.2 = slot.2.saturating_sub(b);
+        }
     }
 
     /// Forget every count (the window restarts empty).
@@ -299,6 +349,114 @@ mod tests {
             .collect();
         let total: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
         assert_eq!(total, 50);
+    }
+
+    /// Regression: after an outage every waiting item is a retry; once the provider answers
+    /// again they drained at the floor (1/s). A retry that succeeds pays for the next.
+    #[test]
+    fn successful_retries_refund_so_a_backlog_drains_after_recovery() {
+        let clock = ManualClock::new(UNIX_EPOCH);
+        let budget = RetryBudget::new(RetryBudgetConfig::default(), clock.monotonic());
+        // An outage: 30 s of failing retries exhausts the window.
+        let mut failed = 0;
+        for _ in 0..3000 {
+            if budget.try_withdraw(clock.monotonic()) {
+                failed += 1;
+            }
+            clock.advance(Duration::from_millis(10));
+        }
+        assert!(failed <= 40, "{failed}");
+        assert!(!budget.try_withdraw(clock.monotonic()));
+        // Recovery: 100 waiting retries at 100/s, each answered 20 ms after it is sent.
+        clock.advance(Duration::from_secs(1));
+        let start = clock.monotonic();
+        let mut delivered = 0;
+        let mut denied = 0;
+        let mut in_flight: Vec<(Instant, Instant)> = Vec::new();
+        while delivered < 100 && clock.monotonic() < start + Duration::from_secs(10) {
+            let now = clock.monotonic();
+            in_flight.retain(|&(at, answered)| {
+                if answered <= now {
+                    budget.refund(at);
+                    delivered += 1;
+                    false
+                } else {
+                    true
+                }
+            });
+            if delivered + in_flight.len() < 100 {
+                if budget.try_withdraw(now) {
+                    in_flight.push((now, now + Duration::from_millis(20)));
+                } else {
+                    denied += 1;
+                }
+            }
+            clock.advance(Duration::from_millis(10));
+        }
+        let took = clock.monotonic() - start;
+        assert_eq!(delivered, 100, "{denied} denied");
+        // The outage's failed retries still fill the window at first and leave it at the
+        // floor's pace, but every freed token is reused every 30 ms: a few seconds, where
+        // drawing at the floor took 100.
+        assert!(took <= Duration::from_secs(5), "took {took:?}");
+    }
+
+    #[test]
+    fn refunds_never_let_failing_retries_exceed_the_allowance() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        let clock = ManualClock::new(UNIX_EPOCH);
+        let budget = RetryBudget::new(cfg(10, 1, 0.1), clock.monotonic());
+        // 10 s ttl in 1 s buckets: count failures per second, check every window of 11.
+        let mut failed_per_sec = vec![0u64; 300];
+        let mut first_per_sec = vec![0u64; 300];
+        let mut refunded = 0u64;
+        for ms in (0..300_000u64).step_by(5) {
+            let sec = usize::try_from(ms / 1000).unwrap();
+            // Success comes and goes in 20 s phases; first attempts at 20/s.
+            let healthy = (ms / 20_000) % 2 == 1;
+            if ms % 50 == 0 {
+                budget.deposit(clock.monotonic());
+                first_per_sec[sec] += 1;
+            }
+            let withdrawn = clock.monotonic();
+            if budget.try_withdraw(withdrawn) {
+                if healthy && rng.random_bool(0.9) {
+                    budget.refund(withdrawn);
+                    refunded += 1;
+                } else {
+                    failed_per_sec[sec] += 1;
+                }
+            }
+            clock.advance(Duration::from_millis(5));
+        }
+        for end in 11..300 {
+            let failed: u64 = failed_per_sec[end - 11..end].iter().sum();
+            let first: u64 = first_per_sec[end - 11..end].iter().sum();
+            assert!(
+                failed as f64 <= 0.1 * first as f64 + 10.0 + 2.0,
+                "window ending {end}s: {failed} failed retries for {first} first attempts"
+            );
+        }
+        // And healthy phases let retries through far beyond the allowance (300 s of it
+        // admit 0.1 × 6000 + 300 = 900 retries without refunds).
+        assert!(refunded > 2000, "{refunded}");
+    }
+
+    #[test]
+    fn a_refund_outside_the_window_changes_nothing() {
+        let clock = ManualClock::new(UNIX_EPOCH);
+        let budget = RetryBudget::new(cfg(10, 1, 0.0), clock.monotonic());
+        let early = clock.monotonic();
+        assert!(budget.try_withdraw(early));
+        clock.advance(Duration::from_secs(12));
+        for _ in 0..10 {
+            assert!(budget.try_withdraw(clock.monotonic()));
+        }
+        assert!(!budget.try_withdraw(clock.monotonic()));
+        budget.refund(early);
+        assert!(!budget.try_withdraw(clock.monotonic()));
+        assert_eq!(budget.snapshot(clock.monotonic()).retries, 10);
     }
 
     #[test]

@@ -534,6 +534,8 @@ async fn attempt<S: Store>(
 ) -> Completion {
     let mut records: Vec<AttemptRecord> = Vec::new();
     let mut refreshed = false;
+    // When this lease's retry was withdrawn from the budget (refunded if it succeeds).
+    let mut withdrawn_at: Option<Instant> = None;
     loop {
         if *stop.borrow() {
             return hand_back(rt, &item, inner.clock.now(), "shutdown");
@@ -570,19 +572,21 @@ async fn attempt<S: Store>(
             // A first attempt on this provider (new, or just failed over to it) earns
             // budget; a retry of a remote failure must draw on it; a resumed attempt
             // (reclaimed lease) does neither ([`BudgetRole`]).
-            let role = worker::budget_role(&item);
-            if role == BudgetRole::First {
-                rt.budget.deposit(mono);
-            } else if role == BudgetRole::Retry && !rt.budget.try_withdraw(mono) {
-                // Budget exhaustion never drops work: the item waits longer.
-                Stats::bump(&rt.stats.budget_denied);
-                let backoff = rt
-                    .cfg
-                    .retry
-                    .backoff
-                    .delay(item.window_attempts.max(1), None, rng);
-                let wait = backoff.max(inner.opts.budget_denied_delay);
-                return hand_back(rt, &item, now + wait, "retry_budget_exhausted");
+            match worker::budget_role(&item) {
+                BudgetRole::First => rt.budget.deposit(mono),
+                BudgetRole::Resume => {}
+                BudgetRole::Retry if rt.budget.try_withdraw(mono) => withdrawn_at = Some(mono),
+                BudgetRole::Retry => {
+                    // Budget exhaustion never drops work: the item waits longer.
+                    Stats::bump(&rt.stats.budget_denied);
+                    let backoff =
+                        rt.cfg
+                            .retry
+                            .backoff
+                            .delay(item.window_attempts.max(1), None, rng);
+                    let wait = backoff.max(inner.opts.budget_denied_delay);
+                    return hand_back(rt, &item, now + wait, "retry_budget_exhausted");
+                }
             }
         }
 
@@ -595,6 +599,13 @@ async fn attempt<S: Store>(
         // The reservation time tells the pacer whether this answer is news about its
         // current rate or an echo of a round it already cut.
         rt.pacer.on_verdict_for(mono, reserved_at, &verdict);
+        if verdict.class == VerdictClass::Success {
+            // A retry that succeeded added no failing traffic: it pays for the next one
+            // (abide_core::budget, "Recovery").
+            if let Some(at) = withdrawn_at.take() {
+                rt.budget.refund(at);
+            }
+        }
         Stats::bump(&rt.stats.attempts);
         if verdict.class == VerdictClass::Throttle {
             Stats::bump(&rt.stats.throttled);

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
 use abide_outbox::{
-    Config, Dispatcher, DispatcherOptions, NewItem, RemoteCode, Request, SqliteStore, State, Store,
+    AttemptRecord, Completion, Config, Dispatcher, DispatcherOptions, NewItem, Outcome, RemoteCode,
+    Request, SqliteStore, State, Store,
 };
 use abide_provider::{ProviderConfig as FakeConfig, RunningProvider};
 use serde_json::json;
@@ -271,4 +272,136 @@ async fn items_reclaimed_after_a_crash_draw_no_retry_budget() {
     assert_eq!(progress.counts.submitted, n as u64, "{progress:?}");
     assert_eq!(progress.totals.budget_denied, 0, "{progress:?}");
     assert_eq!(provider.stats().accepted, n as u64);
+}
+
+/// Regression: after an outage every waiting item is a retry, and the budget let them go
+/// at its floor (1/s) long after the provider answered again (100 items had not drained
+/// in 45 s). A retry that succeeds now pays for the next, so they go at the pacer's rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_of_retries_drains_at_the_pacers_rate_once_the_provider_answers() {
+    set_token("ABIDE_IT_TOKEN_BACKLOG");
+    let provider = fake("[limits]\nkey_rate = \"1000/s\"\nkey_burst = 50").await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    let n = 100;
+    let now = SystemClock.now();
+    store
+        .enqueue(&items("fake", n, "backlog"), now)
+        .await
+        .unwrap();
+    // Each was tried once during the outage and refused: due again now, a retry.
+    let claimed = store
+        .claim("fake", "before", now, Duration::from_secs(60), n)
+        .await
+        .unwrap();
+    let failed: Vec<Completion> = claimed
+        .iter()
+        .map(|it| Completion {
+            id: it.id.clone(),
+            lease_owner: "before".into(),
+            outcome: Outcome::Retry {
+                next_attempt_at: now,
+                reason: "http_503".into(),
+            },
+            attempts: vec![AttemptRecord {
+                at: now,
+                provider: "fake".into(),
+                remote: RemoteCode::Http(503),
+                verdict_class: "retry".into(),
+                delay: None,
+                delay_reason: None,
+                latency: Duration::from_millis(1),
+            }],
+            last_provider_code: Some("http_503".into()),
+        })
+        .collect();
+    store.complete(&failed, now).await.unwrap();
+
+    let config = format!(
+        r#"[[provider]]
+        name = "fake"
+        base_url = "{}"
+        credentials_env = "ABIDE_IT_TOKEN_BACKLOG"
+        rate_hint = 200.0
+        concurrency = 8"#,
+        provider.url()
+    );
+    let config = Config::from_toml_str(&config).unwrap();
+    let d = Dispatcher::new(store, config, Arc::new(SystemClock), opts()).unwrap();
+    // At the default floor (1 retry/s) this takes about 90 s.
+    let progress = tokio::time::timeout(Duration::from_secs(20), d.run_until_drained())
+        .await
+        .expect("the backlog drains at the pacer's rate, not the budget floor")
+        .unwrap();
+    assert_eq!(progress.counts.submitted, n as u64, "{progress:?}");
+    assert_eq!(provider.stats().accepted, n as u64);
+    assert_eq!(provider.stats().duplicates, 0);
+}
+
+/// Regression: a suspended key (`403` without `Retry-After`, configured as a throttle) saw
+/// 120-200 attempts in 2-3 s, because only a `Retry-After` paused the provider. A throttle
+/// without one now pauses it for a growing backoff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_key_sees_a_handful_of_requests_then_the_items_drain() {
+    set_token("ABIDE_IT_TOKEN_SUSPENDED");
+    let provider = fake(
+        r#"
+        [limits]
+        key_rate = "200/s"
+        key_burst = 2
+        [abuse]
+        threshold = 5
+        window_secs = 60
+        suspend_secs = 2
+        "#,
+    )
+    .await;
+    // Get the key suspended the careless way: 20 back to back, ignoring the 429s.
+    let client = reqwest::Client::new();
+    for _ in 0..20 {
+        client
+            .post(format!("{}/v1/messages", provider.url()))
+            .bearer_auth(abide_provider::DEMO_KEY)
+            .json(&json!({"to": "+15550100"}))
+            .send()
+            .await
+            .unwrap();
+    }
+    assert_eq!(provider.stats().suspensions, 1, "setup");
+    let refused_before = suspended(&provider);
+    let accepted_before = provider.stats().accepted;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    let config = format!(
+        r#"[[provider]]
+        name = "fake"
+        base_url = "{}"
+        credentials_env = "ABIDE_IT_TOKEN_SUSPENDED"
+        rate_hint = 200.0
+        concurrency = 20
+        [provider.classify.http]
+        403 = "throttle"
+        [provider.retry]
+        max_attempts = 1000
+        backoff_cap_secs = 2"#,
+        provider.url()
+    );
+    let n = 100;
+    let (_, progress) = run(store, &config, items("fake", n, "susp")).await;
+    let refused = suspended(&provider) - refused_before;
+    // The 20 workers' first requests, then about one per pause (1 s, 2 s, ...).
+    assert!(
+        refused <= 30,
+        "{refused} requests reached the suspended key"
+    );
+    assert_eq!(progress.counts.submitted, n as u64, "{progress:?}");
+    assert_eq!(provider.stats().accepted - accepted_before, n as u64);
+}
+
+fn suspended(p: &RunningProvider) -> u64 {
+    p.stats()
+        .rejected_by_reason
+        .get("suspended")
+        .copied()
+        .unwrap_or(0)
 }
