@@ -206,7 +206,8 @@ pub struct Item {
     pub request: Request,
     /// Sent on every attempt.
     pub idempotency_key: String,
-    /// When it was enqueued (UTC).
+    /// When it was enqueued (UTC; serialised as RFC 3339).
+    #[serde(serialize_with = "ser::rfc3339")]
     pub created_at: SystemTime,
     /// Where it is.
     pub state: State,
@@ -215,10 +216,12 @@ pub struct Item {
     /// Attempts made in the current window (since enqueue or the last requeue); attempt
     /// caps count these.
     pub window_attempts: u32,
-    /// Start of the current window (enqueue or last requeue, UTC); the maximum age and
-    /// the fail-over age are measured from here.
+    /// Start of the current window (enqueue or last requeue, UTC; RFC 3339); the maximum
+    /// age and the fail-over age are measured from here.
+    #[serde(serialize_with = "ser::rfc3339")]
     pub window_start: SystemTime,
-    /// Earliest time of the next attempt (UTC).
+    /// Earliest time of the next attempt (UTC; RFC 3339).
+    #[serde(serialize_with = "ser::rfc3339")]
     pub next_attempt_at: SystemTime,
     /// What the provider said last, e.g. `"http_429"` or `"smpp_0x58"`.
     pub last_provider_code: Option<String>,
@@ -226,7 +229,8 @@ pub struct Item {
     pub reason: Option<String>,
     /// The worker holding the lease while `IN_FLIGHT`.
     pub lease_owner: Option<String>,
-    /// When the lease runs out (UTC).
+    /// When the lease runs out (UTC; RFC 3339).
+    #[serde(serialize_with = "ser::rfc3339_opt")]
     pub lease_expires_at: Option<SystemTime>,
 }
 
@@ -277,10 +281,12 @@ impl fmt::Display for RemoteCode {
     }
 }
 
-/// One attempt, as recorded in the attempts table.
+/// One attempt, as recorded in the attempts table. Serialised with `at` as RFC 3339 and
+/// the durations as whole milliseconds (`delay_ms`, `latency_ms`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AttemptRecord {
     /// When the request was sent (UTC).
+    #[serde(serialize_with = "ser::rfc3339")]
     pub at: SystemTime,
     /// The provider it was sent to.
     pub provider: String,
@@ -289,11 +295,13 @@ pub struct AttemptRecord {
     /// Our classification, e.g. `"throttle"` ([`abide_core::VerdictClass::as_str`]).
     pub verdict_class: String,
     /// The delay chosen before the next attempt, if any.
+    #[serde(rename = "delay_ms", serialize_with = "ser::millis_opt")]
     pub delay: Option<Duration>,
     /// Why that delay (`"honoured"`, `"floored"`, `"capped"`, `"unparseable"`, `"absent"`,
     /// `"budget_exhausted"`).
     pub delay_reason: Option<String>,
     /// Time from send to response.
+    #[serde(rename = "latency_ms", serialize_with = "ser::millis")]
     pub latency: Duration,
 }
 
@@ -319,7 +327,8 @@ pub enum Outcome {
     Submitted,
     /// Retry later: `IN_FLIGHT → PENDING` with `next_attempt_at`.
     Retry {
-        /// Earliest next attempt (UTC).
+        /// Earliest next attempt (UTC; RFC 3339).
+        #[serde(serialize_with = "ser::rfc3339")]
         next_attempt_at: SystemTime,
         /// Why.
         reason: String,
@@ -427,6 +436,47 @@ pub struct RequeueFilter {
     pub ids: Option<Vec<String>>,
 }
 
+/// Serde helpers: times as RFC 3339 strings (UTC, `Z`), durations as whole milliseconds,
+/// so that JSON readers (`jq`, dashboards) need no knowledge of Rust's `SystemTime`.
+mod ser {
+    use std::time::{Duration, SystemTime};
+
+    use serde::Serializer;
+
+    /// RFC 3339 (RFC 3339 §5.6), e.g. `2025-06-15T14:13:20.123Z`.
+    pub(super) fn format(t: SystemTime) -> String {
+        time::OffsetDateTime::from(t)
+            .format(&time::format_description::well_known::Rfc3339)
+            // Only years beyond 9999 fail; the store's milliseconds cannot reach them.
+            .unwrap_or_else(|_| "9999-12-31T23:59:59Z".to_owned())
+    }
+
+    pub(super) fn rfc3339<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format(*t))
+    }
+
+    pub(super) fn rfc3339_opt<S: Serializer>(
+        t: &Option<SystemTime>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => s.serialize_str(&format(*t)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn millis<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub(super) fn millis_opt<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => millis(d, s),
+            None => s.serialize_none(),
+        }
+    }
+}
+
 /// Milliseconds since the Unix epoch, as stored (times before 1970 are stored as 0).
 pub(crate) fn to_ms(t: SystemTime) -> i64 {
     let ms = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
@@ -486,6 +536,51 @@ mod tests {
             .map(|ts| ts.to_unix())
             .unwrap_or_default();
         assert_eq!(secs, 1_750_000_000);
+    }
+
+    #[test]
+    fn times_serialise_as_rfc3339_and_durations_as_milliseconds() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_750_000_000_123);
+        let item = Item {
+            id: "i".into(),
+            provider: "p".into(),
+            current_provider: "p".into(),
+            request: req("/m"),
+            idempotency_key: "k".into(),
+            created_at: t,
+            state: State::Pending,
+            attempts: 1,
+            window_attempts: 1,
+            window_start: t,
+            next_attempt_at: t + Duration::from_secs(2),
+            last_provider_code: None,
+            reason: None,
+            lease_owner: None,
+            lease_expires_at: None,
+        };
+        let v = serde_json::to_value(&item).unwrap();
+        assert_eq!(v["created_at"], "2025-06-15T15:06:40.123Z");
+        assert_eq!(v["next_attempt_at"], "2025-06-15T15:06:42.123Z");
+        assert_eq!(v["lease_expires_at"], serde_json::Value::Null);
+        let a = StoredAttempt {
+            item_id: "i".into(),
+            attempt_no: 1,
+            idempotency_key: "k".into(),
+            record: AttemptRecord {
+                at: t,
+                provider: "p".into(),
+                remote: RemoteCode::Http(429),
+                verdict_class: "throttle".into(),
+                delay: Some(Duration::from_millis(1500)),
+                delay_reason: Some("honoured".into()),
+                latency: Duration::from_micros(12_700),
+            },
+        };
+        let v = serde_json::to_value(&a).unwrap();
+        assert_eq!(v["at"], "2025-06-15T15:06:40.123Z");
+        assert_eq!(v["delay_ms"], 1500);
+        assert_eq!(v["latency_ms"], 12);
+        assert_eq!(v["remote"], serde_json::json!({"http": 429}));
     }
 
     #[test]
