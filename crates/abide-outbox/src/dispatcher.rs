@@ -378,6 +378,7 @@ fn add_totals(sum: &mut Totals, t: &Totals) {
     sum.credential_refreshes += t.credential_refreshes;
     sum.lease_returns += t.lease_returns;
     sum.in_flight += t.in_flight;
+    sum.on_wire += t.on_wire;
 }
 
 /// Sleep until `deadline` or until stopped; true when stopped.
@@ -501,6 +502,22 @@ async fn sender<S: Store>(
     }
 }
 
+/// Counts one request on the wire while it lives (dropped with an aborted task too).
+struct OnWire<'a>(&'a AtomicU64);
+
+impl<'a> OnWire<'a> {
+    fn new(c: &'a AtomicU64) -> Self {
+        c.fetch_add(1, Ordering::Relaxed);
+        Self(c)
+    }
+}
+
+impl Drop for OnWire<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Hand a claimed item back unsent: `PENDING`, due at `when`, no attempt recorded.
 ///
 /// An item whose next attempt spends no retry budget (reclaimed, failed over) keeps the
@@ -591,7 +608,9 @@ async fn attempt<S: Store>(
         }
 
         let sent_at = inner.clock.monotonic();
+        let wire = OnWire::new(&rt.stats.on_wire);
         let response = worker::send(&inner.client, rt, &item, inner.opts.max_response_body).await;
+        drop(wire);
         let latency = inner.clock.monotonic().saturating_duration_since(sent_at);
         let now = inner.clock.now();
         let mono = inner.clock.monotonic();

@@ -20,6 +20,7 @@ pub(crate) struct Stats {
     pub(crate) credential_refreshes: AtomicU64,
     pub(crate) lease_returns: AtomicU64,
     pub(crate) in_flight: AtomicU64,
+    pub(crate) on_wire: AtomicU64,
 }
 
 impl Stats {
@@ -40,6 +41,7 @@ impl Stats {
             credential_refreshes: g(&self.credential_refreshes),
             lease_returns: g(&self.lease_returns),
             in_flight: g(&self.in_flight),
+            on_wire: g(&self.on_wire),
         }
     }
 }
@@ -65,8 +67,12 @@ pub struct Totals {
     pub credential_refreshes: u64,
     /// Claimed items handed back unsent (lease too close to expiry, shutdown).
     pub lease_returns: u64,
-    /// Items claimed by this dispatcher and not yet completed.
+    /// Items claimed by this dispatcher and not yet completed: waiting for a send slot,
+    /// on the wire, or waiting to be written back (up to a few claim batches).
     pub in_flight: u64,
+    /// Requests sent and not yet answered, right now (at most the senders' concurrency):
+    /// what "sending now" means, unlike `in_flight`.
+    pub on_wire: u64,
 }
 
 /// One provider's live state.

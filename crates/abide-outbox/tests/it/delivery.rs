@@ -405,3 +405,48 @@ fn suspended(p: &RunningProvider) -> u64 {
         .copied()
         .unwrap_or(0)
 }
+
+/// `on_wire` counts requests awaiting their answer (at most the concurrency), while
+/// `in_flight` counts every claimed item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_wire_counts_requests_awaiting_an_answer_not_claimed_items() {
+    set_token("ABIDE_IT_TOKEN_ON_WIRE");
+    let provider = fake("latency_ms = 50\n[limits]\nkey_rate = \"1000/s\"\nkey_burst = 50").await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    let config = format!(
+        r#"[[provider]]
+        name = "fake"
+        base_url = "{}"
+        credentials_env = "ABIDE_IT_TOKEN_ON_WIRE"
+        rate_hint = 400.0
+        concurrency = 4"#,
+        provider.url()
+    );
+    let config = Config::from_toml_str(&config).unwrap();
+    let d = Dispatcher::new(store, config, Arc::new(SystemClock), opts()).unwrap();
+    d.enqueue(&items("fake", 200, "wire")).await.unwrap();
+    let run = tokio::spawn({
+        let d = d.clone();
+        async move { d.run_until_drained().await }
+    });
+    let (mut most_on_wire, mut most_in_flight) = (0, 0);
+    for _ in 0..2000 {
+        let t = d.totals();
+        assert!(t.on_wire <= 4, "{t:?}");
+        most_on_wire = most_on_wire.max(t.on_wire);
+        most_in_flight = most_in_flight.max(t.in_flight);
+        if run.is_finished() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let progress = run.await.unwrap().unwrap();
+    assert_eq!(progress.counts.submitted, 200);
+    assert!(most_on_wire >= 1, "never saw a request on the wire");
+    assert!(
+        most_in_flight > 4,
+        "claims run ahead of the senders: {most_in_flight}"
+    );
+    assert_eq!(progress.totals.on_wire, 0);
+}
