@@ -1,17 +1,20 @@
-//! The delivery loop shared by `send` and `demo`: run the dispatcher until every item of
-//! a configured provider is finished (or a signal asks to stop), with live progress.
+//! What `send`, `serve` and `demo` share: opening the outbox for sending, log set-up,
+//! and the delivery loop that runs the dispatcher until every item of a configured
+//! provider is finished (or a signal asks to stop), with live progress.
 //!
 //! Stopping is graceful: the first Ctrl-C (or SIGTERM) stops claiming, hands unsent
 //! claimed items back as `PENDING`, waits for requests already on the wire and records
 //! their results. A second Ctrl-C exits at once (exit 130); the items it leaves
 //! `IN_FLIGHT` are reclaimed by the next `send` on the same database.
 
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use abide_outbox::{Dispatcher, Progress, Store};
+use abide_outbox::{AnyStore, Counts, Dispatcher, Progress, Store};
 
+use super::db::{self, DbLock};
 use super::progress::Display;
 
 /// How often the drain check looks at the store.
@@ -24,6 +27,67 @@ pub(crate) enum Ending {
     Drained,
     /// Ctrl-C or SIGTERM.
     Interrupted,
+}
+
+impl Ending {
+    /// `drained` or `interrupted`, as the report says it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Ending::Drained => "drained",
+            Ending::Interrupted => "interrupted",
+        }
+    }
+
+    /// The documented exit code: 130 interrupted; 1 drained with items `FAILED` or
+    /// `DEFERRED` in `counts`; 0 otherwise.
+    pub(crate) fn exit_code(self, counts: &Counts) -> ExitCode {
+        match self {
+            Ending::Interrupted => ExitCode::from(130),
+            Ending::Drained if counts.failed + counts.deferred > 0 => ExitCode::from(1),
+            Ending::Drained => ExitCode::SUCCESS,
+        }
+    }
+}
+
+/// An outbox opened for sending: the store, and for SQLite the sender lock (held until
+/// this is dropped).
+#[derive(Debug)]
+pub(crate) struct Outbox {
+    pub(crate) store: AnyStore,
+    /// Items a dead run left `IN_FLIGHT`, moved back to `PENDING` at open.
+    pub(crate) reclaimed: u64,
+    _lock: Option<DbLock>,
+}
+
+impl Outbox {
+    /// Take the sender lock (SQLite), open or create the database, and reclaim what a
+    /// dead sender left `IN_FLIGHT` (see [`db::reclaim_dead_leases`]).
+    ///
+    /// # Errors
+    /// Another sender holds the lock; the database cannot be opened.
+    pub(crate) async fn open(db: &str, now: SystemTime) -> anyhow::Result<Self> {
+        let lock = db::lock(db)?;
+        let store = db::open(db).await?;
+        let reclaimed = match &lock {
+            Some(lock) => db::reclaim_dead_leases(&store, lock, now).await?,
+            None => 0,
+        };
+        Ok(Self {
+            store,
+            reclaimed,
+            _lock: lock,
+        })
+    }
+}
+
+/// Logs on stderr, filtered by `RUST_LOG` or else `default` (e.g. `"warn"`).
+pub(crate) fn init_logs(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -13,7 +13,7 @@ use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, Request};
 use abide_provider::{ProviderConfig, Rate, ScheduleEntry, StatsSnapshot};
 use anyhow::Context;
 
-use super::deliver::{deliver, Ending};
+use super::deliver::{deliver, init_logs, Outbox};
 use super::progress::{Display, Mode};
 use super::report::{InputSummary, RunReport, Snapshot};
 
@@ -134,13 +134,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The token travels the way real credentials do: an environment variable named in
     // the providers config. Set before any thread starts.
     std::env::set_var(TOKEN_ENV, abide_provider::DEMO_KEY);
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    init_logs("error");
     let (db, temp) = match &args.db {
         Some(p) => (p.clone(), None),
         None => {
@@ -176,38 +170,23 @@ async fn demo(args: &Args, pcfg: ProviderConfig, db: &std::path::Path) -> anyhow
             args.rate, args.items, args.workers
         );
     }
-    let lock = super::db::lock(&db_str)?;
-    let store = super::db::open(&db_str).await?;
-    if let Some(lock) = &lock {
-        super::db::reclaim_dead_leases(&store, lock, clock.now()).await?;
-    }
+    let outbox = Outbox::open(&db_str, clock.now()).await?;
     let opts = DispatcherOptions {
         seed: args.seed,
         ..DispatcherOptions::default()
     };
     let d = Dispatcher::new(
-        store.clone(),
+        outbox.store.clone(),
         outbox_config(args, &url)?,
         Arc::clone(&clock),
         opts,
     )?;
-    let batch = items(args.items);
-    let done = d.enqueue(&batch).await?;
-    let enqueued = done.iter().filter(|e| e.created).count();
-    let input = InputSummary {
-        items: batch.len(),
-        enqueued,
-        already_enqueued: done.len() - enqueued,
-    };
+    let input = InputSummary::from_enqueued(&d.enqueue(&items(args.items)).await?);
     let mode = if args.quiet { Mode::None } else { Mode::Auto };
     let (p, ending) = deliver(&d, Display::new(mode)).await?;
     let saw = provider.stats();
-    let snap = Snapshot::load(&store, clock.now()).await?;
-    let outcome = match ending {
-        Ending::Drained => "drained",
-        Ending::Interrupted => "interrupted",
-    };
-    let report = RunReport::new(&p, outcome, Some(input), snap);
+    let snap = Snapshot::load(&outbox.store, clock.now()).await?;
+    let report = RunReport::new(&p, ending.as_str(), Some(input), snap);
     if args.json {
         let mut v = serde_json::to_value(&report)?;
         let mut seen = serde_json::to_value(&saw)?;
@@ -221,13 +200,7 @@ async fn demo(args: &Args, pcfg: ProviderConfig, db: &std::path::Path) -> anyhow
         print!("{}", side_by_side(&saw, &report));
     }
     provider.shutdown().await?;
-    drop(lock);
-    let c = &report.outbox.counts;
-    Ok(match ending {
-        Ending::Interrupted => ExitCode::from(130),
-        Ending::Drained if c.failed + c.deferred > 0 => ExitCode::from(1),
-        Ending::Drained => ExitCode::SUCCESS,
-    })
+    Ok(ending.exit_code(&report.outbox.counts))
 }
 
 /// "What the provider saw" next to "what abide decided".
@@ -244,16 +217,10 @@ fn side_by_side(saw: &StatsSnapshot, r: &RunReport) -> String {
     for (reason, n) in &saw.rejected_by_reason {
         left.push((format!("  by {reason}"), *n));
     }
-    let t = &r.run;
-    let mut right = vec![
-        ("attempts".to_owned(), t.attempts),
-        ("delivered".to_owned(), t.delivered),
-        ("throttled".to_owned(), t.throttled),
-        ("retries".to_owned(), t.retries_scheduled),
-        ("budget denied".to_owned(), t.budget_denied),
-        ("failed".to_owned(), t.terminal_failures),
-        ("deferred".to_owned(), t.deferred),
-    ];
+    let mut right: Vec<(String, u64)> = super::report::decided(&r.run)
+        .into_iter()
+        .map(|(name, n)| (name.replace('_', " "), n))
+        .collect();
     for (code, n) in &r.outbox.remote_counts {
         right.push((format!("heard {code}"), *n));
     }

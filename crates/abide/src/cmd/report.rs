@@ -141,6 +141,32 @@ pub(crate) struct InputSummary {
     pub(crate) already_enqueued: usize,
 }
 
+impl InputSummary {
+    /// From what [`abide_outbox::Dispatcher::enqueue`] returned for the input's items.
+    pub(crate) fn from_enqueued(done: &[abide_outbox::Enqueued]) -> Self {
+        let enqueued = done.iter().filter(|e| e.created).count();
+        Self {
+            items: done.len(),
+            enqueued,
+            already_enqueued: done.len() - enqueued,
+        }
+    }
+}
+
+/// What a dispatcher decided, in the order every display shows it; the names are the
+/// [`abide_outbox::Totals`] JSON fields (`/metrics` labels; spaced out for a terminal).
+pub(crate) fn decided(t: &abide_outbox::Totals) -> [(&'static str, u64); 7] {
+    [
+        ("delivered", t.delivered),
+        ("attempts", t.attempts),
+        ("throttled", t.throttled),
+        ("retries_scheduled", t.retries_scheduled),
+        ("budget_denied", t.budget_denied),
+        ("terminal_failures", t.terminal_failures),
+        ("deferred", t.deferred),
+    ]
+}
+
 /// This run's numbers for one provider.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct ProviderLine {
@@ -216,16 +242,8 @@ impl RunReport {
         }
         let t = &self.run;
         let _ = writeln!(s, "  this run (what abide decided)");
-        for (name, n) in [
-            ("delivered", t.delivered),
-            ("attempts", t.attempts),
-            ("throttled", t.throttled),
-            ("retries", t.retries_scheduled),
-            ("budget denied", t.budget_denied),
-            ("terminal failures", t.terminal_failures),
-            ("deferred", t.deferred),
-        ] {
-            let _ = writeln!(s, "    {name:<18} {n:>8}");
+        for (name, n) in decided(t) {
+            let _ = writeln!(s, "    {:<18} {n:>8}", name.replace('_', " "));
         }
         let _ = writeln!(
             s,

@@ -11,7 +11,7 @@ use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem};
 use anyhow::{bail, Context};
 
 use super::db;
-use super::deliver::{deliver, Ending};
+use super::deliver::{deliver, init_logs, Outbox};
 use super::input;
 use super::progress::{Display, Mode};
 use super::report::{InputSummary, RunReport, Snapshot};
@@ -165,46 +165,31 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    init_logs("warn");
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(send(args, cfg, items))
 }
 
 async fn send(args: Args, cfg: Config, items: Option<Vec<NewItem>>) -> anyhow::Result<ExitCode> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let lock = db::lock(&args.db)?;
-    let store = db::open(&args.db).await?;
-    if let Some(lock) = &lock {
-        let n = db::reclaim_dead_leases(&store, lock, clock.now()).await?;
-        if n > 0 {
-            eprintln!(
-                "abide: {n} item(s) were IN_FLIGHT in a run that died; retrying them with their idempotency keys"
-            );
-        }
+    let outbox = Outbox::open(&args.db, clock.now()).await?;
+    if outbox.reclaimed > 0 {
+        eprintln!(
+            "abide: {} item(s) were IN_FLIGHT in a run that died; retrying them with their idempotency keys",
+            outbox.reclaimed
+        );
     }
     let opts = DispatcherOptions {
         lease: args.lease,
         seed: args.seed,
         ..DispatcherOptions::default()
     };
-    let d = Dispatcher::new(store.clone(), cfg, Arc::clone(&clock), opts)?;
+    let d = Dispatcher::new(outbox.store.clone(), cfg, Arc::clone(&clock), opts)?;
     let input = match items {
         None => None,
-        Some(items) => {
-            let done = d.enqueue(&items).await.context("enqueueing")?;
-            let enqueued = done.iter().filter(|e| e.created).count();
-            Some(InputSummary {
-                items: items.len(),
-                enqueued,
-                already_enqueued: done.len() - enqueued,
-            })
-        }
+        Some(items) => Some(InputSummary::from_enqueued(
+            &d.enqueue(&items).await.context("enqueueing")?,
+        )),
     };
     let mode = if args.quiet {
         Mode::None
@@ -212,22 +197,12 @@ async fn send(args: Args, cfg: Config, items: Option<Vec<NewItem>>) -> anyhow::R
         args.progress
     };
     let (p, ending) = deliver(&d, Display::new(mode)).await?;
-    let snap = Snapshot::load(&store, clock.now()).await?;
-    let outcome = match ending {
-        Ending::Drained => "drained",
-        Ending::Interrupted => "interrupted",
-    };
-    let report = RunReport::new(&p, outcome, input, snap);
+    let snap = Snapshot::load(&outbox.store, clock.now()).await?;
+    let report = RunReport::new(&p, ending.as_str(), input, snap);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", report.render_text(&args.db));
     }
-    drop(lock);
-    let c = &report.outbox.counts;
-    Ok(match ending {
-        Ending::Interrupted => ExitCode::from(130),
-        Ending::Drained if c.failed + c.deferred > 0 => ExitCode::from(1),
-        Ending::Drained => ExitCode::SUCCESS,
-    })
+    Ok(ending.exit_code(&report.outbox.counts))
 }

@@ -12,7 +12,7 @@ use abide_outbox::{Dispatcher, DispatcherOptions};
 use anyhow::{bail, Context};
 use std::io::Write as _;
 
-use super::deliver::signal;
+use super::deliver::{init_logs, signal, Outbox};
 use super::serve_api::{self, Api};
 use super::{db, send};
 
@@ -103,38 +103,28 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let token_digest = serve_api::digest(token.trim());
     drop(token);
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    init_logs("info");
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .context("installing the Prometheus recorder")?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let lock = db::lock(&args.db)?;
-        let store = db::open(&args.db).await?;
-        if let Some(lock) = &lock {
-            let n = db::reclaim_dead_leases(&store, lock, clock.now()).await?;
-            if n > 0 {
-                tracing::warn!(
-                    items = n,
-                    "reclaimed IN_FLIGHT items of a process that died"
-                );
-            }
+        let outbox = Outbox::open(&args.db, clock.now()).await?;
+        if outbox.reclaimed > 0 {
+            tracing::warn!(
+                items = outbox.reclaimed,
+                "reclaimed IN_FLIGHT items of a process that died"
+            );
         }
         let opts = DispatcherOptions {
             lease: args.lease,
             ..DispatcherOptions::default()
         };
-        let d = Dispatcher::new(store.clone(), cfg.clone(), Arc::clone(&clock), opts)?;
+        let d = Dispatcher::new(outbox.store.clone(), cfg.clone(), Arc::clone(&clock), opts)?;
         let progress = Arc::new(RwLock::new(None));
         let api = Api {
-            store,
+            store: outbox.store.clone(),
             config: Arc::new(cfg),
             clock,
             token_digest,
@@ -188,7 +178,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             attempts = p.totals.attempts,
             "stopped"
         );
-        drop(lock);
+        drop(outbox);
         Ok(ExitCode::SUCCESS)
     })
 }

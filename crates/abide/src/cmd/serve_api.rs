@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::input;
-use super::report::Snapshot;
+use super::report::{decided, Snapshot};
 
 /// Most items one `POST /v1/items`, and most ids one `POST /v1/requeue`, may carry.
 pub(crate) const MAX_BATCH: usize = 10_000;
@@ -367,15 +367,7 @@ async fn metrics(State(api): State<Api>) -> Response {
                 .set(x.throttle_rate);
             metrics::gauge!("abide_provider_paused_seconds", "provider" => name.clone())
                 .set(x.paused_for.map_or(0.0, |d| d.as_secs_f64()));
-            let t = &x.totals;
-            for (what, n) in [
-                ("attempts", t.attempts),
-                ("delivered", t.delivered),
-                ("throttled", t.throttled),
-                ("terminal_failures", t.terminal_failures),
-                ("deferred", t.deferred),
-                ("budget_denied", t.budget_denied),
-            ] {
+            for (what, n) in decided(&x.totals) {
                 metrics::counter!("abide_dispatcher_total", "provider" => name.clone(), "what" => what)
                     .absolute(n);
             }
