@@ -4,6 +4,7 @@
 #
 #   benches/politeness.sh                      # phases 200/s for 30 s, 100/s, 300/s
 #   PHASES="200:20 50:20" benches/politeness.sh
+#   RATE_LIMIT_HEADERS=off benches/politeness.sh   # as if the provider advertised nothing
 #
 # `abide provider` cannot change its limit on a schedule (its schedule covers
 # Retry-After form, throttle style, 503s and grace, not rates), so each phase restarts
@@ -19,6 +20,8 @@ PHASES=${PHASES:-"200:30 100:30 300:30"}   # LIMIT_PER_SEC:SECONDS ...
 BURST=${BURST:-10}
 CONCURRENCY=${CONCURRENCY:-20}
 RATE_HINT=${RATE_HINT:-1000}
+HEADROOM=${HEADROOM:-0.97}           # [provider.pacer] headroom
+RATE_LIMIT_HEADERS=${RATE_LIMIT_HEADERS:-on}   # off: learn from 429s alone
 OUT=$PWD/target/bench-out
 mkdir -p "$OUT"
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
@@ -73,11 +76,12 @@ echo "provider on $ADDR at $first/s; phases: $PHASES; $items items queued" >&2
 
 {
     echo "# politeness $(date -u +%F) $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-    echo "# PHASES='$PHASES' BURST=$BURST CONCURRENCY=$CONCURRENCY RATE_HINT=$RATE_HINT"
+    echo "# PHASES='$PHASES' BURST=$BURST CONCURRENCY=$CONCURRENCY RATE_HINT=$RATE_HINT HEADROOM=$HEADROOM RATE_LIMIT_HEADERS=$RATE_LIMIT_HEADERS"
 } >"$LOG"
 timeout $((total + 120)) cargo bench -q -p abide-outbox --bench politeness -- \
     --url "http://$ADDR" --seconds "$total" --items "$items" \
     --concurrency "$CONCURRENCY" --rate-hint "$RATE_HINT" \
+    --headroom "$HEADROOM" --rate-limit-headers "$RATE_LIMIT_HEADERS" \
     --csv "$OUT/politeness-$STAMP.csv" >>"$LOG" 2>&1 &
 BENCH_PID=$!
 

@@ -39,6 +39,11 @@ cargo bench -p abide-outbox --bench politeness -- [OPTIONS]
   --concurrency N    senders (default 20)
   --rate-hint N      the outbox's starting pace, per second (default 1000: far above)
   --window N         seconds of good behaviour that count as converged (default 5)
+  --headroom H       [provider.pacer] headroom (default: abide's, 0.97)
+  --rate-limit-headers on|off
+                     off = [provider.pacer] use_rate_limit_headers = false: learn the
+                     limit from throttles alone, as against a provider that advertises
+                     nothing (default on)
   --csv PATH         also write the per-second series as CSV";
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -85,6 +90,16 @@ fn main() {
         .to_owned();
     let url = args.opt("url").map(str::to_owned);
     let csv = args.opt("csv").map(str::to_owned);
+    let headroom: f64 = args.get(
+        "headroom",
+        abide_core::PacerConfig::default().headroom,
+        USAGE,
+    );
+    let use_headers = match args.opt("rate-limit-headers").unwrap_or("on") {
+        "on" => true,
+        "off" => false,
+        other => panic!("--rate-limit-headers {other:?}: on or off"),
+    };
 
     std::env::set_var("ABIDE_BENCH_TOKEN", &key);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -127,7 +142,10 @@ fn main() {
             base_url = "{url}"
             credentials_env = "ABIDE_BENCH_TOKEN"
             rate_hint = {rate_hint:.1}
-            concurrency = {concurrency}"#
+            concurrency = {concurrency}
+            [provider.pacer]
+            headroom = {headroom}
+            use_rate_limit_headers = {use_headers}"#
         ))
         .expect("config");
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);

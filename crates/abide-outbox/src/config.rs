@@ -17,6 +17,12 @@
 //! backoff_base_ms = 500
 //! backoff_cap_secs = 300
 //!
+//! [provider.pacer]
+//! headroom = 0.97            # fraction of an advertised limit to aim at
+//! use_rate_limit_headers = true
+//! throttle_pause_ms = 1000   # pause after a throttle without Retry-After (doubles)
+//! max_throttle_pause_secs = 600
+//!
 //! [provider.classify.http]
 //! 409 = "retry"
 //!
@@ -37,7 +43,7 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
-use abide_core::{Backoff, Classifier, ClassifyOverrides, Jitter, RetryBudgetConfig};
+use abide_core::{Backoff, Classifier, ClassifyOverrides, Jitter, PacerConfig, RetryBudgetConfig};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
@@ -63,6 +69,7 @@ pub struct Config {
 /// - `auth_header`: none, i.e. `Authorization: Bearer <token>` (RFC 6750 §2.1)
 /// - `retry`: see [`RetryConfig`]
 /// - `budget`: [`RetryBudgetConfig::default`]
+/// - `pacer`: see [`PacerSettings`]
 /// - no credentials, no classification overrides, no failover
 #[derive(Clone, PartialEq)]
 pub struct ProviderConfig {
@@ -86,6 +93,8 @@ pub struct ProviderConfig {
     pub retry: RetryConfig,
     /// Retry budget shared by the provider's senders.
     pub budget: RetryBudgetConfig,
+    /// Pacer tuning for this provider.
+    pub pacer: PacerSettings,
     /// Classification overrides for this provider.
     pub classify: ClassifyOverrides,
     /// Where pending items go after a while.
@@ -106,6 +115,7 @@ impl fmt::Debug for ProviderConfig {
             .field("timeout", &self.timeout)
             .field("idempotency_key_header", &self.idempotency_key_header)
             .field("retry", &self.retry)
+            .field("pacer", &self.pacer)
             .field("classify", &self.classify)
             .field("failover", &self.failover)
             .finish_non_exhaustive()
@@ -187,6 +197,41 @@ impl Default for RetryConfig {
     }
 }
 
+/// Per-provider pacer tuning (`[provider.pacer]`); the rest of [`PacerConfig`] is
+/// abide-core's default, with the rate starting at `rate_hint`.
+///
+/// # Default
+/// - `headroom`: [`PacerConfig::default`]'s (0.97 of an advertised limit)
+/// - `use_rate_limit_headers`: true
+/// - `throttle_pause`: 1 s, `max_throttle_pause`: 10 min
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PacerSettings {
+    /// Fraction of a rate the provider advertises (`RateLimit-Policy`, `X-RateLimit-*`) to
+    /// aim at, in (0, 1].
+    pub headroom: f64,
+    /// Follow the provider's rate-limit headers (target rate, pause on an exhausted quota).
+    /// Off for a provider known to advertise wrong numbers: the pacer then learns the limit
+    /// from throttles alone. `Retry-After` is always obeyed.
+    pub use_rate_limit_headers: bool,
+    /// Pause of the provider after a throttle that named no delay (doubles per
+    /// consecutive one).
+    pub throttle_pause: Duration,
+    /// Longest such pause.
+    pub max_throttle_pause: Duration,
+}
+
+impl Default for PacerSettings {
+    fn default() -> Self {
+        let d = PacerConfig::default();
+        Self {
+            headroom: d.headroom,
+            use_rate_limit_headers: true,
+            throttle_pause: d.throttle_pause,
+            max_throttle_pause: d.max_throttle_pause,
+        }
+    }
+}
+
 /// Fail-over of pending items to another provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailoverConfig {
@@ -221,6 +266,8 @@ struct FileProvider {
     #[serde(default)]
     budget: FileBudget,
     #[serde(default)]
+    pacer: FilePacer,
+    #[serde(default)]
     classify: ClassifyOverrides,
     failover: Option<FileFailover>,
 }
@@ -241,6 +288,15 @@ struct FileBudget {
     ttl_secs: Option<u64>,
     min_per_sec: Option<u32>,
     retry_ratio: Option<f64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FilePacer {
+    headroom: Option<f64>,
+    use_rate_limit_headers: Option<bool>,
+    throttle_pause_ms: Option<u64>,
+    max_throttle_pause_secs: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -463,6 +519,40 @@ fn validate_provider(p: FileProvider) -> Result<ProviderConfig> {
             "must be a finite number >= 0",
         ));
     }
+    let dp = PacerSettings::default();
+    let pacer = PacerSettings {
+        headroom: p.pacer.headroom.unwrap_or(dp.headroom),
+        use_rate_limit_headers: p
+            .pacer
+            .use_rate_limit_headers
+            .unwrap_or(dp.use_rate_limit_headers),
+        throttle_pause: p
+            .pacer
+            .throttle_pause_ms
+            .map_or(dp.throttle_pause, Duration::from_millis),
+        max_throttle_pause: p
+            .pacer
+            .max_throttle_pause_secs
+            .map_or(dp.max_throttle_pause, Duration::from_secs),
+    };
+    if !(pacer.headroom.is_finite() && pacer.headroom > 0.0 && pacer.headroom <= 1.0) {
+        return Err(invalid(n, "pacer.headroom", "must be in (0, 1]"));
+    }
+    if !(Duration::from_millis(100)..=abide_core::pacer::MAX_PAUSE).contains(&pacer.throttle_pause)
+    {
+        return Err(invalid(
+            n,
+            "pacer.throttle_pause_ms",
+            "must be in [100, 600000]",
+        ));
+    }
+    if !(pacer.throttle_pause..=abide_core::pacer::MAX_PAUSE).contains(&pacer.max_throttle_pause) {
+        return Err(invalid(
+            n,
+            "pacer.max_throttle_pause_secs",
+            "must be in [throttle_pause, 600]",
+        ));
+    }
     let failover = p
         .failover
         .map(|f| {
@@ -489,6 +579,7 @@ fn validate_provider(p: FileProvider) -> Result<ProviderConfig> {
         idempotency_key_header,
         retry,
         budget,
+        pacer,
         classify: p.classify,
         failover,
         name,
@@ -541,6 +632,42 @@ mod tests {
         assert_eq!(b.idempotency_key_header.as_str(), "idempotency-key");
         assert_eq!(b.concurrency, 4);
         assert_eq!(b.retry, RetryConfig::default());
+        assert_eq!(b.pacer, PacerSettings::default());
+    }
+
+    #[test]
+    fn pacer_settings_parse_and_are_checked() {
+        let text = GOOD.replace(
+            "[provider.retry]",
+            "[provider.pacer]\nheadroom = 0.95\nuse_rate_limit_headers = false\n\
+             throttle_pause_ms = 500\nmax_throttle_pause_secs = 60\n[provider.retry]",
+        );
+        let c = Config::from_toml_str(&text).unwrap();
+        let p = c.provider("a").unwrap().pacer;
+        assert_eq!(
+            p,
+            PacerSettings {
+                headroom: 0.95,
+                use_rate_limit_headers: false,
+                throttle_pause: Duration::from_millis(500),
+                max_throttle_pause: Duration::from_secs(60),
+            }
+        );
+        for (bad, field) in [
+            ("headroom = 0.0", "pacer.headroom"),
+            ("headroom = 1.5", "pacer.headroom"),
+            ("throttle_pause_ms = 10", "pacer.throttle_pause_ms"),
+            (
+                "max_throttle_pause_secs = 601",
+                "pacer.max_throttle_pause_secs",
+            ),
+        ] {
+            let text = GOOD.replace(
+                "[provider.retry]",
+                &format!("[provider.pacer]\n{bad}\n[provider.retry]"),
+            );
+            assert_eq!(err_of(&text), ("a".to_owned(), field.to_owned()), "{bad}");
+        }
     }
 
     fn err_of(text: &str) -> (String, String) {

@@ -161,6 +161,9 @@ impl<S: Store> Dispatcher<S> {
                         initial_rate: p.rate_hint,
                         // A hint above the default ceiling would otherwise be clamped to it.
                         max_rate: p.rate_hint.max(PacerConfig::default().max_rate),
+                        headroom: p.pacer.headroom,
+                        throttle_pause: p.pacer.throttle_pause,
+                        max_throttle_pause: p.pacer.max_throttle_pause,
                         ..PacerConfig::default()
                     },
                     mono,
@@ -614,7 +617,11 @@ async fn attempt<S: Store>(
         let latency = inner.clock.monotonic().saturating_duration_since(sent_at);
         let now = inner.clock.now();
         let mono = inner.clock.monotonic();
-        let verdict = response.classify(&rt.classifier, now, rng);
+        let mut verdict = response.classify(&rt.classifier, now, rng);
+        if !rt.cfg.pacer.use_rate_limit_headers {
+            // Told not to trust them: the pacer learns from throttles alone.
+            verdict.rate_limit = None;
+        }
         // The reservation time tells the pacer whether this answer is news about its
         // current rate or an echo of a round it already cut.
         rt.pacer.on_verdict_for(mono, reserved_at, &verdict);

@@ -40,7 +40,7 @@ pub mod state;
 pub mod store;
 mod worker;
 
-pub use config::{Config, FailoverConfig, ProviderConfig, RetryConfig, Secret};
+pub use config::{Config, FailoverConfig, PacerSettings, ProviderConfig, RetryConfig, Secret};
 pub use dispatcher::{Dispatcher, DispatcherOptions};
 pub use error::{Error, Result};
 pub use model::{
