@@ -140,6 +140,15 @@ async fn serve_enqueues_delivers_and_reports() {
     assert_eq!(v["item"]["state"], "SUBMITTED", "{v}");
     assert_eq!(v["attempts"][0]["remote"], "http_202", "{v}");
     assert_eq!(v["attempts"][0]["idempotency_key"], "serve-0", "{v}");
+    // Times as RFC 3339 in UTC, durations in milliseconds.
+    for t in [&v["item"]["created_at"], &v["attempts"][0]["at"]] {
+        let t = t.as_str().unwrap_or_else(|| panic!("not a string: {v}"));
+        assert!(
+            t.len() >= 20 && t.ends_with('Z') && &t[10..11] == "T",
+            "{t}"
+        );
+    }
+    assert!(v["attempts"][0]["latency_ms"].is_number(), "{v}");
     let r = auth(c.get(format!("{base}/v1/items/nope")))
         .send()
         .await

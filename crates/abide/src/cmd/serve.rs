@@ -40,7 +40,8 @@ HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
                            item id becomes the key: send one if you may retry the POST.
   GET  /v1/items/{id}      the item (state, attempts, next_attempt_at, last provider code,
                            reason) and every attempt (what the remote said, our verdict, the
-                           delay chosen and why, latency). 404 if unknown.
+                           delay chosen and why, latency). Times RFC 3339 (UTC),
+                           durations delay_ms/latency_ms. 404 if unknown.
   GET  /v1/stats           counts per state, oldest pending age, attempts per remote code,
                            and per provider: pace, learned target, pause left, throttle rate,
                            counts and this process's totals.

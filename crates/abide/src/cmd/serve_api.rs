@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use metrics_exporter_prometheus::PrometheusHandle;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -200,61 +200,36 @@ async fn enqueue(State(api): State<Api>, body: axum::body::Bytes) -> Response {
     }
 }
 
-/// `GET /v1/items/{id}`: the item and its attempts.
+/// `GET /v1/items/{id}`: the item and its attempts, as `abide-outbox` serialises them
+/// (times RFC 3339, durations `*_ms`), with each attempt's `remote` written the way
+/// `/v1/stats` and `abide status` count it (`http_429`, `smpp_0x58`, `no_response`).
 async fn item(State(api): State<Api>, Path(id): Path<String>) -> Response {
-    match api.store.get(&id).await {
-        Ok(Some(item)) => match api.store.attempts(&id).await {
-            Ok(attempts) => Json(json!({
-                "item": item_json(&item),
-                "attempts": attempts.iter().map(attempt_json).collect::<Vec<_>>(),
-            }))
-            .into_response(),
-            Err(e) => internal(e),
-        },
-        Ok(None) => error(StatusCode::NOT_FOUND, "not_found", format!("no item {id}")),
+    let item = match api.store.get(&id).await {
+        Ok(Some(item)) => item,
+        Ok(None) => return error(StatusCode::NOT_FOUND, "not_found", format!("no item {id}")),
+        Err(e) => return internal(e),
+    };
+    let attempts = match api.store.attempts(&id).await {
+        Ok(a) => a,
+        Err(e) => return internal(e),
+    };
+    let attempts: Result<Vec<Value>, _> = attempts
+        .iter()
+        .map(|a| {
+            let mut v = serde_json::to_value(a)?;
+            v["remote"] = Value::String(a.record.remote.to_string());
+            Ok::<_, serde_json::Error>(v)
+        })
+        .collect();
+    #[derive(Serialize)]
+    struct ItemView {
+        item: abide_outbox::Item,
+        attempts: Vec<Value>,
+    }
+    match attempts {
+        Ok(attempts) => Json(ItemView { item, attempts }).into_response(),
         Err(e) => internal(e),
     }
-}
-
-/// RFC 3339 in UTC, e.g. `2026-06-15T08:00:00.123Z`.
-fn rfc3339(t: SystemTime) -> Value {
-    time::OffsetDateTime::from(t)
-        .format(&time::format_description::well_known::Rfc3339)
-        .map_or(Value::Null, Value::String)
-}
-
-fn item_json(i: &abide_outbox::Item) -> Value {
-    json!({
-        "id": i.id,
-        "provider": i.provider,
-        "current_provider": i.current_provider,
-        "request": i.request,
-        "idempotency_key": i.idempotency_key,
-        "created_at": rfc3339(i.created_at),
-        "state": i.state,
-        "attempts": i.attempts,
-        "window_attempts": i.window_attempts,
-        "window_start": rfc3339(i.window_start),
-        "next_attempt_at": rfc3339(i.next_attempt_at),
-        "last_provider_code": i.last_provider_code,
-        "reason": i.reason,
-        "lease_expires_at": i.lease_expires_at.map(rfc3339),
-    })
-}
-
-fn attempt_json(a: &abide_outbox::StoredAttempt) -> Value {
-    let r = &a.record;
-    json!({
-        "attempt_no": a.attempt_no,
-        "at": rfc3339(r.at),
-        "provider": r.provider,
-        "idempotency_key": a.idempotency_key,
-        "remote": r.remote.to_string(),
-        "verdict": r.verdict_class,
-        "delay_secs": r.delay.map(|d| d.as_secs_f64()),
-        "delay_reason": r.delay_reason,
-        "latency_ms": r.latency.as_secs_f64() * 1000.0,
-    })
 }
 
 /// `GET /v1/stats`: the database view plus the dispatcher's live per-provider view.
