@@ -98,9 +98,14 @@ fn finished(p: &Progress) -> u64 {
     p.counts.submitted + p.counts.failed + p.counts.deferred
 }
 
-/// The one-line summary: done, in flight, waiting, deferred, failed, pace, throttle rate.
+/// The one-line summary: done, on the wire, waiting, deferred, failed, pace, throttle
+/// rate. The first five add up to every item: "on the wire" is requests sent and not yet
+/// answered; items claimed (`IN_FLIGHT` in the store) but still waiting for a send slot
+/// count as waiting, since nothing has been sent for them yet.
 pub(crate) fn line(p: &Progress) -> String {
     let c = &p.counts;
+    let on_wire = p.totals.on_wire;
+    let waiting = c.queued + c.pending + c.in_flight.saturating_sub(on_wire);
     let pace: f64 = p.providers.iter().map(|x| x.rate).sum();
     let throttle = p
         .providers
@@ -113,13 +118,10 @@ pub(crate) fn line(p: &Progress) -> String {
         .filter_map(|x| x.paused_for.map(|d| (x.name.as_str(), d)))
         .max_by_key(|(_, d)| *d);
     let mut s = format!(
-        "done {} · in flight {} · waiting {} · deferred {} · failed {} · pace {:.1}/s · achieved {:.1}/s · throttled {:.1}%",
+        "done {} · on the wire {on_wire} · waiting {waiting} · deferred {} · failed {} · pace {pace:.1}/s · achieved {:.1}/s · throttled {:.1}%",
         c.submitted,
-        c.in_flight,
-        c.queued + c.pending,
         c.deferred,
         c.failed,
-        pace,
         p.achieved_rate(),
         throttle * 100.0
     );
@@ -127,4 +129,37 @@ pub(crate) fn line(p: &Progress) -> String {
         s.push_str(&format!(" · {name} paused {:.1}s", d.as_secs_f64()));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use abide_outbox::{Counts, Totals};
+
+    /// 280 claimed with 6 sent was shown as "in flight 280": claimed items waiting for a
+    /// send slot are waiting, and only requests sent and unanswered are on the wire.
+    #[test]
+    fn claimed_items_waiting_for_a_slot_are_not_shown_on_the_wire() {
+        let p = Progress {
+            counts: Counts {
+                queued: 100,
+                in_flight: 280,
+                pending: 20,
+                submitted: 2600,
+                ..Counts::default()
+            },
+            totals: Totals {
+                on_wire: 6,
+                ..Totals::default()
+            },
+            providers: Vec::new(),
+            elapsed: Duration::from_secs(50),
+            oldest_pending_age: None,
+        };
+        let l = line(&p);
+        assert!(
+            l.starts_with("done 2600 · on the wire 6 · waiting 394 · deferred 0 · failed 0"),
+            "{l}"
+        );
+    }
 }

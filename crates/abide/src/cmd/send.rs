@@ -48,7 +48,8 @@ REPORT
   terminal failures, deferred, 429s per logical request, achieved rate, per-provider pace and
   throttle rate, the whole outbox per state, and every attempt counted by what the remote side
   said (http_202, http_429, smpp_0x58, no_response, ...). Progress goes to stderr: a live bar
-  on a terminal, a line every 2 s otherwise.
+  on a terminal, a line every 2 s otherwise: done, on the wire (sent, not yet answered),
+  waiting, deferred, failed (these add up to every item), pace, achieved rate, throttled %.
 
 EXIT CODES
   0    drained; no FAILED or DEFERRED item in the outbox
