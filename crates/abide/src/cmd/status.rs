@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use abide_core::{Clock, SystemClock};
-use abide_outbox::Store;
 
 use super::db;
 use super::report::Snapshot;
@@ -50,8 +49,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             print!("{}", snap.render_table(&args.db));
         }
-        let counts = store.counts_by_state(None).await?;
-        Ok(if counts.failed + counts.deferred > 0 {
+        let c = &snap.counts;
+        Ok(if c.failed + c.deferred > 0 {
             ExitCode::from(1)
         } else {
             ExitCode::SUCCESS
