@@ -14,33 +14,19 @@ async fn kill_9_mid_run_then_resume_delivers_everything_once() {
     let mut pc = provider_config(300, 30);
     pc.latency_ms = 5;
     let p = start_provider(pc).await;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
-        dir.path(),
-        "providers.toml",
-        // Reclaimed items are retries and draw on the retry budget; a larger floor keeps
-        // the resumed run from trickling them out at the default 1/s.
+    // Reclaimed items are retries and draw on the retry budget; a larger floor keeps
+    // the resumed run from trickling them out at the default 1/s.
+    let f = Files::new(
         &provider_toml(
             "sms",
             &p.url(),
             "rate_hint = 300.0\nconcurrency = 20",
             "[provider.budget]\nmin_per_sec = 100",
         ),
+        N,
     );
-    let input = write(dir.path(), "in.jsonl", &messages(N, "sms"));
-    let db = db_in(dir.path());
-    let args = [
-        "send",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--db",
-        &db,
-        "--json",
-        "--quiet",
-        input.to_str().unwrap(),
-    ];
 
-    let mut first = start(abide(&args));
+    let mut first = start(f.send());
     wait_until("the provider to accept a quarter", || {
         p.stats().accepted >= (N / 4) as u64
     })
@@ -54,7 +40,7 @@ async fn kill_9_mid_run_then_resume_delivers_everything_once() {
         "finished before the kill: {at_kill:?}"
     );
 
-    let second = run(abide(&args)).await;
+    let second = run(f.send()).await;
     assert_eq!(second.status.code(), Some(0), "{}", show(&second));
     let s = p.stats();
     // Every item accepted exactly once: a repeat reached the provider only with an

@@ -14,25 +14,11 @@ use support::*;
 async fn twenty_four_workers_deliver_every_item_exactly_once() {
     const N: usize = 1200;
     let p = start_provider(provider_config(400, 40)).await;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
-        dir.path(),
-        "providers.toml",
+    let f = Files::new(
         &provider_toml("sms", &p.url(), "rate_hint = 800.0\nconcurrency = 24", ""),
+        N,
     );
-    let input = write(dir.path(), "in.jsonl", &messages(N, "sms"));
-    let db = db_in(dir.path());
-    let args = [
-        "send",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--db",
-        &db,
-        "--json",
-        "--quiet",
-        input.to_str().unwrap(),
-    ];
-    let out = run(abide(&args)).await;
+    let out = run(f.send()).await;
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let r = report(&out);
     let s = p.stats();
@@ -49,7 +35,7 @@ async fn twenty_four_workers_deliver_every_item_exactly_once() {
     // Same remote counts on both sides: what abide recorded is what the provider sent.
     assert_eq!(r["outbox"]["remote_counts"]["http_202"], N as u64);
 
-    let again = run(abide(&args)).await;
+    let again = run(f.send()).await;
     assert_eq!(again.status.code(), Some(0), "{}", show(&again));
     let r2 = report(&again);
     assert_eq!(r2["input"]["enqueued"], 0);
@@ -116,25 +102,11 @@ async fn retry_after_switching_to_an_http_date_causes_no_burst() {
             .unwrap(),
     );
     let p = start_provider(pc).await;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
-        dir.path(),
-        "providers.toml",
+    let f = Files::new(
         &provider_toml("sms", &p.url(), "rate_hint = 400.0\nconcurrency = 24", ""),
+        N,
     );
-    let input = write(dir.path(), "in.jsonl", &messages(N, "sms"));
-    let db = db_in(dir.path());
-    let out = run(abide(&[
-        "send",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--db",
-        &db,
-        "--json",
-        "--quiet",
-        input.to_str().unwrap(),
-    ]))
-    .await;
+    let out = run(f.send()).await;
     let s = p.stats();
     assert_eq!(out.status.code(), Some(0), "{}\n{s:?}", show(&out));
     assert_eq!(s.suspensions, 0, "{s:?}");

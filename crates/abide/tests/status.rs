@@ -61,36 +61,22 @@ async fn suspended_provider_no_hot_loop_items_wait_then_drain() {
     const SUSPEND_SECS: u64 = 3;
     let p = start_provider(suspending(SUSPEND_SECS)).await;
     let before = get_suspended(&p).await;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
-        dir.path(),
-        "providers.toml",
+    let f = Files::new(
         &provider_toml(
             "sms",
             &p.url(),
             EAGER,
             &format!("{TABLES}\n{BUDGET_FLOOR_20}"),
         ),
+        N,
     );
-    let input = write(dir.path(), "in.jsonl", &messages(N, "sms"));
-    let db = db_in(dir.path());
-    let cfg_s = cfg.to_str().unwrap().to_owned();
-    let send = start(abide(&[
-        "send",
-        "--config",
-        &cfg_s,
-        "--db",
-        &db,
-        "--json",
-        "--quiet",
-        input.to_str().unwrap(),
-    ]));
+    let send = start(f.send());
     wait_until("abide to meet the suspension", || {
         suspended_refusals(&p.stats()) > suspended_refusals(&before)
     })
     .await;
     // While suspended, items wait (QUEUED or PENDING), none is failed or deferred.
-    let st = run(abide(&["status", "--db", &db, "--json"])).await;
+    let st = run(abide(&["status", "--db", &f.db, "--json"])).await;
     assert_eq!(st.status.code(), Some(0), "{}", show(&st));
     let st = report(&st);
     let waiting =
@@ -122,7 +108,6 @@ async fn suspended_provider_fails_over_after_the_configured_age() {
     let primary = start_provider(suspending(3600)).await;
     let before = get_suspended(&primary).await;
     let backup = start_provider(provider_config(1000, 100)).await;
-    let dir = tempfile::tempdir().unwrap();
     let text = format!(
         "{}{}",
         provider_toml(
@@ -138,20 +123,7 @@ async fn suspended_provider_fails_over_after_the_configured_age() {
             ""
         )
     );
-    let cfg = write(dir.path(), "providers.toml", &text);
-    let input = write(dir.path(), "in.jsonl", &messages(N, "sms"));
-    let db = db_in(dir.path());
-    let out = run(abide(&[
-        "send",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--db",
-        &db,
-        "--json",
-        "--quiet",
-        input.to_str().unwrap(),
-    ]))
-    .await;
+    let out = run(Files::new(&text, N).send()).await;
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let (a, b) = (primary.stats(), backup.stats());
     assert_eq!(a.suspensions, 1, "{a:?}");

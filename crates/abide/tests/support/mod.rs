@@ -132,3 +132,42 @@ pub fn provider_429_per_item(s: &StatsSnapshot, items: usize) -> f64 {
 pub fn db_in(dir: &Path) -> String {
     dir.join("outbox.db").to_str().unwrap().to_owned()
 }
+
+/// A temp dir holding a providers file, a JSON-lines input and an outbox path: what most
+/// `send` tests start from. The dir is removed when this is dropped.
+pub struct Files {
+    pub dir: tempfile::TempDir,
+    pub cfg: PathBuf,
+    pub input: PathBuf,
+    pub db: String,
+}
+
+impl Files {
+    /// `providers` (TOML text) and `n` distinct messages for `sms`.
+    pub fn new(providers: &str, n: usize) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = write(dir.path(), "providers.toml", providers);
+        let input = write(dir.path(), "in.jsonl", &messages(n, "sms"));
+        let db = db_in(dir.path());
+        Self {
+            dir,
+            cfg,
+            input,
+            db,
+        }
+    }
+
+    /// `abide send --config … --db … --json --quiet <input>`.
+    pub fn send(&self) -> Command {
+        abide(&[
+            "send",
+            "--config",
+            self.cfg.to_str().unwrap(),
+            "--db",
+            &self.db,
+            "--json",
+            "--quiet",
+            self.input.to_str().unwrap(),
+        ])
+    }
+}
