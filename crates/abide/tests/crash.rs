@@ -1,5 +1,5 @@
-//! kill -9 in the middle of `abide send`, then run it again: nothing lost, nothing accepted
-//! twice, and every repeat carries the same idempotency key.
+//! kill -9 or SIGTERM in the middle of `abide send`, then run it again: nothing lost,
+//! nothing accepted twice, and every repeat carries the same idempotency key.
 
 #![allow(clippy::unwrap_used)]
 
@@ -70,4 +70,53 @@ async fn kill_9_mid_run_then_resume_delivers_everything_once() {
     // recorded (that is why a reclaimed item counts one more attempt).
     let ok = r["outbox"]["remote_counts"]["http_202"].as_u64().unwrap();
     assert_eq!(ok, N as u64, "{}", show(&second));
+}
+
+/// SIGTERM in the middle of `abide send`: exit 130, nothing left IN_FLIGHT, and every
+/// request the provider answered is recorded (its accepted count equals SUBMITTED), so
+/// the next run re-sends nothing it accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_run_records_every_answer_and_leaves_nothing_in_flight() {
+    const N: usize = 400;
+    // 50 ms per message keeps requests on the wire when the signal lands.
+    let mut pc = provider_config(200, 20);
+    pc.latency_ms = 50;
+    let p = start_provider(pc).await;
+    let f = Files::new(
+        &provider_toml("sms", &p.url(), "rate_hint = 200.0\nconcurrency = 20", ""),
+        N,
+    );
+    let first = start(f.send());
+    wait_until("the provider to accept some", || p.stats().accepted >= 40).await;
+    let pid = first.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = tokio::time::timeout(RUN_BOUND, first.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", show(&out));
+    let r = report(&out);
+    assert_eq!(r["outcome"], "interrupted", "{r}");
+    let c = &r["outbox"]["counts"];
+    assert_eq!(c["in_flight"], 0, "{r}");
+    let at_stop = p.stats();
+    assert!(at_stop.accepted < N as u64, "finished first: {at_stop:?}");
+    assert_eq!(c["submitted"], at_stop.accepted, "an answer was lost: {r}");
+    assert_eq!(
+        c["submitted"].as_u64().unwrap()
+            + c["pending"].as_u64().unwrap()
+            + c["queued"].as_u64().unwrap(),
+        N as u64,
+        "{r}"
+    );
+
+    let second = run(f.send()).await;
+    assert_eq!(second.status.code(), Some(0), "{}", show(&second));
+    let s = p.stats();
+    assert_eq!(s.accepted, N as u64, "{s:?}");
+    assert_eq!(s.duplicates, 0, "a recorded answer was sent again: {s:?}");
 }
