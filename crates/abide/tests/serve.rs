@@ -182,6 +182,18 @@ async fn serve_enqueues_delivers_and_reports() {
     assert!(!text.contains("s3cret"));
 
     assert_eq!(p.stats().duplicates, 0);
-    child.start_kill().unwrap();
-    let _ = child.wait().await;
+    // SIGTERM: graceful stop (the client still holds keep-alive connections), exit 0.
+    let pid = child.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(RUN_BOUND, child.wait())
+        .await
+        .expect("serve did not stop on SIGTERM")
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let st = run(abide(&["status", "--db", &db, "--json"])).await;
+    assert_eq!(report(&st)["counts"]["in_flight"], 0, "{}", show(&st));
 }
