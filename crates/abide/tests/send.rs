@@ -157,3 +157,33 @@ async fn an_unset_credentials_variable_stops_send_before_anything_is_enqueued() 
     );
     assert!(!std::path::Path::new(&db).exists(), "database created");
 }
+
+/// `--lease 2s` with a 10 s request timeout: a sender hands back every item whose lease
+/// would run out during its request, so every claim was handed back and claimed again and
+/// nothing was ever sent. Refused at start, saying what lease would work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_shorter_than_the_request_timeout_is_refused() {
+    let f = Files::new(
+        &provider_toml("sms", "http://127.0.0.1:9", "timeout_secs = 10", ""),
+        2,
+    );
+    let out = run(abide(&[
+        "send",
+        "--config",
+        f.cfg.to_str().unwrap(),
+        "--db",
+        &f.db,
+        "--lease",
+        "2s",
+        f.input.to_str().unwrap(),
+    ]))
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--lease 2s is too short for provider \"sms\"")
+            && err.contains("use --lease 12s or more"),
+        "{err}"
+    );
+    assert!(!std::path::Path::new(&f.db).exists(), "database created");
+}

@@ -77,7 +77,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub(crate) workers: Option<u16>,
     /// Lease on a claimed item: a sender that hangs longer loses it and the item is retried
-    /// (same idempotency key). e.g. 500ms, 30s, 2m.
+    /// (same idempotency key). At least every provider's timeout_secs + 2 s; e.g. 30s, 2m.
     #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = parse_lease)]
     pub(crate) lease: Duration,
     /// Print the final report as JSON.
@@ -103,16 +103,37 @@ pub(crate) fn parse_lease(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Load the providers file, applying `--workers`, and check that every credential
-/// variable it names is set.
+/// Load the providers file, applying `--workers`, and check it against `--lease` and
+/// the environment.
 ///
 /// # Errors
-/// The file is unreadable or invalid, or a provider's `credentials_env` variable is unset
-/// or empty: every attempt would then get a 401 and its item end `DEFERRED`, so the run
-/// is refused before anything is enqueued. Errors name the variable, never a value.
-pub(crate) fn load_config(path: &PathBuf, workers: Option<u16>) -> anyhow::Result<Config> {
+/// The file is unreadable or invalid; `lease` is shorter than a provider's request timeout
+/// + 2 s (a sender hands back, unsent, an item whose lease would run out during its request,
+/// so every claim would be handed back and claimed again, nothing ever sent); or a
+/// provider's `credentials_env` variable is unset or empty (every attempt would get a 401
+/// and its item end `DEFERRED`). All are refused before anything is enqueued. Errors name
+/// the variable, never a value.
+pub(crate) fn load_config(
+    path: &PathBuf,
+    workers: Option<u16>,
+    lease: Duration,
+) -> anyhow::Result<Config> {
     let mut cfg =
         Config::load(path).with_context(|| format!("in the providers file {}", path.display()))?;
+    for p in &cfg.providers {
+        let least = p.timeout + Duration::from_secs(2);
+        if lease < least {
+            bail!(
+                "--lease {lease:?} is too short for provider {:?} in {}: a claimed item must \
+                 outlast its request (timeout_secs {:?}) plus 2 s, or it is handed back \
+                 unsent every time; use --lease {}s or more",
+                p.name,
+                path.display(),
+                p.timeout,
+                least.as_secs_f64().ceil()
+            );
+        }
+    }
     for p in &cfg.providers {
         let Some(var) = &p.credentials_env else {
             continue;
@@ -150,7 +171,7 @@ fn read_input(src: &str) -> anyhow::Result<Vec<u8>> {
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let cfg = load_config(&args.config, args.workers)?;
+    let cfg = load_config(&args.config, args.workers, args.lease)?;
     // Check the whole input before touching the database: a bad line enqueues nothing.
     let items: Option<Vec<NewItem>> = match &args.input {
         None => None,

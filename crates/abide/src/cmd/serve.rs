@@ -93,7 +93,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let cfg = send::load_config(&args.config, args.workers)?;
+    let cfg = send::load_config(&args.config, args.workers, args.lease)?;
     let token = match std::env::var(&args.token_env) {
         Ok(t) if !t.trim().is_empty() => t,
         _ => bail!(
