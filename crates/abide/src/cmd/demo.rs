@@ -196,7 +196,12 @@ async fn demo(args: &Args, pcfg: ProviderConfig, db: &std::path::Path) -> anyhow
         v["provider_saw"] = seen;
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print!("{}", report.render_text(&db_str));
+        // The temporary outbox is removed on exit: do not print a path that is gone.
+        let shown = match &args.db {
+            Some(_) => db_str.as_str(),
+            None => "(temporary, removed at exit)",
+        };
+        print!("{}", report.render_text(shown));
         print!("{}", side_by_side(&saw, &report));
     }
     provider.shutdown().await?;
