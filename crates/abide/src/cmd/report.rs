@@ -248,7 +248,7 @@ impl RunReport {
         let _ = writeln!(
             s,
             "    {:<18} {:>8.3}",
-            "429s/request", self.throttles_per_request
+            "throttled/request", self.throttles_per_request
         );
         let _ = writeln!(
             s,
