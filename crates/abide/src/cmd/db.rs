@@ -39,11 +39,41 @@ fn sqlite_path(db: &str) -> Option<PathBuf> {
     (!p.is_empty() && p != ":memory:").then(|| PathBuf::from(p))
 }
 
+/// `db` as it may be shown in errors and reports: a URL's password, and the value of a
+/// `password=` query parameter, replaced by `***` (a Postgres URL may carry both).
+pub(crate) fn shown(db: &str) -> String {
+    let Ok(mut url) = reqwest::Url::parse(db) else {
+        return db.to_owned();
+    };
+    let in_query = url.query_pairs().any(|(k, _)| k == "password");
+    if url.password().is_none() && !in_query {
+        return db.to_owned();
+    }
+    if url.password().is_some() {
+        let _ = url.set_password(Some("***"));
+    }
+    if in_query {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if k == "password" {
+                    "***".into()
+                } else {
+                    v.into_owned()
+                };
+                (k.into_owned(), v)
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    url.to_string()
+}
+
 /// Open (creating if needed) the database for sending.
 pub(crate) async fn open(db: &str) -> anyhow::Result<AnyStore> {
     AnyStore::connect(db)
         .await
-        .with_context(|| format!("opening the outbox database {db}"))
+        .with_context(|| format!("opening the outbox database {}", shown(db)))
 }
 
 /// Open a database that must already exist (for `status` and `requeue`, which should
@@ -129,6 +159,20 @@ mod tests {
         );
         assert_eq!(sqlite_path("postgres://u@h/db"), None);
         assert_eq!(sqlite_path("sqlite::memory:"), None);
+    }
+
+    #[test]
+    fn passwords_in_database_urls_are_never_shown() {
+        assert_eq!(
+            shown("postgres://abide:s3cret@db:5432/outbox?sslmode=require&password=p2"),
+            "postgres://abide:***@db:5432/outbox?sslmode=require&password=***"
+        );
+        assert_eq!(
+            shown("postgres://abide@db/outbox"),
+            "postgres://abide@db/outbox"
+        );
+        assert_eq!(shown("abide.db"), "abide.db");
+        assert_eq!(shown("sqlite:///tmp/x.db"), "sqlite:///tmp/x.db");
     }
 
     #[test]

@@ -59,11 +59,11 @@ impl Snapshot {
         })
     }
 
-    /// A table for a terminal.
+    /// A table for a terminal; `db` is shown without its password.
     pub(crate) fn render_table(&self, db: &str) -> String {
         let c = &self.counts;
         let mut s = String::new();
-        let _ = writeln!(s, "outbox {db}: {} items", self.items);
+        let _ = writeln!(s, "outbox {}: {} items", super::db::shown(db), self.items);
         let _ = writeln!(s, "  what abide decided (items per state)");
         for (name, n) in [
             ("QUEUED", c.queued),
