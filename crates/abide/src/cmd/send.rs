@@ -108,8 +108,8 @@ pub(crate) fn parse_lease(s: &str) -> Result<Duration, String> {
 ///
 /// # Errors
 /// The file is unreadable or invalid; `lease` is shorter than a provider's request timeout
-/// + 2 s (a sender hands back, unsent, an item whose lease would run out during its request,
-/// so every claim would be handed back and claimed again, nothing ever sent); or a
+/// plus 2 s (a sender hands back, unsent, an item whose lease would run out during its
+/// request, so every claim would be handed back and claimed again, nothing sent); or a
 /// provider's `credentials_env` variable is unset or empty (every attempt would get a 401
 /// and its item end `DEFERRED`). All are refused before anything is enqueued. Errors name
 /// the variable, never a value.
