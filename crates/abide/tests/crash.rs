@@ -88,12 +88,7 @@ async fn sigterm_mid_run_records_every_answer_and_leaves_nothing_in_flight() {
     );
     let first = start(f.send());
     wait_until("the provider to accept some", || p.stats().accepted >= 40).await;
-    let pid = first.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    sigterm(&first);
     let out = tokio::time::timeout(RUN_BOUND, first.wait_with_output())
         .await
         .unwrap()

@@ -48,27 +48,13 @@ async fn twenty_four_workers_deliver_every_item_exactly_once() {
 /// enqueued (the database is not even created).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_line_rejects_the_batch_and_names_its_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
-        dir.path(),
-        "providers.toml",
-        &provider_toml("sms", "http://127.0.0.1:9", "", ""),
-    );
+    let f = Files::new(&provider_toml("sms", "http://127.0.0.1:9", "", ""), 3);
     let mut text = messages(3, "sms");
     text.push_str("{\"provider\":\"sms\",\"path\":\"/v1/messages\",\"body\":{}\n");
     text.push_str(&messages(1, "email"));
     text.push_str("{\"provider\":\"sms\",\"path\":\"https://evil.example/x\"}\n");
-    let input = write(dir.path(), "in.jsonl", &text);
-    let db = db_in(dir.path());
-    let out = run(abide(&[
-        "send",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--db",
-        &db,
-        input.to_str().unwrap(),
-    ]))
-    .await;
+    std::fs::write(&f.input, text).unwrap();
+    let out = run(f.send_with(&[])).await;
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     for needle in [
@@ -79,7 +65,7 @@ async fn a_malformed_line_rejects_the_batch_and_names_its_line() {
     ] {
         assert!(err.contains(needle), "missing {needle:?} in\n{err}");
     }
-    assert!(!std::path::Path::new(&db).exists(), "database created");
+    assert!(!f.db_exists(), "database created");
 }
 
 /// The provider switches `Retry-After` to an IMF-fixdate after 50 requests and suspends a
@@ -130,32 +116,18 @@ async fn retry_after_switching_to_an_http_date_causes_no_burst() {
 /// variable, and enqueues nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unset_credentials_variable_stops_send_before_anything_is_enqueued() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
-        dir.path(),
-        "providers.toml",
-        &provider_toml("sms", "http://127.0.0.1:9", "", ""),
-    );
-    let input = write(dir.path(), "in.jsonl", &messages(2, "sms"));
-    let db = db_in(dir.path());
-    let mut cmd = abide(&[
-        "send",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--db",
-        &db,
-        input.to_str().unwrap(),
-    ]);
+    let f = Files::new(&provider_toml("sms", "http://127.0.0.1:9", "", ""), 2);
+    let mut cmd = f.send_with(&[]);
     cmd.env_remove(TOKEN_ENV);
     let out = run(cmd).await;
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(&format!("provider \"sms\" in {}", cfg.display()))
+        err.contains(&format!("provider \"sms\" in {}", f.cfg.display()))
             && err.contains(&format!("variable {TOKEN_ENV} is unset or empty")),
         "{err}"
     );
-    assert!(!std::path::Path::new(&db).exists(), "database created");
+    assert!(!f.db_exists(), "database created");
 }
 
 /// `--lease 2s` with a 10 s request timeout: a sender hands back every item whose lease
@@ -167,17 +139,7 @@ async fn a_lease_shorter_than_the_request_timeout_is_refused() {
         &provider_toml("sms", "http://127.0.0.1:9", "timeout_secs = 10", ""),
         2,
     );
-    let out = run(abide(&[
-        "send",
-        "--config",
-        f.cfg.to_str().unwrap(),
-        "--db",
-        &f.db,
-        "--lease",
-        "2s",
-        f.input.to_str().unwrap(),
-    ]))
-    .await;
+    let out = run(f.send_with(&["--lease", "2s"])).await;
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -185,5 +147,5 @@ async fn a_lease_shorter_than_the_request_timeout_is_refused() {
             && err.contains("use --lease 12s or more"),
         "{err}"
     );
-    assert!(!std::path::Path::new(&f.db).exists(), "database created");
+    assert!(!f.db_exists(), "database created");
 }

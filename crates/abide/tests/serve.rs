@@ -59,29 +59,29 @@ async fn serve_enqueues_delivers_and_reports() {
         .unwrap();
     assert_eq!(r.status(), 401);
 
+    // POST a batch, return the status and the JSON answer.
+    let post = |body: Value| {
+        let r = auth(c.post(format!("{base}/v1/items")).json(&body)).send();
+        async move {
+            let r = r.await.unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        }
+    };
     // A batch with one bad item: 422 naming its index, nothing enqueued.
-    let bad = json!([
+    let (status, v) = post(json!([
         {"provider": "sms", "path": "/v1/messages", "body": {"to": "+1"}},
         {"provider": "sms", "path": "https://evil.example/x"},
-    ]);
-    let r = auth(c.post(format!("{base}/v1/items")).json(&bad))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 422);
-    let v: Value = r.json().await.unwrap();
+    ]))
+    .await;
+    assert_eq!(status, 422);
     assert_eq!(v["errors"][0]["index"], 1, "{v}");
     // One idempotency key on two different messages: the second would never be sent.
-    let clash = json!([
+    let (status, v) = post(json!([
         {"provider": "sms", "path": "/v1/messages", "body": {"to": "+1"}, "idempotency_key": "k"},
         {"provider": "sms", "path": "/v1/messages", "body": {"to": "+2"}, "idempotency_key": "k"},
-    ]);
-    let r = auth(c.post(format!("{base}/v1/items")).json(&clash))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 422);
-    let v: Value = r.json().await.unwrap();
+    ]))
+    .await;
+    assert_eq!(status, 422);
     assert_eq!(v["errors"][0]["index"], 1, "{v}");
     assert!(
         v["errors"][0]["message"]
@@ -97,19 +97,11 @@ async fn serve_enqueues_delivers_and_reports() {
                         "idempotency_key": format!("serve-{i}")})
         })
         .collect();
-    let r = auth(c.post(format!("{base}/v1/items")).json(&items))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 202);
-    let v: Value = r.json().await.unwrap();
+    let (status, v) = post(Value::Array(items.clone())).await;
+    assert_eq!(status, 202);
     let id = v["items"][0]["id"].as_str().unwrap().to_owned();
     // Re-posting is a no-op: same ids, created false.
-    let r = auth(c.post(format!("{base}/v1/items")).json(&items[0]))
-        .send()
-        .await
-        .unwrap();
-    let again: Value = r.json().await.unwrap();
+    let (_, again) = post(items[0].clone()).await;
     assert_eq!(again["created"], false, "{again}");
     assert_eq!(again["id"], id.as_str());
 
@@ -183,12 +175,7 @@ async fn serve_enqueues_delivers_and_reports() {
 
     assert_eq!(p.stats().duplicates, 0);
     // SIGTERM: graceful stop (the client still holds keep-alive connections), exit 0.
-    let pid = child.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    sigterm(&child);
     let status = tokio::time::timeout(RUN_BOUND, child.wait())
         .await
         .expect("serve did not stop on SIGTERM")

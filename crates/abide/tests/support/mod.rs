@@ -159,15 +159,38 @@ impl Files {
 
     /// `abide send --config … --db … --json --quiet <input>`.
     pub fn send(&self) -> Command {
-        abide(&[
+        self.send_with(&["--json", "--quiet"])
+    }
+
+    /// `abide send --config … --db … <extra> <input>`.
+    pub fn send_with(&self, extra: &[&str]) -> Command {
+        let mut args = vec![
             "send",
             "--config",
             self.cfg.to_str().unwrap(),
             "--db",
             &self.db,
-            "--json",
-            "--quiet",
-            self.input.to_str().unwrap(),
-        ])
+        ];
+        args.extend_from_slice(extra);
+        args.push(self.input.to_str().unwrap());
+        abide(&args)
     }
+
+    /// Whether the outbox database exists (a refused run must not create it).
+    pub fn db_exists(&self) -> bool {
+        Path::new(&self.db).exists()
+    }
+}
+
+/// Send SIGTERM to a running child (the graceful stop of `send` and `serve`).
+pub fn sigterm(child: &Child) {
+    let pid = child
+        .id()
+        .expect("the child has already exited")
+        .to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -TERM {pid}");
 }
