@@ -505,6 +505,10 @@ async fn sender<S: Store>(
     }
 }
 
+/// Longest provider pause a sender waits through while holding a claimed item; a longer
+/// one hands the item back (`PENDING`, due at the pause's end).
+const HOLD_THROUGH_PAUSE: Duration = Duration::from_secs(2);
+
 /// Counts one request on the wire while it lives (dropped with an aborted task too).
 struct OnWire<'a>(&'a AtomicU64);
 
@@ -564,6 +568,15 @@ async fn attempt<S: Store>(
         let mut rounds = 0;
         let reserved_at = loop {
             let mono = inner.clock.monotonic();
+            // A long pause (a suspension backing off, a long `Retry-After`): do not hold the
+            // item through it under a lease, where fail-over and other dispatchers cannot
+            // see it. It waits `PENDING`, due when the pause ends.
+            if let Some(until) = rt.pacer.paused_until(mono) {
+                let left = until - mono;
+                if left > HOLD_THROUGH_PAUSE {
+                    return hand_back(rt, &item, inner.clock.now() + left, "provider_paused");
+                }
+            }
             let at = rt.pacer.reserve(mono);
             if sleep_or_stop(inner, at, stop).await {
                 return hand_back(rt, &item, inner.clock.now(), "shutdown");

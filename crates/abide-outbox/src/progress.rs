@@ -65,7 +65,8 @@ pub struct Totals {
     pub budget_denied: u64,
     /// Times the credential was re-read after a 401.
     pub credential_refreshes: u64,
-    /// Claimed items handed back unsent (lease too close to expiry, shutdown).
+    /// Claimed items handed back unsent (lease too close to expiry, a provider pause longer
+    /// than 2 s, shutdown).
     pub lease_returns: u64,
     /// Items claimed by this dispatcher and not yet completed: waiting for a send slot,
     /// on the wire, or waiting to be written back (up to a few claim batches).

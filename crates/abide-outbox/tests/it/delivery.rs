@@ -450,3 +450,62 @@ async fn on_wire_counts_requests_awaiting_an_answer_not_claimed_items() {
     );
     assert_eq!(progress.totals.on_wire, 0);
 }
+
+/// Regression: with a suspended primary backing off (pauses of 1, 2, 4, 8, 16 s), senders
+/// held their claimed items through each pause, out of reach of fail-over; the run took
+/// over 30 s. A pause longer than 2 s now hands them back, so they fail over on time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_do_not_wait_out_a_long_pause_in_a_senders_hands() {
+    set_token("ABIDE_IT_TOKEN_PAUSE_FAILOVER");
+    let primary = fake(
+        "[limits]\nkey_rate = \"200/s\"\nkey_burst = 2\n\
+         [abuse]\nthreshold = 5\nwindow_secs = 60\nsuspend_secs = 3600",
+    )
+    .await;
+    let client = reqwest::Client::new();
+    for _ in 0..20 {
+        client
+            .post(format!("{}/v1/messages", primary.url()))
+            .bearer_auth(abide_provider::DEMO_KEY)
+            .json(&json!({"to": "+15550100"}))
+            .send()
+            .await
+            .unwrap();
+    }
+    assert_eq!(primary.stats().suspensions, 1, "setup");
+    let backup = fake("[limits]\nkey_rate = \"500/s\"\nkey_burst = 50").await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    let config = format!(
+        r#"[[provider]]
+        name = "primary"
+        base_url = "{}"
+        credentials_env = "ABIDE_IT_TOKEN_PAUSE_FAILOVER"
+        rate_hint = 200.0
+        concurrency = 20
+        [provider.classify.http]
+        403 = "throttle"
+        [provider.failover]
+        to = "backup"
+        after_pending_secs = 2
+
+        [[provider]]
+        name = "backup"
+        base_url = "{}"
+        credentials_env = "ABIDE_IT_TOKEN_PAUSE_FAILOVER"
+        rate_hint = 200.0"#,
+        primary.url(),
+        backup.url()
+    );
+    let config = Config::from_toml_str(&config).unwrap();
+    let d = Dispatcher::new(store, config, Arc::new(SystemClock), opts()).unwrap();
+    let n = 100;
+    d.enqueue(&items("primary", n, "pf")).await.unwrap();
+    let progress = tokio::time::timeout(Duration::from_secs(15), d.run_until_drained())
+        .await
+        .expect("items fail over within seconds of their age, not after the pauses")
+        .unwrap();
+    assert_eq!(progress.counts.submitted, n as u64, "{progress:?}");
+    assert_eq!(backup.stats().accepted, n as u64);
+    assert!(progress.totals.lease_returns > 0, "{progress:?}");
+}
