@@ -241,8 +241,12 @@ impl TryFrom<String> for Rate {
 }
 
 /// Abuse protection: a key with `threshold` limit rejections within `window_secs` is
-/// suspended for `suspend_secs`. Suspended requests get `403 {"error":"suspended"}` without
-/// `Retry-After`, as real providers' abuse systems answer: the key is blocked, not slowed.
+/// suspended for `suspend_secs`. Suspended requests get `403 {"error":"suspended"}`, with
+/// `Retry-After` (the remaining suspension) by default or without it, as many real abuse
+/// systems answer, under [`SuspensionStyle::Bare403`].
+///
+/// # Default
+/// Off (`threshold` 0), window 60 s, suspension 3600 s, style `retry-after`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Abuse {
@@ -253,6 +257,8 @@ pub struct Abuse {
     /// Suspension length in seconds (the seeds saw 3600 and 86400), at most
     /// [`MAX_SUSPEND_SECS`].
     pub suspend_secs: u64,
+    /// How a suspended key's requests are answered (TOML `suspension = "bare-403"`).
+    pub suspension: SuspensionStyle,
 }
 
 impl Default for Abuse {
@@ -261,6 +267,7 @@ impl Default for Abuse {
             threshold: 0,
             window_secs: 60,
             suspend_secs: 3600,
+            suspension: SuspensionStyle::RetryAfter,
         }
     }
 }
@@ -300,7 +307,7 @@ impl Default for Behaviour {
 }
 
 macro_rules! named_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $($s:literal)|+),+ $(,)? }) => {
+    ($(#[$m:meta])* $name:ident ($label:literal) { $($(#[$vm:meta])* $v:ident = $($s:literal)|+),+ $(,)? }) => {
         $(#[$m])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
         #[serde(try_from = "String")]
@@ -317,7 +324,7 @@ macro_rules! named_enum {
                 match s {
                     $($($s)|+ => Ok(Self::$v),)+
                     _ => Err(Error::Config(format!(
-                        "{} {s:?}: expected one of {}", stringify!($name), Self::NAMES.join(", ")
+                        "{} {s:?}: expected one of {}", $label, Self::NAMES.join(", ")
                     ))),
                 }
             }
@@ -334,7 +341,7 @@ macro_rules! named_enum {
 
 named_enum!(
     /// The form of `Retry-After` (RFC 9110 §10.2.3) on a throttle.
-    RetryAfterStyle {
+    RetryAfterStyle("retry-after style") {
         /// Delay-seconds, rounded up, at least 1 (the honest default).
         Seconds = "seconds",
         /// An IMF-fixdate, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
@@ -356,7 +363,7 @@ named_enum!(
 
 named_enum!(
     /// How a throttled request is answered.
-    ThrottleStyle {
+    ThrottleStyle("throttle style") {
         /// 429 with `Retry-After` and a JSON reason.
         Http429 = "429",
         /// 403 with `Retry-After: 0` and an empty body (a misconfigured gateway).
@@ -365,6 +372,19 @@ named_enum!(
         Smpp200 = "smpp-200",
         /// 429 with `Retry-After` and `{"command_status": N}`.
         Smpp429 = "smpp-429",
+    }
+);
+
+named_enum!(
+    /// How a request from a suspended key is answered.
+    SuspensionStyle("suspension style") {
+        /// 403 `{"error":"suspended"}` with `Retry-After`: the remaining suspension in
+        /// delay-seconds, rounded up, at least 1 (RFC 9110 §10.2.3). The honest default: a
+        /// client that honours it waits instead of giving up.
+        RetryAfter = "retry-after",
+        /// 403 `{"error":"suspended"}` without `Retry-After`, as many real abuse systems
+        /// answer: the key is blocked, and a client cannot tell for how long.
+        Bare403 = "bare-403",
     }
 );
 

@@ -49,7 +49,7 @@ use tokio::task::JoinHandle;
 
 pub use config::{
     parse_duration, Abuse, ApiKey, Behaviour, Limits, ProviderConfig, Rate, RetryAfterStyle,
-    ScheduleEntry, ThrottleStyle, DEMO_KEY, MAX_SUSPEND_SECS,
+    ScheduleEntry, SuspensionStyle, ThrottleStyle, DEMO_KEY, MAX_SUSPEND_SECS,
 };
 pub use stats::{SecondCount, StatsSnapshot, HISTORY_SECS};
 

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
-use crate::config::{Behaviour, Rate, RetryAfterStyle, ThrottleStyle};
+use crate::config::{Behaviour, Rate, RetryAfterStyle, SuspensionStyle, ThrottleStyle};
 use crate::dates;
 use crate::stats::{Stats, StatsSnapshot};
 use crate::{Error, ProviderConfig};
@@ -256,10 +256,17 @@ fn decide(app: &Arc<App>, headers: &HeaderMap, body: &[u8]) -> Result<Accepted, 
         if until > now {
             st.stats.reject(sec, "suspended", 403, false);
             tracing::info!(%caller, "request from suspended key refused");
-            return Err(json(
+            let mut res = json(
                 StatusCode::FORBIDDEN,
                 serde_json::json!({"error": "suspended"}),
-            ));
+            );
+            if app.cfg.abuse.suspension == SuspensionStyle::RetryAfter {
+                res.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(ceil_secs(until - now)),
+                );
+            }
+            return Err(res);
         }
         st.suspended.remove(&id.key);
     }
@@ -378,6 +385,12 @@ fn note_abuse(app: &App, st: &mut Inner, key: &str, caller: &str, now: Instant) 
         st.stats.snap.suspensions += 1;
         tracing::warn!(%caller, suspend_secs = a.suspend_secs, "key suspended by abuse protection");
     }
+}
+
+/// Whole seconds, rounded up, at least 1: a `Retry-After` must never invite a retry before
+/// the wait is over, nor read as "now" (RFC 9110 §10.2.3).
+fn ceil_secs(d: Duration) -> u64 {
+    (d.as_secs() + u64::from(d.subsec_nanos() > 0)).max(1)
 }
 
 fn retry_after_value(style: RetryAfterStyle, rej: &Rejection, wall: SystemTime) -> Option<String> {

@@ -396,9 +396,9 @@ async fn grace_period_then_enforcement() {
     assert_eq!(s["rejected_by_status"]["429"], 3);
 }
 
-#[tokio::test]
-async fn abuse_protection_suspends_only_the_hammering_key() {
-    let p = start(&[
+/// Suspends k1 (after 3 throttles, for 24 h) and returns the provider and k1's next answer.
+async fn suspend_k1(extra: &[&str]) -> (Provider, Response) {
+    let mut args = vec![
         "--api-key",
         "k1:acme",
         "--api-key",
@@ -413,13 +413,30 @@ async fn abuse_protection_suspends_only_the_hammering_key() {
         "1m",
         "--suspend-for",
         "24h",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let p = start(&args);
     assert_eq!(p.send_as("k1", "a1").await.status(), StatusCode::ACCEPTED);
     for i in 2..=4 {
         let r = p.send_as("k1", &format!("a{i}")).await;
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     }
     let r = p.send_as("k1", "a5").await;
+    (p, r)
+}
+
+/// By default a suspension is honest: its Retry-After is the remaining suspension, rounded up.
+#[tokio::test]
+async fn a_suspension_says_how_long_by_default() {
+    let (p, r) = suspend_k1(&[]).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert_eq!(header(&r, "retry-after").as_deref(), Some("86400"));
+    assert_eq!(p.stats().await["suspensions"], 1);
+}
+
+#[tokio::test]
+async fn abuse_protection_suspends_only_the_hammering_key() {
+    let (p, r) = suspend_k1(&["--suspension-style", "bare-403"]).await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     assert_eq!(header(&r, "retry-after"), None);
     assert_eq!(

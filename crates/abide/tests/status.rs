@@ -7,12 +7,14 @@ mod support;
 
 use support::*;
 
-/// Provider config that suspends a key for `suspend_secs` after 5 throttles in 60 s.
+/// Provider config that suspends a key for `suspend_secs` after 5 throttles in 60 s and
+/// answers it with a bare 403 (no Retry-After), the hard case for a client.
 fn suspending(suspend_secs: u64) -> abide_provider::ProviderConfig {
     let mut pc = provider_config(200, 2);
     pc.abuse.threshold = 5;
     pc.abuse.window_secs = 60;
     pc.abuse.suspend_secs = suspend_secs;
+    pc.abuse.suspension = abide_provider::SuspensionStyle::Bare403;
     pc
 }
 

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use abide_core::SystemClock;
-use abide_provider::{parse_duration, ApiKey, ProviderConfig, Rate, ScheduleEntry};
+use abide_provider::{
+    parse_duration, ApiKey, ProviderConfig, Rate, ScheduleEntry, SuspensionStyle,
+};
 use anyhow::Context;
 
 const LONG_HELP: &str = "\
@@ -53,8 +55,12 @@ BEHAVIOURS: --behaviour FACET=VALUE[@WHEN] (repeatable, applied in order)
 
 ABUSE PROTECTION
   --abuse-threshold N suspends a key after N throttled requests within --abuse-window;
-  for --suspend-for (seeds saw 1h and 24h) its requests get 403 {\"error\":\"suspended\"}
-  without Retry-After, as real abuse systems block rather than slow down.
+  for --suspend-for (seeds saw 1h and 24h) its requests get 403 {\"error\":\"suspended\"}.
+  --suspension-style retry-after (default) adds Retry-After: the remaining suspension in
+  seconds, rounded up, at least 1; abide reads a 403 with Retry-After as a throttle, so
+  its items wait PENDING. --suspension-style bare-403 sends no Retry-After, as many real
+  abuse systems do: a client cannot tell a block from a refusal, and abide fails the items
+  unless its providers file says [provider.classify.http] 403 = \"throttle\".
 
 CONFIG FILE (--config provider.toml)
   latency_ms = 0
@@ -65,7 +71,8 @@ CONFIG FILE (--config provider.toml)
   key_rate = \"10/s\"        # key_burst, account_rate, account_burst, key_concurrency,
   account_concurrency = 8  # lease_secs
   [abuse]
-  threshold = 20           # window_secs = 60, suspend_secs = 3600
+  threshold = 20           # window_secs = 60, suspend_secs = 3600,
+  suspension = \"retry-after\"  # or \"bare-403\"
   [behaviour]
   retry_after = \"seconds\"  # throttle, smpp_status, fail_503, grace
   [[schedule]]
@@ -122,6 +129,10 @@ pub(crate) struct Args {
     /// Suspension length [default: 1h].
     #[arg(long, value_name = "DURATION")]
     suspend_for: Option<String>,
+    /// Answer to a suspended key: `retry-after` (403 with the remaining suspension as
+    /// Retry-After) or `bare-403` (no Retry-After) [default: retry-after].
+    #[arg(long, value_name = "STYLE")]
+    suspension_style: Option<String>,
     /// Behaviour change FACET=VALUE[@WHEN], repeatable (see BEHAVIOURS below).
     #[arg(long = "behaviour", value_name = "FACET=VALUE[@WHEN]")]
     behaviours: Vec<String>,
@@ -196,6 +207,9 @@ fn config(a: &Args) -> anyhow::Result<ProviderConfig> {
     }
     if let Some(v) = &a.suspend_for {
         c.abuse.suspend_secs = secs(v)?;
+    }
+    if let Some(v) = &a.suspension_style {
+        c.abuse.suspension = v.parse::<SuspensionStyle>()?;
     }
     for b in &a.behaviours {
         c.schedule.push(b.parse::<ScheduleEntry>()?);
