@@ -44,8 +44,8 @@ pub use config::{Config, FailoverConfig, PacerSettings, ProviderConfig, RetryCon
 pub use dispatcher::{Dispatcher, DispatcherOptions};
 pub use error::{Error, Result};
 pub use model::{
-    AttemptRecord, Body, Completion, Counts, Enqueued, Item, NewItem, Outcome, RemoteCode, Request,
-    RequeueFilter, StoredAttempt,
+    AttemptRecord, Body, Completion, Counts, Enqueued, Item, ListFilter, NewItem, Outcome,
+    RemoteCode, Request, RequeueFilter, StoredAttempt,
 };
 pub use progress::{Progress, ProviderProgress, Totals};
 pub use sleep::{ManualSleeper, Sleeper, TokioSleeper};

@@ -427,13 +427,33 @@ impl Counts {
     }
 }
 
-/// Which deferred items to requeue.
+/// Which items to requeue: [`crate::Store::requeue_deferred`] applies it to `DEFERRED`
+/// items, [`crate::Store::requeue_failed`] to `FAILED` ones.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RequeueFilter {
     /// Only items currently targeting this provider.
     pub provider: Option<String>,
     /// Only these ids.
     pub ids: Option<Vec<String>>,
+}
+
+/// Which items [`crate::Store::list`] returns: newest first (by `created_at`, then id,
+/// descending), at most `limit` of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    /// Only items in this state.
+    pub state: Option<State>,
+    /// Only items currently targeting this provider ([`Item::current_provider`]: after a
+    /// fail-over, the second provider).
+    pub provider: Option<String>,
+    /// At most this many items; clamped to [`ListFilter::MAX_LIMIT`]. `0` returns none.
+    pub limit: usize,
+}
+
+impl ListFilter {
+    /// The most items one [`crate::Store::list`] call returns (10,000): a person's view,
+    /// not an export; page with a narrower filter.
+    pub const MAX_LIMIT: usize = 10_000;
 }
 
 /// Serde helpers: times as RFC 3339 strings (UTC, `Z`), durations as whole milliseconds,

@@ -7,6 +7,8 @@
 //!    │ due             │   └─ retry / lease expired
 //!    │                 ▼
 //!    └───────────── PENDING ── defer ──▶ DEFERRED ── requeue ──▶ QUEUED
+//!                                          FAILED ── requeue ──▶ QUEUED
+//!    (requeue is a person's decision to try again: it starts a fresh attempt window)
 //!    (fail over: QUEUED → QUEUED and PENDING → PENDING, on another provider; waiting
 //!     items move, whether they were tried already or the provider was paused before
 //!     they could be)
@@ -33,7 +35,8 @@ pub enum State {
     Submitted,
     /// Waiting for `next_attempt_at` before another attempt.
     Pending,
-    /// Rejected for good (e.g. HTTP 400); the reason is stored. Terminal.
+    /// Rejected for good (e.g. HTTP 400); the reason is stored. Terminal for the
+    /// dispatcher: only a person sends it round again (`requeue`).
     Failed,
     /// Past its attempt cap or maximum age: waits for a person (`requeue`).
     Deferred,
@@ -108,7 +111,9 @@ pub enum Event {
     Due,
     /// The attempt cap or maximum age was reached: hand over to a person.
     Defer,
-    /// A person sends a deferred item round again.
+    /// A person sends a deferred or failed item round again, in a fresh attempt window
+    /// (attempt cap and maximum age count from the requeue). For a `FAILED` item this is
+    /// the person overruling the classifier, e.g. after fixing the account or the payload.
     Requeue,
     /// A waiting item moves to the fail-over provider (state unchanged).
     FailOver,
@@ -157,6 +162,7 @@ pub fn transition(from: State, event: Event) -> Result<State, IllegalTransition>
         (S::Pending, E::FailOver) => Ok(S::Pending),
         (S::Queued, E::FailOver) => Ok(S::Queued),
         (S::Deferred, E::Requeue) => Ok(S::Queued),
+        (S::Failed, E::Requeue) => Ok(S::Queued),
         _ => Err(IllegalTransition { from, event }),
     }
 }
@@ -178,20 +184,25 @@ mod tests {
     }
 
     #[test]
-    fn table_has_exactly_ten_legal_pairs() {
+    fn table_has_exactly_eleven_legal_pairs() {
         let legal: Vec<_> = State::ALL
             .iter()
             .flat_map(|&s| Event::ALL.iter().map(move |&e| (s, e)))
             .filter(|&(s, e)| transition(s, e).is_ok())
             .collect();
-        assert_eq!(legal.len(), 10, "{legal:?}");
+        assert_eq!(legal.len(), 11, "{legal:?}");
     }
 
     #[test]
-    fn terminal_states_accept_nothing() {
+    fn terminal_states_accept_nothing_but_a_persons_requeue() {
         for e in Event::ALL {
             assert!(transition(State::Submitted, e).is_err());
-            assert!(transition(State::Failed, e).is_err());
+            let failed = transition(State::Failed, e);
+            if e == Event::Requeue {
+                assert_eq!(failed, Ok(State::Queued));
+            } else {
+                assert!(failed.is_err(), "{e:?}");
+            }
         }
     }
 }

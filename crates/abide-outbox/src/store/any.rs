@@ -5,7 +5,8 @@ use std::time::{Duration, SystemTime};
 use super::{PostgresStore, SqliteStore, Store};
 use crate::error::Result;
 use crate::model::{
-    Completion, Counts, Enqueued, Item, NewItem, RemoteCode, RequeueFilter, StoredAttempt,
+    Completion, Counts, Enqueued, Item, ListFilter, NewItem, RemoteCode, RequeueFilter,
+    StoredAttempt,
 };
 use crate::state::State;
 
@@ -95,6 +96,15 @@ impl Store for AnyStore {
     }
     async fn requeue_deferred(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64> {
         delegate!(self, s => s.requeue_deferred(filter, now))
+    }
+    async fn requeue_failed(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64> {
+        delegate!(self, s => s.requeue_failed(filter, now))
+    }
+    async fn reason_counts(&self, state: Option<State>) -> Result<Vec<(State, String, u64)>> {
+        delegate!(self, s => s.reason_counts(state))
+    }
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<Item>> {
+        delegate!(self, s => s.list(filter))
     }
     async fn fail_over(
         &self,

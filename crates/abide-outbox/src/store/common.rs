@@ -97,6 +97,19 @@ pub(crate) const SQL_FAIL_OVER: &str = "UPDATE items SET state = $1, current_pro
     next_attempt_at_ms = $3, reason = $4, updated_at_ms = $3 \
     WHERE current_provider = $5 AND state = $6 AND window_start_ms <= $7";
 
+/// `$1` is a state name or `''` for all.
+pub(crate) const SQL_REASON_COUNTS: &str = "SELECT state, COALESCE(reason, ''), COUNT(*) \
+    FROM items WHERE ($1 = '' OR state = $1) GROUP BY state, COALESCE(reason, '') \
+    ORDER BY 3 DESC, 1, 2";
+
+/// `$1` is a state name or `''`, `$2` a provider name or `''`, `$3` the limit.
+pub(crate) const SQL_LIST: &str = concat!(
+    "SELECT ",
+    item_cols!(),
+    " FROM items WHERE ($1 = '' OR state = $1) AND ($2 = '' OR current_provider = $2) \
+     ORDER BY created_at_ms DESC, id DESC LIMIT $3"
+);
+
 /// `$1` is a provider name or `''` for all.
 pub(crate) const SQL_COUNTS: &str = "SELECT state, COUNT(*) FROM items \
     WHERE ($1 = '' OR current_provider = $1) GROUP BY state";
@@ -462,10 +475,66 @@ pub(crate) fn refused(
     }
 }
 
+/// Why [`super::Store::requeue`] touched nothing: the item is gone, or in a state from
+/// which a person's requeue is illegal (or it changed in between, which is reported the
+/// same way as its current state says).
+pub(crate) fn refused_requeue(id: &str, row: Option<(String, Option<String>)>) -> Error {
+    use crate::state::{Event, IllegalTransition};
+    match row {
+        None => Error::NotFound(id.to_owned()),
+        Some((state, _)) => match state.parse::<State>() {
+            Err(e) => Error::Corrupt(format!("item {id}: state: {e}")),
+            Ok(from) => Error::IllegalTransition(IllegalTransition {
+                from,
+                event: Event::Requeue,
+            }),
+        },
+    }
+}
+
 /// Implements [`super::Store`] for a backend with `self.pool` (writes), `self.read_pool()`
 /// (queries that change nothing) and `self.begin_write()`.
 macro_rules! store_impl {
     ($ty:ty, claim = $claim_sql:expr, placeholders = $ph:expr) => {
+        impl $ty {
+            /// `from → QUEUED` (a person's requeue) for the items matching `filter`, in one
+            /// transaction. Returns how many moved.
+            async fn requeue_from(
+                &self,
+                from: $crate::State,
+                filter: &$crate::model::RequeueFilter,
+                now: std::time::SystemTime,
+            ) -> $crate::Result<u64> {
+                use $crate::store::common::*;
+                let to = $crate::transition(from, $crate::Event::Requeue)?;
+                let provider = filter.provider.as_deref().unwrap_or("");
+                let now_ms = $crate::model::to_ms(now);
+                let mut tx = self.begin_write().await?;
+                let mut n = 0;
+                let all = [String::new()];
+                let ids: &[String] = match &filter.ids {
+                    Some(ids) => ids,
+                    None => &all,
+                };
+                for id in ids {
+                    if filter.ids.is_some() && id.is_empty() {
+                        continue;
+                    }
+                    n += sqlx::query(SQL_REQUEUE)
+                        .bind(to.as_str())
+                        .bind(now_ms)
+                        .bind(from.as_str())
+                        .bind(provider)
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                }
+                tx.commit().await?;
+                Ok(n)
+            }
+        }
+
         impl $crate::store::Store for $ty {
             async fn enqueue(
                 &self,
@@ -758,23 +827,25 @@ macro_rules! store_impl {
             async fn requeue(&self, id: &str, now: std::time::SystemTime) -> $crate::Result<()> {
                 use $crate::store::common::*;
                 use $crate::{Event, State};
-                let to = $crate::transition(State::Deferred, Event::Requeue)?;
-                let r = sqlx::query(SQL_REQUEUE)
-                    .bind(to.as_str())
-                    .bind($crate::model::to_ms(now))
-                    .bind(State::Deferred.as_str())
-                    .bind("")
-                    .bind(id)
-                    .execute(&self.pool)
-                    .await?;
-                if r.rows_affected() == 1 {
-                    return Ok(());
+                for from in [State::Deferred, State::Failed] {
+                    let to = $crate::transition(from, Event::Requeue)?;
+                    let r = sqlx::query(SQL_REQUEUE)
+                        .bind(to.as_str())
+                        .bind($crate::model::to_ms(now))
+                        .bind(from.as_str())
+                        .bind("")
+                        .bind(id)
+                        .execute(&self.pool)
+                        .await?;
+                    if r.rows_affected() == 1 {
+                        return Ok(());
+                    }
                 }
                 let cur: Option<(String, Option<String>)> = sqlx::query_as(SQL_STATE_OF)
                     .bind(id)
                     .fetch_optional(&self.pool)
                     .await?;
-                Err(refused(id, cur, State::Deferred, Event::Requeue))
+                Err(refused_requeue(id, cur))
             }
 
             async fn requeue_deferred(
@@ -782,34 +853,53 @@ macro_rules! store_impl {
                 filter: &$crate::model::RequeueFilter,
                 now: std::time::SystemTime,
             ) -> $crate::Result<u64> {
+                self.requeue_from($crate::State::Deferred, filter, now)
+                    .await
+            }
+
+            async fn requeue_failed(
+                &self,
+                filter: &$crate::model::RequeueFilter,
+                now: std::time::SystemTime,
+            ) -> $crate::Result<u64> {
+                self.requeue_from($crate::State::Failed, filter, now).await
+            }
+
+            async fn reason_counts(
+                &self,
+                state: Option<$crate::State>,
+            ) -> $crate::Result<Vec<($crate::State, String, u64)>> {
                 use $crate::store::common::*;
-                use $crate::{Event, State};
-                let to = $crate::transition(State::Deferred, Event::Requeue)?;
-                let provider = filter.provider.as_deref().unwrap_or("");
-                let now_ms = $crate::model::to_ms(now);
-                let mut tx = self.begin_write().await?;
-                let mut n = 0;
-                let all = [String::new()];
-                let ids: &[String] = match &filter.ids {
-                    Some(ids) => ids,
-                    None => &all,
-                };
-                for id in ids {
-                    if filter.ids.is_some() && id.is_empty() {
-                        continue;
-                    }
-                    n += sqlx::query(SQL_REQUEUE)
-                        .bind(to.as_str())
-                        .bind(now_ms)
-                        .bind(State::Deferred.as_str())
-                        .bind(provider)
-                        .bind(id)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected();
+                let rows: Vec<(String, String, i64)> = sqlx::query_as(SQL_REASON_COUNTS)
+                    .bind(state.map_or("", |s| s.as_str()))
+                    .fetch_all(self.read_pool())
+                    .await?;
+                rows.into_iter()
+                    .map(|(st, reason, n)| {
+                        let st: $crate::State = st
+                            .parse()
+                            .map_err(|e| $crate::Error::Corrupt(format!("state: {e}")))?;
+                        Ok((st, reason, u64::try_from(n).unwrap_or(0)))
+                    })
+                    .collect()
+            }
+
+            async fn list(
+                &self,
+                filter: &$crate::model::ListFilter,
+            ) -> $crate::Result<Vec<$crate::Item>> {
+                use $crate::store::common::*;
+                let limit = filter.limit.min($crate::model::ListFilter::MAX_LIMIT);
+                if limit == 0 {
+                    return Ok(Vec::new());
                 }
-                tx.commit().await?;
-                Ok(n)
+                let rows: Vec<RawItem> = sqlx::query_as(SQL_LIST)
+                    .bind(filter.state.map_or("", |s| s.as_str()))
+                    .bind(filter.provider.as_deref().unwrap_or(""))
+                    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                    .fetch_all(self.read_pool())
+                    .await?;
+                rows.into_iter().map(RawItem::into_item).collect()
             }
 
             async fn fail_over(

@@ -20,7 +20,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::Result;
 use crate::model::{
-    Completion, Counts, Enqueued, Item, NewItem, RemoteCode, RequeueFilter, StoredAttempt,
+    Completion, Counts, Enqueued, Item, ListFilter, NewItem, RemoteCode, RequeueFilter,
+    StoredAttempt,
 };
 use crate::state::State;
 
@@ -136,11 +137,13 @@ pub trait Store: Clone + Send + Sync + 'static {
         now: SystemTime,
     ) -> impl Future<Output = Result<u64>> + Send;
 
-    /// `DEFERRED → QUEUED` for one item, starting a fresh attempt window.
+    /// `DEFERRED → QUEUED` or `FAILED → QUEUED` for one item (a person decided to try
+    /// again), starting a fresh attempt window: due at `now`, window attempts 0, reason
+    /// cleared. The total attempt count and the attempts rows are kept.
     ///
     /// # Errors
-    /// [`Error::IllegalTransition`](crate::Error::IllegalTransition) unless `DEFERRED`,
-    /// [`Error::NotFound`](crate::Error::NotFound).
+    /// [`Error::IllegalTransition`](crate::Error::IllegalTransition) unless `DEFERRED` or
+    /// `FAILED`, [`Error::NotFound`](crate::Error::NotFound).
     fn requeue(&self, id: &str, now: SystemTime) -> impl Future<Output = Result<()>> + Send;
 
     /// `DEFERRED → QUEUED` for every deferred item matching `filter`. Returns how many.
@@ -148,6 +151,18 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// # Errors
     /// Database errors.
     fn requeue_deferred(
+        &self,
+        filter: &RequeueFilter,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// `FAILED → QUEUED` for every failed item matching `filter`, in a fresh attempt window
+    /// like [`Store::requeue`]: a person overrules the terminal verdict (e.g. after fixing
+    /// the payload or the account). Returns how many.
+    ///
+    /// # Errors
+    /// Database errors.
+    fn requeue_failed(
         &self,
         filter: &RequeueFilter,
         now: SystemTime,
@@ -175,6 +190,25 @@ pub trait Store: Clone + Send + Sync + 'static {
         &self,
         provider: Option<&str>,
     ) -> impl Future<Output = Result<Counts>> + Send;
+
+    /// Items per (state, reason), for `state` only or all states, most frequent first
+    /// (ties by state, then reason): says WHY items are `FAILED` or `DEFERRED`. An item
+    /// without a reason (e.g. `SUBMITTED`, or `QUEUED` before its first attempt) counts
+    /// under the empty string. One query.
+    ///
+    /// # Errors
+    /// Database errors, [`Error::Corrupt`](crate::Error::Corrupt) for an unknown state.
+    fn reason_counts(
+        &self,
+        state: Option<State>,
+    ) -> impl Future<Output = Result<Vec<(State, String, u64)>>> + Send;
+
+    /// Items matching `filter`, newest first (by `created_at`, then id, both descending),
+    /// at most `filter.limit` clamped to [`ListFilter::MAX_LIMIT`].
+    ///
+    /// # Errors
+    /// Database errors, [`Error::Corrupt`](crate::Error::Corrupt).
+    fn list(&self, filter: &ListFilter) -> impl Future<Output = Result<Vec<Item>>> + Send;
 
     /// Age at `now` of the oldest item still waiting (`QUEUED` or `PENDING`), measured
     /// from its window start; `None` when nothing waits.

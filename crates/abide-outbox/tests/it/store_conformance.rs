@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use abide_outbox::model::Completion;
 use abide_outbox::{
-    transition, AttemptRecord, Error, Event, NewItem, Outcome, RemoteCode, Request, RequeueFilter,
-    State, Store,
+    transition, AttemptRecord, Error, Event, ListFilter, NewItem, Outcome, RemoteCode, Request,
+    RequeueFilter, State, Store,
 };
 use serde_json::json;
 
@@ -658,6 +658,113 @@ pub async fn has_active_agrees_with_counts<S: Store>(s: S) {
     assert!(!s.has_active("nobody").await.unwrap());
 }
 
+/// `reason_counts` says why items are where they are; `list` is newest first, filtered and
+/// clamped; `requeue_failed` moves only `FAILED` items, into a fresh window.
+pub async fn reasons_listing_and_requeue_of_failed_items<S: Store>(s: S) {
+    let q = drive_to(&s, "rq", State::Queued).await;
+    let f1 = drive_to(&s, "rf1", State::Failed).await;
+    let f2 = drive_to(&s, "rf2", State::Failed).await;
+    let d = drive_to(&s, "rd", State::Deferred).await;
+    let p = drive_to(&s, "rp", State::Pending).await;
+
+    let all = s.reason_counts(None).await.unwrap();
+    assert_eq!(all[0], (State::Failed, "http_400".into(), 2), "{all:?}");
+    for want in [
+        (State::Deferred, "attempt cap".to_owned(), 1),
+        (State::Pending, "http_429".to_owned(), 1),
+        (State::Queued, String::new(), 1),
+    ] {
+        assert!(all.contains(&want), "{want:?} in {all:?}");
+    }
+    assert_eq!(all.len(), 4, "{all:?}");
+    assert_eq!(
+        s.reason_counts(Some(State::Deferred)).await.unwrap(),
+        vec![(State::Deferred, "attempt cap".to_owned(), 1)]
+    );
+    assert!(s
+        .reason_counts(Some(State::Submitted))
+        .await
+        .unwrap()
+        .is_empty());
+
+    // Newest first: a later enqueue comes before the earlier ones.
+    let late = s.enqueue(&[item("rq", "late")], t0() + HOUR).await.unwrap()[0]
+        .id
+        .clone();
+    let every = ListFilter {
+        limit: 100,
+        ..ListFilter::default()
+    };
+    let listed = s.list(&every).await.unwrap();
+    assert_eq!(listed.len(), 6);
+    assert_eq!(listed[0].id, late);
+    let failed = ListFilter {
+        state: Some(State::Failed),
+        limit: 100,
+        ..ListFilter::default()
+    };
+    let mut ids: Vec<_> = s
+        .list(&failed)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.id)
+        .collect();
+    ids.sort();
+    let mut want = vec![f1.clone(), f2.clone()];
+    want.sort();
+    assert_eq!(ids, want);
+    let by_provider = ListFilter {
+        provider: Some("rq".into()),
+        limit: 1,
+        ..ListFilter::default()
+    };
+    let one = s.list(&by_provider).await.unwrap();
+    assert_eq!(one.iter().map(|i| &i.id).collect::<Vec<_>>(), vec![&late]);
+    let none = ListFilter {
+        limit: 0,
+        ..ListFilter::default()
+    };
+    assert!(s.list(&none).await.unwrap().is_empty());
+    let huge = ListFilter {
+        limit: usize::MAX,
+        ..ListFilter::default()
+    };
+    assert_eq!(
+        s.list(&huge).await.unwrap().len(),
+        6,
+        "a huge limit is clamped, not an error"
+    );
+
+    // requeue_failed: only FAILED items move (not the deferred one), in a fresh window.
+    let later = t0() + 3 * HOUR;
+    let only_f1 = RequeueFilter {
+        provider: Some("rf1".into()),
+        ids: None,
+    };
+    assert_eq!(s.requeue_failed(&only_f1, later).await.unwrap(), 1);
+    let r = s.get(&f1).await.unwrap().unwrap();
+    assert_eq!(r.state, State::Queued);
+    assert_eq!((r.attempts, r.window_attempts), (1, 0));
+    assert_eq!((r.window_start, r.next_attempt_at), (later, later));
+    assert_eq!(r.reason, None);
+    let any = RequeueFilter::default();
+    assert_eq!(s.requeue_failed(&any, later).await.unwrap(), 1, "f2 only");
+    assert_eq!(state_of(&s, &f2).await, State::Queued);
+    assert_eq!(state_of(&s, &d).await, State::Deferred);
+    assert_eq!(state_of(&s, &p).await, State::Pending);
+    assert_eq!(state_of(&s, &q).await, State::Queued);
+    // requeue_deferred leaves failed items alone and still works.
+    let f3 = drive_to(&s, "rf3", State::Failed).await;
+    assert_eq!(s.requeue_deferred(&any, later).await.unwrap(), 1, "d only");
+    assert_eq!(state_of(&s, &f3).await, State::Failed);
+    assert_eq!(state_of(&s, &d).await, State::Queued);
+    // A requeued failed item can be claimed and delivered again.
+    let got = s.claim("rf1", "o9", later, LEASE, 10).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].idempotency_key, "rf1", "same key across the requeue");
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -691,4 +798,5 @@ conformance!(
     remote_counts_group_what_the_remote_said,
     large_batches_match_one_by_one_completion,
     has_active_agrees_with_counts,
+    reasons_listing_and_requeue_of_failed_items,
 );
