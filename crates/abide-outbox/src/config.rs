@@ -376,14 +376,35 @@ impl Config {
         self.providers.iter().find(|p| p.name == name)
     }
 
-    /// Check that `item` is well formed and targets a configured provider.
+    /// Check that `item` is well formed and targets a configured provider, and that it
+    /// carries neither that provider's idempotency-key header (abide sends the item's key
+    /// there) nor its auth header (a secret).
     ///
     /// # Errors
     /// [`Error::UnknownProvider`], [`Error::InvalidRequest`].
     pub fn check_item(&self, item: &NewItem) -> Result<()> {
         item.validate()?;
-        if self.provider(&item.provider).is_none() {
+        let Some(p) = self.provider(&item.provider) else {
             return Err(Error::UnknownProvider(item.provider.clone()));
+        };
+        for name in item.request.headers.keys() {
+            if name.eq_ignore_ascii_case(p.idempotency_key_header.as_str()) {
+                return Err(Error::InvalidRequest(format!(
+                    "header {name:?} is provider {:?}'s idempotency-key header, set by abide \
+                     from the item's idempotency_key; remove it",
+                    p.name
+                )));
+            }
+            if p.auth_header
+                .as_ref()
+                .is_some_and(|h| name.eq_ignore_ascii_case(h.as_str()))
+            {
+                return Err(Error::InvalidRequest(format!(
+                    "header {name:?} carries provider {:?}'s credential; credentials come \
+                     from its credentials_env",
+                    p.name
+                )));
+            }
         }
         Ok(())
     }
@@ -734,6 +755,24 @@ mod tests {
             c.check_item(&NewItem::new("nope", req)),
             Err(Error::UnknownProvider(_))
         ));
+    }
+
+    #[test]
+    fn items_may_not_set_the_providers_key_or_auth_header() {
+        let text = GOOD.replace(
+            "name = \"b\"",
+            "name = \"b\"\n        idempotency_key_header = \"X-Request-Id\"\n        \
+             auth_header = \"X-Token\"",
+        );
+        let c = Config::from_toml_str(&text).unwrap();
+        for name in ["x-request-id", "X-Token"] {
+            let mut req = crate::Request::post_json("/m", serde_json::json!({}));
+            req.headers.insert(name.into(), "v".into());
+            let err = c.check_item(&NewItem::new("b", req.clone())).unwrap_err();
+            assert!(err.to_string().contains(name), "{err}");
+            // Provider a uses neither name for anything.
+            assert!(c.check_item(&NewItem::new("a", req)).is_ok(), "{name}");
+        }
     }
 
     #[test]

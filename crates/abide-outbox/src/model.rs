@@ -16,6 +16,29 @@ pub const MAX_PATH_LEN: usize = 2048;
 pub const MAX_HEADERS: usize = 32;
 /// Longest accepted idempotency key, in bytes.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+/// Largest accepted request body, in bytes (1 MiB), measured as sent: the UTF-8 text, or
+/// the JSON as serialised. Items are stored whole in the database and read on every claim
+/// and `status`; a provider API call (an SMS, a notification, a payment) is far smaller,
+/// so a larger body is a mistake, not a message.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Headers abide sets itself or that belong to the connection, not the call: an item that
+/// carried one would break the request (a wrong `Content-Length`, a second framing), route
+/// it elsewhere (`Host`) or contradict the idempotency key abide sends. Compared in lower
+/// case; every `Proxy-*` header is refused as well. Hop-by-hop headers: RFC 9110 §7.6.1;
+/// `Content-Length`/`Transfer-Encoding`: RFC 9112 §6; `Idempotency-Key`:
+/// draft-ietf-httpapi-idempotency-key-header.
+const RESERVED_HEADERS: &[&str] = &[
+    "idempotency-key",
+    "content-length",
+    "transfer-encoding",
+    "host",
+    "connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "keep-alive",
+];
 
 /// Header names that carry secrets: credentials come from the provider's environment
 /// variable, never from an item (items are stored in plain text and shown by `status`).
@@ -68,7 +91,11 @@ impl Request {
     /// # Errors
     /// [`Error::InvalidRequest`] naming the problem: an absolute URL, a scheme, a
     /// protocol-relative `//host` path, a path not starting with `/`, control characters,
-    /// a bad method or header, or a secret header.
+    /// a bad method or header, a secret header, a header abide sets or that belongs to the
+    /// connection (`Idempotency-Key`, `Content-Length`, `Transfer-Encoding`, `Host`,
+    /// `Connection`, `Upgrade`, `TE`, `Trailer`, `Keep-Alive`, `Proxy-*`), or a body over
+    /// [`MAX_BODY_BYTES`]. A provider's own idempotency-key and auth header names are
+    /// checked by [`crate::Config::check_item`].
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |why: String| Err(Error::InvalidRequest(why));
         let p = &self.path;
@@ -113,11 +140,28 @@ impl Request {
             if http::HeaderValue::from_str(value).is_err() {
                 return bad(format!("header {name:?} has an invalid value"));
             }
-            if SECRET_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            let lower = name.to_ascii_lowercase();
+            if SECRET_HEADERS.contains(&lower.as_str()) {
                 return bad(format!(
                     "header {name:?} carries a secret; credentials come from the provider's credentials_env"
                 ));
             }
+            if RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("proxy-") {
+                return bad(format!(
+                    "header {name:?} is set by abide or belongs to the connection; remove it \
+                     (the idempotency key goes in the item's idempotency_key)"
+                ));
+            }
+        }
+        let body_len = match &self.body {
+            None => 0,
+            Some(Body::Text(t)) => t.len(),
+            Some(Body::Json(v)) => serde_json::to_vec(v).map_or(usize::MAX, |b| b.len()),
+        };
+        if body_len > MAX_BODY_BYTES {
+            return bad(format!(
+                "body is {body_len} bytes; the limit is {MAX_BODY_BYTES} bytes (1 MiB)"
+            ));
         }
         Ok(())
     }
@@ -164,12 +208,15 @@ impl NewItem {
             return Err(Error::InvalidRequest("empty provider name".into()));
         }
         if let Some(k) = &self.idempotency_key {
+            // Visible ASCII (0x21-0x7E, RFC 5234 VCHAR): a space or tab would be trimmed or
+            // split by some servers and proxies, and the key must reach the provider intact.
             if k.is_empty()
                 || k.len() > MAX_IDEMPOTENCY_KEY_LEN
-                || http::HeaderValue::from_str(k).is_err()
+                || !k.bytes().all(|b| (0x21..=0x7e).contains(&b))
             {
                 return Err(Error::InvalidRequest(format!(
-                    "idempotency key must be 1..={MAX_IDEMPOTENCY_KEY_LEN} visible ASCII bytes"
+                    "idempotency key must be 1..={MAX_IDEMPOTENCY_KEY_LEN} visible ASCII bytes \
+                     (0x21-0x7E; no spaces)"
                 )));
             }
         }
@@ -543,6 +590,63 @@ mod tests {
         let mut r = req("/m");
         r.headers.insert("X-Trace".into(), "1".into());
         assert!(r.validate().is_ok());
+    }
+
+    #[test]
+    fn headers_abide_sets_or_the_connection_owns_are_refused_by_name() {
+        for name in [
+            "Idempotency-Key",
+            "content-length",
+            "Transfer-Encoding",
+            "Host",
+            "Connection",
+            "Upgrade",
+            "TE",
+            "Trailer",
+            "Keep-Alive",
+            "Proxy-Connection",
+            "proxy-foo",
+        ] {
+            let mut r = req("/m");
+            r.headers.insert(name.into(), "x".into());
+            let err = r.validate().unwrap_err().to_string();
+            assert!(err.contains(name), "{name}: {err}");
+        }
+        let mut r = req("/m");
+        r.headers.insert("Tenant".into(), "1".into());
+        assert!(
+            r.validate().is_ok(),
+            "a name merely starting like 'TE' is fine"
+        );
+    }
+
+    #[test]
+    fn bodies_over_one_mib_are_refused_with_the_limit() {
+        let mut r = req("/m");
+        r.body = Some(Body::Text("x".repeat(MAX_BODY_BYTES)));
+        assert!(r.validate().is_ok());
+        r.body = Some(Body::Text("x".repeat(MAX_BODY_BYTES + 1)));
+        let err = r.validate().unwrap_err().to_string();
+        assert!(err.contains("1048576"), "{err}");
+        let big = serde_json::json!({"text": "x".repeat(MAX_BODY_BYTES)});
+        let err = Request::post_json("/m", big).validate().unwrap_err();
+        assert!(err.to_string().contains("limit"), "{err}");
+    }
+
+    #[test]
+    fn idempotency_keys_are_visible_ascii() {
+        let with = |k: &str| {
+            NewItem::new("p", req("/m"))
+                .with_idempotency_key(k)
+                .validate()
+        };
+        for bad in ["", "a b", "tab\there", "é", &"k".repeat(256)] {
+            let err = with(bad).unwrap_err().to_string();
+            assert!(err.contains("visible ASCII"), "{bad:?}: {err}");
+        }
+        for good in ["a", "order-42", "!~", &"k".repeat(255)] {
+            assert!(with(good).is_ok(), "{good:?}");
+        }
     }
 
     #[test]
