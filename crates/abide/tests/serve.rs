@@ -163,6 +163,19 @@ async fn serve_enqueues_delivers_and_reports() {
     .await
     .unwrap();
     assert_eq!(r.status(), 413, "{:?}", r.text().await);
+    // A body over the limit gets JSON naming the limit, not axum's plain text.
+    let big = vec![b' '; 17 << 20];
+    let r = auth(c.post(format!("{base}/v1/items")).body(big))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"], "body_too_large", "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("16777216 bytes"),
+        "{v}"
+    );
 
     let m = c.get(format!("{base}/metrics")).send().await.unwrap();
     assert_eq!(m.status(), 200);

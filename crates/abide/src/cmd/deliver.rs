@@ -80,12 +80,15 @@ impl Outbox {
     }
 }
 
-/// Logs on stderr, filtered by `RUST_LOG` or else `default` (e.g. `"warn"`).
+/// Logs on stderr, filtered by `RUST_LOG` or else `default` (e.g. `"warn"`); colour only
+/// on a terminal, so a log file or a pipe gets no ANSI escape codes.
 pub(crate) fn init_logs(default: &str) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
 }

@@ -134,7 +134,8 @@ impl Line {
 /// A serde_json error without the "at line 1 column N" that would read as a line number
 /// of the input next to our own; the column stays.
 fn json_error(e: &serde_json::Error) -> String {
-    let full = e.to_string();
+    // serde names our private type ("expected struct Line"); say what the user wrote instead.
+    let full = e.to_string().replace("struct Line", "an item object");
     let position = format!(" at line {} column {}", e.line(), e.column());
     match full.strip_suffix(&position) {
         Some(m) if e.line() > 0 => format!("{m} (column {})", e.column()),
@@ -224,7 +225,36 @@ pub(crate) fn item_from_value(
     v: serde_json::Value,
     known: &dyn Fn(&str) -> bool,
 ) -> Result<NewItem, String> {
+    if !v.is_object() {
+        return Err(not_an_object(&v));
+    }
     serde_json::from_value::<Line>(v)
+        .map_err(|e| json_error(&e))
+        .and_then(|l| l.into_item(known))
+}
+
+/// "not a JSON object" naming what was there instead.
+fn not_an_object(v: &serde_json::Value) -> String {
+    let kind = match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    };
+    format!("not a JSON object (found {kind}); each line is one item object")
+}
+
+/// One line: an item object, or an error saying why not.
+fn parse_line(raw: &str, known: &dyn Fn(&str) -> bool) -> Result<NewItem, String> {
+    if !raw.starts_with('{') {
+        // Valid JSON of another kind gets a plain answer, not serde's type talk.
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(raw) {
+            return Err(not_an_object(&v));
+        }
+    }
+    serde_json::from_str::<Line>(raw)
         .map_err(|e| json_error(&e))
         .and_then(|l| l.into_item(known))
 }
@@ -262,10 +292,7 @@ pub(crate) fn parse_batch(
         if raw.is_empty() {
             continue;
         }
-        let parsed = serde_json::from_str::<Line>(raw)
-            .map_err(|e| json_error(&e))
-            .and_then(|l| l.into_item(known));
-        batch.push(i + 1, parsed);
+        batch.push(i + 1, parse_line(raw, known));
     }
     let mut items = batch.finish()?;
     let mut seen: HashMap<[u8; 32], u64> = HashMap::new();
@@ -477,5 +504,24 @@ mod tests {
         assert_eq!(e.bad, 1, "a byte-order mark made line 1 bad: {e}");
         let m = &e.errors[0].message;
         assert_eq!(m, "missing field `path` (column 18)");
+    }
+
+    #[test]
+    fn a_line_that_is_not_an_object_says_so() {
+        let e = parse_batch("[1, 2]\n42\n\"x\"", &any).unwrap_err();
+        assert_eq!(e.bad, 3, "{e}");
+        assert!(
+            e.errors[0]
+                .message
+                .starts_with("not a JSON object (found an array)"),
+            "{e}"
+        );
+        assert!(e.errors[1].message.contains("found a number"), "{e}");
+        let v = item_from_value(serde_json::json!([{"provider": "sms"}]), &any).unwrap_err();
+        assert!(v.starts_with("not a JSON object"), "{v}");
+        assert!(!v.contains("Line"), "{v}");
+        let v =
+            item_from_value(serde_json::json!({"provider": "sms", "path": 3}), &any).unwrap_err();
+        assert!(!v.contains("struct Line"), "{v}");
     }
 }

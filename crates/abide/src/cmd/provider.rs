@@ -220,16 +220,12 @@ fn config(a: &Args) -> anyhow::Result<ProviderConfig> {
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = config(&args)?;
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    super::deliver::init_logs("info");
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
-        let p = abide_provider::spawn(cfg, Arc::new(SystemClock), args.listen).await?;
+        let p = abide_provider::spawn(cfg, Arc::new(SystemClock), args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on {}", p.url())?;
         out.flush()?;

@@ -92,6 +92,27 @@ pub(crate) struct Args {
     lease: Duration,
 }
 
+/// Shortest API token not warned about, in bytes (128 bits of hex-encoded randomness would
+/// be 32; 16 is the floor below which guessing becomes a real risk).
+const MIN_TOKEN_BYTES: usize = 16;
+
+/// Warnings worth a line on stderr before serving: a short token, or an API reachable from
+/// other hosts (bearer tokens travel in clear text without a TLS proxy in front).
+fn start_warnings(token_len: usize, listen: SocketAddr) -> Vec<String> {
+    let mut w = Vec::new();
+    if token_len < MIN_TOKEN_BYTES {
+        w.push(format!(
+            "the API token is {token_len} bytes, shorter than {MIN_TOKEN_BYTES}; use e.g. $(openssl rand -hex 32)"
+        ));
+    }
+    if !listen.ip().is_loopback() {
+        w.push(format!(
+            "--listen {listen} is not a loopback address: the API is reachable from other hosts; put a TLS proxy in front or listen on 127.0.0.1"
+        ));
+    }
+    w
+}
+
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = send::load_config(&args.config, args.workers, args.lease)?;
     let token = match std::env::var(&args.token_env) {
@@ -103,6 +124,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         ),
     };
     let token_digest = serve_api::digest(token.trim());
+    for w in start_warnings(token.trim().len(), args.listen) {
+        eprintln!("abide: warning: {w}");
+    }
     drop(token);
     init_logs("info");
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
@@ -182,4 +206,24 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         drop(outbox);
         Ok(ExitCode::SUCCESS)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_tokens_and_open_addresses_are_warned_about() {
+        let lo: SocketAddr = "127.0.0.1:8787".parse().expect("addr");
+        let any: SocketAddr = "0.0.0.0:8787".parse().expect("addr");
+        let lo6: SocketAddr = "[::1]:8787".parse().expect("addr");
+        assert!(start_warnings(64, lo).is_empty());
+        assert!(start_warnings(16, lo6).is_empty());
+        let w = start_warnings(15, lo);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("15 bytes"), "{w:?}");
+        let w = start_warnings(64, any);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("0.0.0.0:8787"), "{w:?}");
+    }
 }

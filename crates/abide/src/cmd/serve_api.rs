@@ -8,6 +8,8 @@ use std::time::SystemTime;
 
 use abide_core::Clock;
 use abide_outbox::{AnyStore, Config, Progress, RequeueFilter, Store};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
@@ -119,6 +121,22 @@ async fn auth(
     }
 }
 
+/// A body that could not be read, as JSON like every other error: over the limit it names
+/// the limit (axum's own answer is plain text).
+fn body_error(e: &BytesRejection) -> Response {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!(
+                "request body over the limit of {MAX_BODY_BYTES} bytes ({} MiB); split the batch",
+                MAX_BODY_BYTES >> 20
+            ),
+        );
+    }
+    error(e.status(), "unreadable_body", e.body_text())
+}
+
 fn internal(e: impl std::fmt::Display) -> Response {
     tracing::error!(error = %e, "request failed");
     error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
@@ -132,7 +150,11 @@ fn now(api: &Api) -> SystemTime {
 /// array of them). Validated whole: any bad item rejects the request and nothing is
 /// stored. An item without `idempotency_key` gets its new item id as key, so a client
 /// that may retry the POST should send one.
-async fn enqueue(State(api): State<Api>, body: axum::body::Bytes) -> Response {
+async fn enqueue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => return body_error(&e),
+    };
     let value: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()),
@@ -291,7 +313,11 @@ struct RequeueBody {
 
 /// `POST /v1/requeue`: DEFERRED → QUEUED, optionally only for a provider or some ids.
 /// An empty body requeues every deferred item.
-async fn requeue(State(api): State<Api>, body: axum::body::Bytes) -> Response {
+async fn requeue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => return body_error(&e),
+    };
     let b: RequeueBody = if body.iter().all(u8::is_ascii_whitespace) {
         RequeueBody::default()
     } else {
