@@ -148,3 +148,60 @@ async fn suspended_provider_fails_over_after_the_configured_age() {
     let r = report(&out);
     assert_eq!(r["outbox"]["counts"]["submitted"], N as u64, "{r}");
 }
+
+/// Items the provider refuses for good (400: body not an object) are FAILED; `status`
+/// counts them per reason and lists their ids; `requeue --failed --id` sends one round again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_items_are_counted_per_reason_listed_and_requeued_by_a_person() {
+    let p = start_provider(provider_config(200, 200)).await;
+    let f = Files::new(&provider_toml("sms", &p.url(), EAGER, ""), 0);
+    let bad: String = (0..3)
+        .map(|i| format!("{{\"provider\":\"sms\",\"path\":\"/v1/messages\",\"body\":{i}}}\n"))
+        .collect();
+    std::fs::write(&f.input, bad).unwrap();
+    let out = run(f.send()).await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+
+    let st = run(abide(&["status", "--db", &f.db, "--json"])).await;
+    assert_eq!(st.status.code(), Some(1), "{}", show(&st));
+    let v = report(&st);
+    let reasons = v["reasons"].as_array().unwrap();
+    assert_eq!(reasons.len(), 1, "{v}");
+    assert_eq!(reasons[0]["state"], "FAILED", "{v}");
+    assert_eq!(reasons[0]["items"], 3, "{v}");
+    let table = run(abide(&["status", "--db", &f.db])).await;
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("per reason"), "{text}");
+
+    let l = run(abide(&[
+        "status", "--db", &f.db, "--list", "failed", "--limit", "2", "--json",
+    ]))
+    .await;
+    assert_eq!(l.status.code(), Some(0), "{}", show(&l));
+    let v = report(&l);
+    let items = v["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "--limit 2: {v}");
+    assert_eq!(items[0]["provider"], "sms");
+    assert_eq!(items[0]["attempts"], 1);
+    let id = items[0]["id"].as_str().unwrap().to_owned();
+
+    // Without --failed only DEFERRED items move: the failed id is not one.
+    let r = run(abide(&["requeue", "--db", &f.db, "--id", &id])).await;
+    assert_eq!(r.status.code(), Some(1), "{}", show(&r));
+    let r = run(abide(&["requeue", "--db", &f.db, "--failed", "--id", &id])).await;
+    assert_eq!(r.status.code(), Some(0), "{}", show(&r));
+    assert!(
+        String::from_utf8_lossy(&r.stdout).contains("requeued 1 failed"),
+        "{}",
+        show(&r)
+    );
+    let q = report(
+        &run(abide(&[
+            "status", "--db", &f.db, "--list", "queued", "--json",
+        ]))
+        .await,
+    );
+    assert_eq!(q["items"][0]["id"], id.as_str(), "{q}");
+    let left = report(&run(abide(&["status", "--db", &f.db, "--json"])).await);
+    assert_eq!(left["reasons"][0]["items"], 2, "{left}");
+}

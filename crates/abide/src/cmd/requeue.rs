@@ -1,4 +1,5 @@
-//! `abide requeue`: send DEFERRED items round again, for a person at a terminal.
+//! `abide requeue`: send DEFERRED (or, with `--failed`, FAILED) items round again, for a
+//! person at a terminal.
 
 use std::process::ExitCode;
 
@@ -13,16 +14,23 @@ QUEUED with a fresh attempt window, so the next `abide send` or the running `abi
 tries them again with the SAME idempotency key. Only DEFERRED items move: SUBMITTED and
 FAILED items are never touched.
 
+--failed moves FAILED items instead. Those were terminal: the provider refused them (e.g.
+HTTP 400, a bad number, a suspended account answered with a bare 403), and abide will never
+retry them on its own. Only a person decides that the cause is gone (payload fixed, account
+restored, a classification override added) and sends them again. See the reasons first:
+`abide status` counts them, `abide status --list failed` lists ids.
+
 EXAMPLES
   abide requeue                                   # every deferred item in ./abide.db
   abide requeue --db outbox.db --provider sms     # only those now targeting `sms`
   abide requeue --id 0190f1c2-...  --id 0190f1c3-...
+  abide requeue --failed --provider sms           # FAILED items, after fixing the cause
 
 Then run `abide send --config FILE --db outbox.db` (no input needed) to deliver them.
 
 EXIT CODES
   0  at least one item moved, or none was deferred
-  1  --id was given but none of those items is DEFERRED
+  1  --id was given but none of those items is DEFERRED (FAILED with --failed)
   2  usage error, or the database cannot be opened";
 
 /// Arguments of `abide requeue`.
@@ -38,6 +46,9 @@ pub(crate) struct Args {
     /// Only this item (repeatable).
     #[arg(long = "id", value_name = "ID")]
     ids: Vec<String>,
+    /// Requeue FAILED items instead of DEFERRED ones (a person overrules a terminal verdict).
+    #[arg(long)]
+    failed: bool,
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -50,10 +61,23 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             provider: args.provider.clone(),
             ids: (!args.ids.is_empty()).then(|| args.ids.clone()),
         };
-        let moved = store.requeue_deferred(&filter, SystemClock.now()).await?;
-        println!("requeued {moved} deferred item(s)");
+        let (moved, what) = if args.failed {
+            (
+                store.requeue_failed(&filter, SystemClock.now()).await?,
+                "FAILED",
+            )
+        } else {
+            (
+                store.requeue_deferred(&filter, SystemClock.now()).await?,
+                "DEFERRED",
+            )
+        };
+        println!("requeued {moved} {} item(s)", what.to_ascii_lowercase());
         if moved == 0 && !args.ids.is_empty() {
-            eprintln!("abide: none of the given ids is DEFERRED (see `abide status`)");
+            eprintln!(
+                "abide: none of the given ids is {what} (see `abide status --list {}`)",
+                what.to_ascii_lowercase()
+            );
             return Ok(ExitCode::from(1));
         }
         Ok(ExitCode::SUCCESS)

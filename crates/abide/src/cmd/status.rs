@@ -2,7 +2,10 @@
 
 use std::process::ExitCode;
 
+use std::fmt::Write as _;
+
 use abide_core::{Clock, SystemClock};
+use abide_outbox::{Item, ListFilter, State, Store};
 
 use super::db;
 use super::report::Snapshot;
@@ -11,7 +14,9 @@ const LONG_ABOUT: &str = "\
 Show the items of an outbox database: counts per state, the age of the oldest item still
 waiting (QUEUED or PENDING, measured from its enqueue or last requeue), and every attempt
 counted by what the remote side said (HTTP status or SMPP command_status), separately from
-what abide decided.
+what abide decided. FAILED and DEFERRED items are also counted per reason (e.g.
+http_400, attempt_cap). --list STATE prints items (newest first: id, provider, attempts,
+reason), so `abide requeue --id ID` has ids to use.
 
 Reads only; safe while `abide send` or `abide serve` runs on the same database.
 
@@ -19,10 +24,12 @@ EXAMPLES
   abide status                       # ./abide.db
   abide status --db /var/lib/abide/outbox.db --json | jq .counts
   abide status --db postgres://abide@db.internal/abide
+  abide status --list failed --limit 20      # ids and reasons of failed items
+  abide status --list deferred --json | jq -r '.items[].id'
 
 EXIT CODES
   0  nothing FAILED or DEFERRED
-  1  some items are FAILED or DEFERRED (see `abide requeue` for deferred ones)
+  1  some items are FAILED or DEFERRED (see `abide requeue`)
   2  usage error, or the database cannot be opened";
 
 /// Arguments of `abide status`.
@@ -35,6 +42,58 @@ pub(crate) struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// List the items in this state instead of the summary: id, provider, attempts, reason.
+    #[arg(long, value_name = "STATE", value_parser = ["failed", "deferred", "pending", "queued", "in_flight", "submitted"])]
+    list: Option<String>,
+    /// Most items --list prints (newest first), at most 10000.
+    #[arg(long, default_value_t = 50, value_name = "N", requires = "list")]
+    limit: usize,
+}
+
+/// Items per (state, reason) for the states a person acts on.
+async fn reasons<S: Store>(store: &S) -> anyhow::Result<Vec<(State, String, u64)>> {
+    let mut out = store.reason_counts(Some(State::Failed)).await?;
+    out.extend(store.reason_counts(Some(State::Deferred)).await?);
+    Ok(out)
+}
+
+fn render_reasons(r: &[(State, String, u64)]) -> String {
+    let mut s = String::new();
+    if r.is_empty() {
+        return s;
+    }
+    let _ = writeln!(s, "  why (FAILED and DEFERRED items per reason)");
+    for (state, reason, n) in r {
+        let _ = writeln!(s, "    {:<10} {reason:<28} {n:>7}", state.as_str());
+    }
+    s
+}
+
+fn render_list(state: State, items: &[Item], limit: usize) -> String {
+    let mut s = String::new();
+    if items.is_empty() {
+        let _ = writeln!(s, "no {} items", state.as_str());
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "{:<38} {:<16} {:>8}  reason",
+        "id", "provider", "attempts"
+    );
+    for it in items {
+        let _ = writeln!(
+            s,
+            "{:<38} {:<16} {:>8}  {}",
+            it.id,
+            it.current_provider,
+            it.attempts,
+            it.reason.as_deref().unwrap_or("-")
+        );
+    }
+    if items.len() >= limit {
+        let _ = writeln!(s, "(first {limit}, newest first; --limit N shows more)");
+    }
+    s
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -43,11 +102,51 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         .build()?;
     rt.block_on(async move {
         let store = db::open_existing(&args.db).await?;
+        if let Some(list) = &args.list {
+            let state: State = list.to_ascii_uppercase().parse()?;
+            let limit = args.limit.min(ListFilter::MAX_LIMIT);
+            let filter = ListFilter {
+                state: Some(state),
+                provider: None,
+                limit,
+            };
+            let items = store.list(&filter).await?;
+            if args.json {
+                let rows: Vec<serde_json::Value> = items
+                    .iter()
+                    .map(|it| {
+                        serde_json::json!({
+                            "id": it.id,
+                            "provider": it.current_provider,
+                            "original_provider": it.provider,
+                            "attempts": it.attempts,
+                            "reason": it.reason,
+                            "last_provider_code": it.last_provider_code,
+                        })
+                    })
+                    .collect();
+                let out = serde_json::json!({"state": state.as_str(), "items": rows});
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                print!("{}", render_list(state, &items, limit));
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
         let snap = Snapshot::load(&store, SystemClock.now()).await?;
+        let why = reasons(&store).await?;
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&snap)?);
+            let mut v = serde_json::to_value(&snap)?;
+            if let Some(o) = v.as_object_mut() {
+                let rows: Vec<serde_json::Value> = why
+                    .iter()
+                    .map(|(st, r, n)| serde_json::json!({"state": st.as_str(), "reason": r, "items": n}))
+                    .collect();
+                o.insert("reasons".to_owned(), rows.into());
+            }
+            println!("{}", serde_json::to_string_pretty(&v)?);
         } else {
             print!("{}", snap.render_table(&args.db));
+            print!("{}", render_reasons(&why));
         }
         let c = &snap.counts;
         Ok(if c.failed + c.deferred > 0 {
