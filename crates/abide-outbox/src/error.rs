@@ -37,6 +37,20 @@ pub enum Error {
     /// A stored row could not be decoded (hand-edited database?).
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// The database URL or path cannot name a database (e.g. empty).
+    #[error("database {0}")]
+    DatabaseUrl(String),
+    /// The database server could not be reached in time. `address` is `host:port`, never
+    /// the URL (which may carry a password).
+    #[error("could not reach the database at {address} within {timeout:?}: {source}")]
+    Unreachable {
+        /// `host:port` (or the socket path).
+        address: String,
+        /// How long the connection was given.
+        timeout: std::time::Duration,
+        /// What the driver said.
+        source: sqlx::Error,
+    },
     /// The database failed.
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),

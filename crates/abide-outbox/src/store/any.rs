@@ -3,7 +3,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::{PostgresStore, SqliteStore, Store};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::{
     Completion, Counts, Enqueued, Item, ListFilter, NewItem, RemoteCode, RequeueFilter,
     StoredAttempt,
@@ -28,14 +28,52 @@ impl AnyStore {
     /// (taken as a file path) opens SQLite, creating the file if needed.
     ///
     /// # Errors
-    /// Connection or migration errors.
+    /// [`Error::DatabaseUrl`] for an empty string or an `sqlite:` URL without a path,
+    /// [`Error::Unreachable`](crate::Error::Unreachable) for a Postgres server that does
+    /// not answer within [`super::POSTGRES_CONNECT_TIMEOUT`], connection or migration
+    /// errors.
     pub async fn connect(url_or_path: &str) -> Result<Self> {
+        let trimmed = url_or_path.trim();
+        if trimmed.is_empty() {
+            return Err(Error::DatabaseUrl(
+                "is empty: give a file path, sqlite://PATH or postgres://…".into(),
+            ));
+        }
+        if let Some(rest) = trimmed
+            .strip_prefix("sqlite://")
+            .or_else(|| trimmed.strip_prefix("sqlite:"))
+        {
+            let path = rest.split('?').next().unwrap_or(rest);
+            if path.trim().is_empty() {
+                return Err(Error::DatabaseUrl(format!(
+                    "{url_or_path:?} names no file: write sqlite://PATH (or just PATH)"
+                )));
+            }
+        }
         if url_or_path.starts_with("postgres://") || url_or_path.starts_with("postgresql://") {
             Ok(Self::Postgres(PostgresStore::connect(url_or_path).await?))
         } else if url_or_path.starts_with("sqlite:") {
             Ok(Self::Sqlite(SqliteStore::connect(url_or_path).await?))
         } else {
             Ok(Self::Sqlite(SqliteStore::open(url_or_path).await?))
+        }
+    }
+}
+
+impl AnyStore {
+    /// Close the store cleanly: for SQLite checkpoint the write-ahead log into the `.db`
+    /// file ([`SqliteStore::close`]); for Postgres close the pool. Call it once at the end
+    /// of a run; other clones fail afterwards.
+    ///
+    /// # Errors
+    /// Database errors from the SQLite checkpoint.
+    pub async fn close(&self) -> Result<()> {
+        match self {
+            AnyStore::Sqlite(s) => s.close().await,
+            AnyStore::Postgres(s) => {
+                s.close().await;
+                Ok(())
+            }
         }
     }
 }

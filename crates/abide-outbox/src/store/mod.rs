@@ -32,7 +32,7 @@ mod postgres;
 mod sqlite;
 
 pub use any::AnyStore;
-pub use postgres::PostgresStore;
+pub use postgres::{PostgresStore, POSTGRES_CONNECT_TIMEOUT};
 pub use sqlite::SqliteStore;
 
 /// Storage for the outbox. Cheap to clone (a connection pool inside); clones share it.

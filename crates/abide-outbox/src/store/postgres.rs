@@ -1,9 +1,17 @@
 //! PostgreSQL, mirroring the SQLite store statement for statement.
 
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+
+/// How long [`PostgresStore::connect`] (and every later pool checkout) waits for a
+/// connection before giving up: long enough for a server on another host, short enough
+/// that a wrong address or a stopped server is reported at once instead of hanging.
+pub const POSTGRES_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A [`super::Store`] in PostgreSQL. Claims use `FOR UPDATE SKIP LOCKED`, so any number of
 /// dispatchers on any number of hosts can share one database.
@@ -16,13 +24,43 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connect to `url` (`postgres://user@host/db`) and apply migrations.
+    /// Connect to `url` (`postgres://user@host/db`) and apply migrations, waiting at most
+    /// [`POSTGRES_CONNECT_TIMEOUT`] for the server.
     ///
     /// # Errors
-    /// Connection or migration errors.
+    /// [`Error::DatabaseUrl`] for a malformed URL, [`Error::Unreachable`] (naming
+    /// `host:port`, never the password) when no connection could be made in time, or
+    /// migration errors.
     pub async fn connect(url: &str) -> Result<Self> {
-        let pool = PgPoolOptions::new().max_connections(8).connect(url).await?;
+        Self::connect_with_timeout(url, POSTGRES_CONNECT_TIMEOUT).await
+    }
+
+    /// [`PostgresStore::connect`] with another connection timeout.
+    ///
+    /// # Errors
+    /// As [`PostgresStore::connect`].
+    pub async fn connect_with_timeout(url: &str, timeout: Duration) -> Result<Self> {
+        // The parse error of sqlx may quote the URL; ours does not.
+        let opts = PgConnectOptions::from_str(url)
+            .map_err(|_| Error::DatabaseUrl("URL is not a valid postgres:// URL".into()))?;
+        let address = format!("{}:{}", opts.get_host(), opts.get_port());
+        let pool = PgPoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(timeout)
+            .connect_with(opts)
+            .await
+            .map_err(|source| Error::Unreachable {
+                address,
+                timeout,
+                source,
+            })?;
         Self::from_pool(pool).await
+    }
+
+    /// Close the pool, waiting for checked-out connections to come back. Other clones
+    /// fail afterwards.
+    pub async fn close(&self) {
+        self.pool.close().await;
     }
 
     /// Use an existing pool (e.g. one whose connections set a `search_path`) and apply

@@ -76,6 +76,20 @@ pub(crate) async fn open(db: &str) -> anyhow::Result<AnyStore> {
         .with_context(|| format!("opening the outbox database {}", shown(db)))
 }
 
+/// Close the store at the end of a command (`send`, `serve`, `status`, `requeue`): for
+/// SQLite this checkpoints the write-ahead log into the `.db` file, so the file alone (a
+/// copy, a backup) holds every item. Skipping it loses nothing; the WAL is replayed on
+/// the next open.
+// The callers are send.rs, serve.rs, status.rs and requeue.rs (another helper's files);
+// remove this allow once they call it.
+#[allow(dead_code)]
+pub(crate) async fn close(store: &AnyStore, db: &str) -> anyhow::Result<()> {
+    store
+        .close()
+        .await
+        .with_context(|| format!("closing the outbox database {}", shown(db)))
+}
+
 /// Open a database that must already exist (for `status` and `requeue`, which should
 /// not create an empty file when the path is mistyped).
 pub(crate) async fn open_existing(db: &str) -> anyhow::Result<AnyStore> {
