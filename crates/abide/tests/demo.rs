@@ -38,3 +38,19 @@ async fn a_small_demo_delivers_everything_and_reports_both_sides() {
         Some(heard_503)
     );
 }
+
+/// A second demo on a kept outbox would silently send nothing: it is refused instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_demo_db_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_in(dir.path());
+    let args = [
+        "demo", "--items", "20", "--rate", "400", "--quiet", "--db", &db,
+    ];
+    let first = run(abide(&args)).await;
+    assert_eq!(first.status.code(), Some(0), "{}", show(&first));
+    let again = run(abide(&args)).await;
+    assert_eq!(again.status.code(), Some(2), "{}", show(&again));
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("already holds an outbox"), "{}", show(&again));
+}

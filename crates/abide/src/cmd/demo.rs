@@ -24,8 +24,8 @@ See the whole idea in about a minute, on this machine only (127.0.0.1):
    messages per second per key (advertised in RateLimit headers), plus a limit it does NOT
    advertise: 6 messages in flight, each taking 60 ms.
 2. Its quirks switch on as the run goes (by request count): at 25% Retry-After turns from
-   seconds into an HTTP-date; at 45-50% it answers 503 to every second request; at 65-75% it throttles
-   with `403 Forbidden` and `Retry-After: 0`, like a misconfigured gateway.
+   seconds into an HTTP-date; at 45-50% it answers 503 to every second request; at 65-75%
+   it throttles with `403 Forbidden` and `Retry-After: 0`, like a misconfigured gateway.
 3. --items messages go through the durable outbox (SQLite in a temp dir, or --db) with
    --workers concurrent senders sharing one pacer and one retry budget, started at twice the
    real limit so the pacer has something to learn.
@@ -34,7 +34,12 @@ See the whole idea in about a minute, on this machine only (127.0.0.1):
    plus abide's own count of every status the provider answered.
 
 Expected: every message accepted exactly once (duplicates 0), few 429s per message, no
-suspension, and an achieved rate just under the limit.
+suspension, and an achieved rate below --rate: abide aims at 97% of the advertised limit,
+the quirk phases cost pauses, and the unadvertised 6-in-flight limit (6 per 60 ms, at most
+100 msg/s, less with loopback overhead) caps any --rate near or above that.
+
+--db keeps the outbox for `abide status`; it must not exist yet (or be empty): the demo's
+messages have fixed idempotency keys, so a second run on the same file would send nothing.
 
 EXAMPLES
   cargo run --release -p abide -- demo
@@ -129,6 +134,20 @@ fn items(n: u32) -> Vec<NewItem> {
         .collect()
 }
 
+/// A second demo on the same outbox would enqueue nothing (same idempotency keys) and
+/// deliver nothing, silently: refuse a file that already holds anything.
+fn refuse_used_db(p: &std::path::Path) -> anyhow::Result<()> {
+    match std::fs::metadata(p) {
+        Ok(m) if m.len() > 0 => anyhow::bail!(
+            "--db {}: the file already holds an outbox, and a demo run on it would send \
+             nothing (its messages are already there, under the same idempotency keys); \
+             remove it or name a new file",
+            p.display()
+        ),
+        _ => Ok(()),
+    }
+}
+
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let pcfg = provider_config(&args)?;
     // The token travels the way real credentials do: an environment variable named in
@@ -136,7 +155,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     std::env::set_var(TOKEN_ENV, abide_provider::DEMO_KEY);
     init_logs("error");
     let (db, temp) = match &args.db {
-        Some(p) => (p.clone(), None),
+        Some(p) => {
+            refuse_used_db(p)?;
+            (p.clone(), None)
+        }
         None => {
             let nanos = SystemClock
                 .now()
