@@ -33,6 +33,11 @@ use crate::state::State;
 use crate::store::Store;
 use crate::worker::{self, BudgetRole, DecideInput, ProviderRuntime};
 
+/// How much longer than a provider's request timeout the lease must be: an attempt that
+/// runs to its timeout still completes (and writes its result) before the lease ends and
+/// another worker could take the item and send it again.
+pub const MIN_LEASE_MARGIN: Duration = Duration::from_secs(2);
+
 /// Tuning of a [`Dispatcher`].
 ///
 /// # Default
@@ -47,7 +52,7 @@ use crate::worker::{self, BudgetRole, DecideInput, ProviderRuntime};
 /// - `sleeper`: `None` = [`TokioSleeper`] on the dispatcher's clock
 #[derive(Debug, Clone)]
 pub struct DispatcherOptions {
-    /// Lease on claimed items.
+    /// Lease on claimed items; at least every provider's `timeout` + [`MIN_LEASE_MARGIN`].
     pub lease: Duration,
     /// Most items per claim.
     pub claim_batch: usize,
@@ -123,7 +128,8 @@ impl<S: Store> Dispatcher<S> {
     /// Credentials are read from the environment now (and again once after a 401).
     ///
     /// # Errors
-    /// [`crate::Error::Config`] if the HTTP client cannot be built.
+    /// [`crate::Error::Config`] if the HTTP client cannot be built, or naming the first
+    /// provider whose request timeout + [`MIN_LEASE_MARGIN`] exceeds `opts.lease`.
     pub fn new(
         store: S,
         config: Config,
@@ -140,17 +146,37 @@ impl<S: Store> Dispatcher<S> {
                 field: "http client".into(),
                 message: e.to_string(),
             })?;
-        Ok(Self::with_client(store, config, clock, opts, client))
+        Self::with_client(store, config, clock, opts, client)
     }
 
     /// Like [`Dispatcher::new`] with a caller-built HTTP client (keep redirects off).
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] naming the first provider whose request timeout +
+    /// [`MIN_LEASE_MARGIN`] exceeds `opts.lease`.
     pub fn with_client(
         store: S,
         config: Config,
         clock: Arc<dyn Clock>,
         opts: DispatcherOptions,
         client: reqwest::Client,
-    ) -> Self {
+    ) -> Result<Self> {
+        // A lease that ends while the request may still be on the wire lets a second
+        // worker send the item again while the first is still waiting for its answer.
+        for p in &config.providers {
+            let least = p.timeout + MIN_LEASE_MARGIN;
+            if opts.lease < least {
+                return Err(crate::Error::Config {
+                    provider: p.name.clone(),
+                    field: "timeout_secs".into(),
+                    message: format!(
+                        "the lease ({:?}) must be at least the request timeout ({:?}) + {:?}; \
+                         lengthen the lease or shorten the timeout",
+                        opts.lease, p.timeout, MIN_LEASE_MARGIN
+                    ),
+                });
+            }
+        }
         let mono = clock.monotonic();
         let providers = config
             .providers
@@ -186,7 +212,7 @@ impl<S: Store> Dispatcher<S> {
             .owner
             .clone()
             .unwrap_or_else(|| format!("abide-{}", uuid::Uuid::new_v4().simple()));
-        Self {
+        Ok(Self {
             inner: Arc::new(Inner {
                 store,
                 config,
@@ -199,7 +225,7 @@ impl<S: Store> Dispatcher<S> {
                 claim_seq: AtomicU64::new(0),
                 clock,
             }),
-        }
+        })
     }
 
     /// The store.

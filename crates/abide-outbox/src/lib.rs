@@ -41,7 +41,7 @@ pub mod store;
 mod worker;
 
 pub use config::{Config, FailoverConfig, PacerSettings, ProviderConfig, RetryConfig, Secret};
-pub use dispatcher::{Dispatcher, DispatcherOptions};
+pub use dispatcher::{Dispatcher, DispatcherOptions, MIN_LEASE_MARGIN};
 pub use error::{Error, Result};
 pub use model::{
     AttemptRecord, Body, Completion, Counts, Enqueued, Item, ListFilter, NewItem, Outcome,

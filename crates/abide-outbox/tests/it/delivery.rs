@@ -509,3 +509,37 @@ async fn items_do_not_wait_out_a_long_pause_in_a_senders_hands() {
     assert_eq!(backup.stats().accepted, n as u64);
     assert!(progress.totals.lease_returns > 0, "{progress:?}");
 }
+
+/// The library itself refuses a lease that could end while a request is still on the
+/// wire (timeout + 2 s), naming the provider; the CLI's own check is not the only guard.
+#[tokio::test]
+async fn a_lease_shorter_than_a_timeout_plus_margin_is_refused() {
+    let config = Config::from_toml_str(
+        r#"
+        [[provider]]
+        name = "fast"
+        base_url = "http://127.0.0.1:9/"
+        timeout_secs = 1
+        [[provider]]
+        name = "slow"
+        base_url = "http://127.0.0.1:9/"
+        timeout_secs = 30
+    "#,
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    let with_lease = |secs| DispatcherOptions {
+        lease: Duration::from_secs(secs),
+        ..opts()
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let err = Dispatcher::new(store.clone(), config.clone(), clock.clone(), with_lease(31))
+        .err()
+        .expect("31 s < 30 s + 2 s");
+    match &err {
+        abide_outbox::Error::Config { provider, .. } => assert_eq!(provider, "slow", "{err}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(Dispatcher::new(store, config, clock, with_lease(32)).is_ok());
+}
