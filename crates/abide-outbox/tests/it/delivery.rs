@@ -535,8 +535,7 @@ async fn a_lease_shorter_than_a_timeout_plus_margin_is_refused() {
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let err = Dispatcher::new(store.clone(), config.clone(), clock.clone(), with_lease(31))
-        .err()
-        .expect("31 s < 30 s + 2 s");
+        .expect_err("31 s < 30 s + 2 s");
     match &err {
         abide_outbox::Error::Config { provider, .. } => assert_eq!(provider, "slow", "{err}"),
         other => panic!("{other:?}"),
