@@ -290,3 +290,24 @@ fn an_exhausted_rate_limit_reset_shows_as_a_pause() {
     assert_eq!(inspect(&["--status", "502"])["pause_secs"], Value::Null);
     assert_eq!(inspect(&["--status", "200"])["pause_secs"], Value::Null);
 }
+
+#[test]
+fn a_saturated_retry_after_says_so_and_a_bad_now_says_it_once() {
+    let v = inspect(&[
+        "--status",
+        "429",
+        "-H",
+        "Retry-After: 99999999999999999999999",
+    ]);
+    assert_eq!(v["retry_after_saturated"], true, "{v}");
+    assert_eq!(v["retry_after_raw"], "99999999999999999999999", "{v}");
+    let v = inspect(&["--status", "429", "-H", "Retry-After: 120"]);
+    assert_eq!(v["retry_after_saturated"], false, "{v}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_abide"))
+        .args(["inspect", "--status", "429", "--now", "yesterday"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("could not be parsed").count(), 1, "{err}");
+}

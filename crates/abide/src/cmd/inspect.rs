@@ -42,7 +42,11 @@ OUTPUT (one JSON object on stdout; field names and meanings are stable)
                     characters as \\xNN, invalid UTF-8 as U+FFFD, cut with … after about
                     256 bytes); null when absent
   retry_after_secs  what Retry-After parsed to before floor and cap (largest value, a date
-                    converted against --now); null when absent or unparseable
+                    converted against --now); null when absent or unparseable. A value
+                    over 18446744073709551615 s (u64) saturates there; JSON shows it as
+                    1.8446744073709552e19 and sets retry_after_saturated
+  retry_after_saturated  true when retry_after_secs is that saturated maximum, not the
+                    number received (see retry_after_raw for it)
   rate_limit        null, or {source, policy, limit, remaining, reset_secs, window_secs,
                     exhausted, advertised_rate_per_sec}
   warnings          list of {kind: deprecation, at, link} and {kind: sunset, at}
@@ -93,6 +97,7 @@ struct Report {
     pause_secs: Option<f64>,
     retry_after_raw: Option<String>,
     retry_after_secs: Option<f64>,
+    retry_after_saturated: bool,
     rate_limit: Option<RateLimitReport>,
     warnings: Vec<Warning>,
     now: String,
@@ -222,6 +227,10 @@ fn build(
             .as_ref()
             .and_then(|d| d.retry_after)
             .map(|d| d.as_secs_f64()),
+        retry_after_saturated: said
+            .as_ref()
+            .and_then(|d| d.retry_after)
+            .is_some_and(|d| d.as_secs() == u64::MAX),
         rate_limit: verdict.rate_limit.map(|info| RateLimitReport {
             exhausted: info.exhausted(),
             advertised_rate_per_sec: info.advertised_rate(),
@@ -235,8 +244,10 @@ fn build(
 }
 
 fn parse_now(s: &str) -> anyhow::Result<SystemTime> {
-    let t = OffsetDateTime::parse(s, &Rfc3339).with_context(|| {
-        format!("--now {s:?}: not an RFC 3339 time (e.g. 2026-06-15T08:00:00Z)")
+    // One message: time's parse error repeats its cause in its own text, so chaining it
+    // with context printed the cause twice.
+    let t = OffsetDateTime::parse(s, &Rfc3339).map_err(|e| {
+        anyhow::anyhow!("--now {s:?}: not an RFC 3339 time (e.g. 2026-06-15T08:00:00Z): {e}")
     })?;
     Ok(t.into())
 }
