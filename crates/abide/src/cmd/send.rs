@@ -103,6 +103,32 @@ pub(crate) fn parse_lease(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// `providers file F: line N: message` for a TOML syntax or type error (the outbox reports
+/// it as a file-level `Config` error carrying the toml crate's multi-line text), otherwise
+/// `providers file F: ` and the outbox's own error.
+fn config_error(path: &std::path::Path, e: abide_outbox::Error) -> anyhow::Error {
+    let shown = path.display();
+    if let abide_outbox::Error::Config {
+        provider,
+        field,
+        message,
+        ..
+    } = &e
+    {
+        if provider == "<file>" && field == "toml" {
+            let line = message
+                .split_once("at line ")
+                .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+                .filter(|n| !n.is_empty());
+            let what = message.lines().rev().find(|l| !l.trim().is_empty());
+            if let (Some(line), Some(what)) = (line, what) {
+                return anyhow::anyhow!("providers file {shown}: line {line}: {}", what.trim());
+            }
+        }
+    }
+    anyhow::Error::new(e).context(format!("providers file {shown}"))
+}
+
 /// Load the providers file, applying `--workers`, and check it against `--lease` and
 /// the environment.
 ///
@@ -118,8 +144,7 @@ pub(crate) fn load_config(
     workers: Option<u16>,
     lease: Duration,
 ) -> anyhow::Result<Config> {
-    let mut cfg =
-        Config::load(path).with_context(|| format!("in the providers file {}", path.display()))?;
+    let mut cfg = Config::load(path).map_err(|e| config_error(path, e))?;
     for p in &cfg.providers {
         let least = p.timeout + Duration::from_secs(2);
         if lease < least {
