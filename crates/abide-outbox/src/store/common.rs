@@ -129,10 +129,34 @@ pub(crate) const SQL_ATTEMPTS: &str = "SELECT item_id, attempt_no, at_ms, provid
     remote_http_status, remote_smpp_code, verdict_class, delay_ms, delay_reason, latency_ms, \
     idempotency_key FROM attempts WHERE item_id = $1 ORDER BY attempt_no";
 
-/// `$1` is a provider name or `''` for all.
-pub(crate) const SQL_REMOTE_COUNTS: &str = "SELECT remote_http_status, remote_smpp_code, \
-    COUNT(*) FROM attempts WHERE ($1 = '' OR provider = $1) \
-    GROUP BY remote_http_status, remote_smpp_code ORDER BY 3 DESC";
+/// `$1` is a provider name or `''` for all. Reads the small `attempt_counts` table (one
+/// row per provider and code), not the attempts.
+pub(crate) const SQL_REMOTE_COUNTS: &str = "SELECT kind, code, CAST(SUM(n) AS BIGINT) \
+    FROM attempt_counts WHERE ($1 = '' OR provider = $1) \
+    GROUP BY kind, code ORDER BY 3 DESC, 1, 2";
+
+/// Add `$4` attempts to the counter of (provider `$1`, kind `$2`, code `$3`).
+pub(crate) const SQL_BUMP_COUNT: &str = "INSERT INTO attempt_counts (provider, kind, code, n) \
+    VALUES ($1, $2, $3, $4) ON CONFLICT (provider, kind, code) \
+    DO UPDATE SET n = attempt_counts.n + excluded.n";
+
+/// [`RemoteCode`] as the `(kind, code)` key of `attempt_counts`.
+pub(crate) fn count_key(code: RemoteCode) -> (i64, i64) {
+    match code {
+        RemoteCode::NoResponse => (0, 0),
+        RemoteCode::Http(s) => (1, i64::from(s)),
+        RemoteCode::Smpp(c) => (2, i64::from(c)),
+    }
+}
+
+/// The `(kind, code)` key of `attempt_counts` as a [`RemoteCode`].
+pub(crate) fn count_code(kind: i64, code: i64) -> RemoteCode {
+    match kind {
+        1 => remote_code(Some(code), None),
+        2 => remote_code(None, Some(code)),
+        _ => RemoteCode::NoResponse,
+    }
+}
 
 /// Most completions in one batched `UPDATE` (7 parameters each, well under SQLite's
 /// 32,766 and Postgres' 65,535).
@@ -702,6 +726,23 @@ macro_rules! store_impl {
                             }
                             q.execute(&mut *tx).await?;
                         }
+                        let mut counts: std::collections::BTreeMap<(&str, i64, i64), i64> =
+                            std::collections::BTreeMap::new();
+                        for r in &attempt_rows {
+                            let (kind, code) = count_key(r.record.remote);
+                            *counts
+                                .entry((r.record.provider.as_str(), kind, code))
+                                .or_insert(0) += 1;
+                        }
+                        for ((provider, kind, code), n) in counts {
+                            sqlx::query(SQL_BUMP_COUNT)
+                                .bind(provider)
+                                .bind(kind)
+                                .bind(code)
+                                .bind(n)
+                                .execute(&mut *tx)
+                                .await?;
+                        }
                     }
                 }
                 tx.commit().await?;
@@ -1019,13 +1060,13 @@ macro_rules! store_impl {
                 provider: Option<&str>,
             ) -> $crate::Result<Vec<($crate::model::RemoteCode, u64)>> {
                 use $crate::store::common::*;
-                let rows: Vec<(Option<i64>, Option<i64>, i64)> = sqlx::query_as(SQL_REMOTE_COUNTS)
+                let rows: Vec<(i64, i64, i64)> = sqlx::query_as(SQL_REMOTE_COUNTS)
                     .bind(provider.unwrap_or(""))
                     .fetch_all(self.read_pool())
                     .await?;
                 Ok(rows
                     .into_iter()
-                    .map(|(h, s, n)| (remote_code(h, s), u64::try_from(n).unwrap_or(0)))
+                    .map(|(k, c, n)| (count_code(k, c), u64::try_from(n).unwrap_or(0)))
                     .collect())
             }
         }
