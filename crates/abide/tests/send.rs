@@ -34,6 +34,10 @@ async fn twenty_four_workers_deliver_every_item_exactly_once() {
     assert_eq!(r["input"]["enqueued"], N as u64);
     // Same remote counts on both sides: what abide recorded is what the provider sent.
     assert_eq!(r["outbox"]["remote_counts"]["http_202"], N as u64);
+    // A clean exit checkpoints the WAL: the .db file alone holds every item.
+    let wal = std::path::PathBuf::from(format!("{}-wal", f.db));
+    let wal_len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    assert_eq!(wal_len, 0, "{} left with {wal_len} bytes", wal.display());
 
     let again = run(f.send()).await;
     assert_eq!(again.status.code(), Some(0), "{}", show(&again));

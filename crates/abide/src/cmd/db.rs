@@ -82,7 +82,6 @@ pub(crate) async fn open(db: &str) -> anyhow::Result<AnyStore> {
 /// the next open.
 // The callers are send.rs, serve.rs, status.rs and requeue.rs (another helper's files);
 // remove this allow once they call it.
-#[allow(dead_code)]
 pub(crate) async fn close(store: &AnyStore, db: &str) -> anyhow::Result<()> {
     store
         .close()

@@ -78,6 +78,15 @@ impl Outbox {
             _lock: lock,
         })
     }
+
+    /// Checkpoint and close the database, then release the sender lock, so the `.db` file
+    /// alone holds everything (no `-wal` left behind by a clean exit).
+    ///
+    /// # Errors
+    /// The checkpoint or close failed.
+    pub(crate) async fn close(self, db: &str) -> anyhow::Result<()> {
+        db::close(&self.store, db).await
+    }
 }
 
 /// Logs on stderr, filtered by `RUST_LOG` or else `default` (e.g. `"warn"`); colour only

@@ -72,6 +72,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "DEFERRED",
             )
         };
+        db::close(&store, &args.db).await?;
         println!("requeued {moved} {} item(s)", what.to_ascii_lowercase());
         if moved == 0 && !args.ids.is_empty() {
             eprintln!(

@@ -251,5 +251,7 @@ async fn send(args: Args, cfg: Config, items: Option<Vec<NewItem>>) -> anyhow::R
     } else {
         print!("{}", report.render_text(&args.db));
     }
+    drop(d);
+    outbox.close(&args.db).await?;
     Ok(ending.exit_code(&report.outbox.counts))
 }

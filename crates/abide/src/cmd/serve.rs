@@ -203,7 +203,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             attempts = p.totals.attempts,
             "stopped"
         );
-        drop(outbox);
+        outbox.close(&args.db).await?;
         Ok(ExitCode::SUCCESS)
     })
 }
