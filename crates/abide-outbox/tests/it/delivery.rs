@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
 use abide_outbox::{
-    AttemptRecord, Completion, Config, Dispatcher, DispatcherOptions, NewItem, Outcome, RemoteCode,
-    Request, SqliteStore, State, Store,
+    AttemptRecord, Completion, Config, Dispatcher, DispatcherOptions, NewItem, Outcome, Progress,
+    RemoteCode, Request, SqliteStore, State, Store,
 };
 use abide_provider::{ProviderConfig as FakeConfig, RunningProvider};
 use serde_json::json;
@@ -47,21 +47,61 @@ fn opts() -> DispatcherOptions {
     }
 }
 
+/// A fresh SQLite outbox; the directory must live as long as the store.
+async fn temp_store() -> (tempfile::TempDir, SqliteStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    (dir, store)
+}
+
+/// One `[[provider]]` table sending to `base_url` with the token in `token_env`; `rest` holds
+/// the test's own keys and sub-tables.
+fn provider_toml(name: &str, base_url: &str, token_env: &str, rest: &str) -> String {
+    format!(
+        "[[provider]]\nname = \"{name}\"\nbase_url = \"{base_url}\"\n\
+         credentials_env = \"{token_env}\"\n{rest}\n"
+    )
+}
+
+fn dispatcher(store: SqliteStore, config: &str) -> Dispatcher<SqliteStore> {
+    let config = Config::from_toml_str(config).unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    Dispatcher::new(store, config, clock, opts()).unwrap()
+}
+
+/// Run `d` until drained; `why` is the failure message when that takes longer than `within`.
+async fn drain(d: &Dispatcher<SqliteStore>, within: Duration, why: &str) -> Progress {
+    tokio::time::timeout(within, d.run_until_drained())
+        .await
+        .expect(why)
+        .unwrap()
+}
+
+/// Get the key suspended the careless way: 20 back to back, ignoring the 429s.
+async fn suspend_key(provider: &RunningProvider) {
+    let client = reqwest::Client::new();
+    for _ in 0..20 {
+        client
+            .post(format!("{}/v1/messages", provider.url()))
+            .bearer_auth(abide_provider::DEMO_KEY)
+            .json(&json!({"to": "+15550100"}))
+            .send()
+            .await
+            .unwrap();
+    }
+    assert_eq!(provider.stats().suspensions, 1, "setup");
+}
+
 async fn run(
     store: SqliteStore,
     config: &str,
     work: Vec<NewItem>,
-) -> (Dispatcher<SqliteStore>, abide_outbox::Progress) {
-    let config = Config::from_toml_str(config).unwrap();
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let d = Dispatcher::new(store, config, clock, opts()).unwrap();
+) -> (Dispatcher<SqliteStore>, Progress) {
+    let d = dispatcher(store, config);
     for chunk in work.chunks(1000) {
         d.enqueue(chunk).await.unwrap();
     }
-    let progress = tokio::time::timeout(Duration::from_secs(60), d.run_until_drained())
-        .await
-        .expect("drains within a minute")
-        .unwrap();
+    let progress = drain(&d, Duration::from_secs(60), "drains within a minute").await;
     println!(
         "elapsed {:?}, achieved {:.0}/s, throttles/request {:.3}, totals {:?}",
         progress.elapsed,
@@ -74,7 +114,8 @@ async fn run(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_four_workers_deliver_every_item_exactly_once_under_a_rate_limit() {
-    set_token("ABIDE_IT_TOKEN_EXACTLY_ONCE");
+    const TOKEN: &str = "ABIDE_IT_TOKEN_EXACTLY_ONCE";
+    set_token(TOKEN);
     let provider = fake(
         r#"
         [limits]
@@ -84,16 +125,12 @@ async fn twenty_four_workers_deliver_every_item_exactly_once_under_a_rate_limit(
         "#,
     )
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
-    let config = format!(
-        r#"[[provider]]
-        name = "fake"
-        base_url = "{}"
-        credentials_env = "ABIDE_IT_TOKEN_EXACTLY_ONCE"
-        rate_hint = 900.0
-        concurrency = 24"#,
-        provider.url()
+    let (_dir, store) = temp_store().await;
+    let config = provider_toml(
+        "fake",
+        &provider.url(),
+        TOKEN,
+        "rate_hint = 900.0\nconcurrency = 24",
     );
     let n = 2000;
     let (d, progress) = run(store.clone(), &config, items("fake", n, "once")).await;
@@ -119,7 +156,8 @@ async fn twenty_four_workers_deliver_every_item_exactly_once_under_a_rate_limit(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttled_items_wait_pending_then_drain_without_duplicates() {
-    set_token("ABIDE_IT_TOKEN_THROTTLED");
+    const TOKEN: &str = "ABIDE_IT_TOKEN_THROTTLED";
+    set_token(TOKEN);
     // Far slower than the sender's starting pace: 429s with Retry-After are certain.
     let provider = fake(
         r#"
@@ -129,18 +167,12 @@ async fn throttled_items_wait_pending_then_drain_without_duplicates() {
         "#,
     )
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
-    let config = format!(
-        r#"[[provider]]
-        name = "fake"
-        base_url = "{}"
-        credentials_env = "ABIDE_IT_TOKEN_THROTTLED"
-        rate_hint = 2000.0
-        concurrency = 20
-        [provider.budget]
-        retry_ratio = 1.0"#,
-        provider.url()
+    let (_dir, store) = temp_store().await;
+    let config = provider_toml(
+        "fake",
+        &provider.url(),
+        TOKEN,
+        "rate_hint = 2000.0\nconcurrency = 20\n[provider.budget]\nretry_ratio = 1.0",
     );
     let n = 150;
     let (d, progress) = run(store, &config, items("fake", n, "thr")).await;
@@ -167,34 +199,27 @@ async fn throttled_items_wait_pending_then_drain_without_duplicates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_items_fail_over_to_the_second_provider_after_the_configured_age() {
-    set_token("ABIDE_IT_TOKEN_FAILOVER");
+    const TOKEN: &str = "ABIDE_IT_TOKEN_FAILOVER";
+    set_token(TOKEN);
     let backup = fake("[limits]\nkey_rate = \"500/s\"\nkey_concurrency = 64").await;
     // A port that refuses connections: bind, note the address, drop the listener.
     let dead = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
-    let config = format!(
-        r#"[[provider]]
-        name = "primary"
-        base_url = "http://{dead}"
-        credentials_env = "ABIDE_IT_TOKEN_FAILOVER"
+    let (_dir, store) = temp_store().await;
+    let config = provider_toml(
+        "primary",
+        &format!("http://{dead}"),
+        TOKEN,
+        r#"
         [provider.retry]
         backoff_base_ms = 100
         backoff_cap_secs = 1
         [provider.failover]
         to = "backup"
-        after_pending_secs = 1
-
-        [[provider]]
-        name = "backup"
-        base_url = "{}"
-        credentials_env = "ABIDE_IT_TOKEN_FAILOVER"
-        rate_hint = 200.0"#,
-        backup.url()
-    );
+        after_pending_secs = 1"#,
+    ) + &provider_toml("backup", &backup.url(), TOKEN, "rate_hint = 200.0");
     let n = 40;
     let work = items("primary", n, "fo");
     let (d, progress) = run(store.clone(), &config, work).await;
@@ -228,21 +253,20 @@ async fn pending_items_fail_over_to_the_second_provider_after_the_configured_age
 /// allows no retry at all they must still all go, none refused by the budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn items_reclaimed_after_a_crash_draw_no_retry_budget() {
-    set_token("ABIDE_IT_TOKEN_RECLAIMED");
+    const TOKEN: &str = "ABIDE_IT_TOKEN_RECLAIMED";
+    set_token(TOKEN);
     let provider = fake("[limits]\nkey_rate = \"1000/s\"\nkey_burst = 50").await;
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
-    let config = format!(
-        r#"[[provider]]
-        name = "fake"
-        base_url = "{}"
-        credentials_env = "ABIDE_IT_TOKEN_RECLAIMED"
+    let (_dir, store) = temp_store().await;
+    let config = provider_toml(
+        "fake",
+        &provider.url(),
+        TOKEN,
+        r#"
         rate_hint = 500.0
         concurrency = 8
         [provider.budget]
         min_per_sec = 0
         retry_ratio = 0.0"#,
-        provider.url()
     );
     let n = 60;
     store
@@ -263,12 +287,13 @@ async fn items_reclaimed_after_a_crash_draw_no_retry_budget() {
         n as u64
     );
 
-    let config = Config::from_toml_str(&config).unwrap();
-    let d = Dispatcher::new(store, config, Arc::new(SystemClock), opts()).unwrap();
-    let progress = tokio::time::timeout(Duration::from_secs(20), d.run_until_drained())
-        .await
-        .expect("resumed items drain without retry budget")
-        .unwrap();
+    let d = dispatcher(store, &config);
+    let progress = drain(
+        &d,
+        Duration::from_secs(20),
+        "resumed items drain without retry budget",
+    )
+    .await;
     assert_eq!(progress.counts.submitted, n as u64, "{progress:?}");
     assert_eq!(progress.totals.budget_denied, 0, "{progress:?}");
     assert_eq!(provider.stats().accepted, n as u64);
@@ -279,10 +304,10 @@ async fn items_reclaimed_after_a_crash_draw_no_retry_budget() {
 /// in 45 s). A retry that succeeds now pays for the next, so they go at the pacer's rate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backlog_of_retries_drains_at_the_pacers_rate_once_the_provider_answers() {
-    set_token("ABIDE_IT_TOKEN_BACKLOG");
+    const TOKEN: &str = "ABIDE_IT_TOKEN_BACKLOG";
+    set_token(TOKEN);
     let provider = fake("[limits]\nkey_rate = \"1000/s\"\nkey_burst = 50").await;
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    let (_dir, store) = temp_store().await;
     let n = 100;
     let now = SystemClock.now();
     store
@@ -317,22 +342,20 @@ async fn a_backlog_of_retries_drains_at_the_pacers_rate_once_the_provider_answer
         .collect();
     store.complete(&failed, now).await.unwrap();
 
-    let config = format!(
-        r#"[[provider]]
-        name = "fake"
-        base_url = "{}"
-        credentials_env = "ABIDE_IT_TOKEN_BACKLOG"
-        rate_hint = 200.0
-        concurrency = 8"#,
-        provider.url()
+    let config = provider_toml(
+        "fake",
+        &provider.url(),
+        TOKEN,
+        "rate_hint = 200.0\nconcurrency = 8",
     );
-    let config = Config::from_toml_str(&config).unwrap();
-    let d = Dispatcher::new(store, config, Arc::new(SystemClock), opts()).unwrap();
+    let d = dispatcher(store, &config);
     // At the default floor (1 retry/s) this takes about 90 s.
-    let progress = tokio::time::timeout(Duration::from_secs(20), d.run_until_drained())
-        .await
-        .expect("the backlog drains at the pacer's rate, not the budget floor")
-        .unwrap();
+    let progress = drain(
+        &d,
+        Duration::from_secs(20),
+        "the backlog drains at the pacer's rate, not the budget floor",
+    )
+    .await;
     assert_eq!(progress.counts.submitted, n as u64, "{progress:?}");
     assert_eq!(provider.stats().accepted, n as u64);
     assert_eq!(provider.stats().duplicates, 0);
@@ -343,7 +366,8 @@ async fn a_backlog_of_retries_drains_at_the_pacers_rate_once_the_provider_answer
 /// without one now pauses it for a growing backoff.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_suspended_key_sees_a_handful_of_requests_then_the_items_drain() {
-    set_token("ABIDE_IT_TOKEN_SUSPENDED");
+    const TOKEN: &str = "ABIDE_IT_TOKEN_SUSPENDED";
+    set_token(TOKEN);
     let provider = fake(
         r#"
         [limits]
@@ -356,27 +380,15 @@ async fn a_suspended_key_sees_a_handful_of_requests_then_the_items_drain() {
         "#,
     )
     .await;
-    // Get the key suspended the careless way: 20 back to back, ignoring the 429s.
-    let client = reqwest::Client::new();
-    for _ in 0..20 {
-        client
-            .post(format!("{}/v1/messages", provider.url()))
-            .bearer_auth(abide_provider::DEMO_KEY)
-            .json(&json!({"to": "+15550100"}))
-            .send()
-            .await
-            .unwrap();
-    }
-    assert_eq!(provider.stats().suspensions, 1, "setup");
+    suspend_key(&provider).await;
     let refused_before = suspended(&provider);
     let accepted_before = provider.stats().accepted;
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
-    let config = format!(
-        r#"[[provider]]
-        name = "fake"
-        base_url = "{}"
-        credentials_env = "ABIDE_IT_TOKEN_SUSPENDED"
+    let (_dir, store) = temp_store().await;
+    let config = provider_toml(
+        "fake",
+        &provider.url(),
+        TOKEN,
+        r#"
         rate_hint = 200.0
         concurrency = 20
         [provider.classify.http]
@@ -384,7 +396,6 @@ async fn a_suspended_key_sees_a_handful_of_requests_then_the_items_drain() {
         [provider.retry]
         max_attempts = 1000
         backoff_cap_secs = 2"#,
-        provider.url()
     );
     let n = 100;
     let (_, progress) = run(store, &config, items("fake", n, "susp")).await;
@@ -410,21 +421,17 @@ fn suspended(p: &RunningProvider) -> u64 {
 /// `in_flight` counts every claimed item.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_wire_counts_requests_awaiting_an_answer_not_claimed_items() {
-    set_token("ABIDE_IT_TOKEN_ON_WIRE");
+    const TOKEN: &str = "ABIDE_IT_TOKEN_ON_WIRE";
+    set_token(TOKEN);
     let provider = fake("latency_ms = 50\n[limits]\nkey_rate = \"1000/s\"\nkey_burst = 50").await;
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
-    let config = format!(
-        r#"[[provider]]
-        name = "fake"
-        base_url = "{}"
-        credentials_env = "ABIDE_IT_TOKEN_ON_WIRE"
-        rate_hint = 400.0
-        concurrency = 4"#,
-        provider.url()
+    let (_dir, store) = temp_store().await;
+    let config = provider_toml(
+        "fake",
+        &provider.url(),
+        TOKEN,
+        "rate_hint = 400.0\nconcurrency = 4",
     );
-    let config = Config::from_toml_str(&config).unwrap();
-    let d = Dispatcher::new(store, config, Arc::new(SystemClock), opts()).unwrap();
+    let d = dispatcher(store, &config);
     d.enqueue(&items("fake", 200, "wire")).await.unwrap();
     let run = tokio::spawn({
         let d = d.clone();
@@ -456,55 +463,38 @@ async fn on_wire_counts_requests_awaiting_an_answer_not_claimed_items() {
 /// over 30 s. A pause longer than 2 s now hands them back, so they fail over on time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn items_do_not_wait_out_a_long_pause_in_a_senders_hands() {
-    set_token("ABIDE_IT_TOKEN_PAUSE_FAILOVER");
+    const TOKEN: &str = "ABIDE_IT_TOKEN_PAUSE_FAILOVER";
+    set_token(TOKEN);
     let primary = fake(
         "[limits]\nkey_rate = \"200/s\"\nkey_burst = 2\n\
          [abuse]\nthreshold = 5\nwindow_secs = 60\nsuspend_secs = 3600",
     )
     .await;
-    let client = reqwest::Client::new();
-    for _ in 0..20 {
-        client
-            .post(format!("{}/v1/messages", primary.url()))
-            .bearer_auth(abide_provider::DEMO_KEY)
-            .json(&json!({"to": "+15550100"}))
-            .send()
-            .await
-            .unwrap();
-    }
-    assert_eq!(primary.stats().suspensions, 1, "setup");
+    suspend_key(&primary).await;
     let backup = fake("[limits]\nkey_rate = \"500/s\"\nkey_burst = 50").await;
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
-    let config = format!(
-        r#"[[provider]]
-        name = "primary"
-        base_url = "{}"
-        credentials_env = "ABIDE_IT_TOKEN_PAUSE_FAILOVER"
+    let (_dir, store) = temp_store().await;
+    let config = provider_toml(
+        "primary",
+        &primary.url(),
+        TOKEN,
+        r#"
         rate_hint = 200.0
         concurrency = 20
         [provider.classify.http]
         403 = "throttle"
         [provider.failover]
         to = "backup"
-        after_pending_secs = 2
-
-        [[provider]]
-        name = "backup"
-        base_url = "{}"
-        credentials_env = "ABIDE_IT_TOKEN_PAUSE_FAILOVER"
-        rate_hint = 200.0"#,
-        primary.url(),
-        backup.url()
-    );
-    let config = Config::from_toml_str(&config).unwrap();
-    let d = Dispatcher::new(store, config, Arc::new(SystemClock), opts()).unwrap();
+        after_pending_secs = 2"#,
+    ) + &provider_toml("backup", &backup.url(), TOKEN, "rate_hint = 200.0");
+    let d = dispatcher(store, &config);
     let n = 100;
     d.enqueue(&items("primary", n, "pf")).await.unwrap();
-    let progress = tokio::time::timeout(Duration::from_secs(15), d.run_until_drained())
-        .await
-        .expect("items fail over within seconds of their age, not after the pauses")
-        .unwrap();
+    let progress = drain(
+        &d,
+        Duration::from_secs(15),
+        "items fail over within seconds of their age, not after the pauses",
+    )
+    .await;
     assert_eq!(progress.counts.submitted, n as u64, "{progress:?}");
     assert_eq!(backup.stats().accepted, n as u64);
     assert!(progress.totals.lease_returns > 0, "{progress:?}");
@@ -527,8 +517,7 @@ async fn a_lease_shorter_than_a_timeout_plus_margin_is_refused() {
     "#,
     )
     .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    let (_dir, store) = temp_store().await;
     let with_lease = |secs| DispatcherOptions {
         lease: Duration::from_secs(secs),
         ..opts()
