@@ -288,6 +288,16 @@ fn req(path: &str, key: Option<&str>, trace: Option<&str>) -> Request<Body> {
     b.body(Body::empty()).unwrap()
 }
 
+/// One request through a clone of `router`, as a client would send it.
+async fn send(
+    router: &Router,
+    path: &str,
+    key: Option<&str>,
+    trace: Option<&str>,
+) -> Response<Body> {
+    router.clone().oneshot(req(path, key, trace)).await.unwrap()
+}
+
 async fn body_json(res: Response<Body>) -> serde_json::Value {
     let bytes = axum::body::to_bytes(res.into_body(), 1 << 20)
         .await
@@ -296,11 +306,7 @@ async fn body_json(res: Response<Body>) -> serde_json::Value {
 }
 
 async fn conc_remaining(router: &Router, key: &str) -> u64 {
-    let res = router
-        .clone()
-        .oneshot(req("/v1/quota", Some(key), None))
-        .await
-        .unwrap();
+    let res = send(router, "/v1/quota", Some(key), None).await;
     let v = body_json(res).await;
     let g = v["gates"]
         .as_array()
@@ -320,10 +326,7 @@ async fn many_clones_share_one_limit() {
     for _ in 0..40 {
         let r = a.router.clone();
         tasks.push(tokio::spawn(async move {
-            r.oneshot(req("/ok", Some("k1"), None))
-                .await
-                .unwrap()
-                .status()
+            send(&r, "/ok", Some("k1"), None).await.status()
         }));
     }
     let mut ok = 0;
@@ -346,9 +349,7 @@ async fn parallel_duplicates_with_one_trace_hold_one_slot() {
     for _ in 0..5 {
         let r = a.router.clone();
         held.push(tokio::spawn(async move {
-            r.oneshot(req("/hold", Some("k1"), Some("same")))
-                .await
-                .unwrap()
+            send(&r, "/hold", Some("k1"), Some("same")).await
         }));
     }
     for _ in 0..5 {
@@ -358,19 +359,10 @@ async fn parallel_duplicates_with_one_trace_hold_one_slot() {
     // One slot is still free for another trace, and then none.
     let other = {
         let r = a.router.clone();
-        tokio::spawn(async move {
-            r.oneshot(req("/hold", Some("k1"), Some("other")))
-                .await
-                .unwrap()
-        })
+        tokio::spawn(async move { send(&r, "/hold", Some("k1"), Some("other")).await })
     };
     a.entered.recv().await.unwrap();
-    let no = a
-        .router
-        .clone()
-        .oneshot(req("/ok", Some("k1"), Some("third")))
-        .await
-        .unwrap();
+    let no = send(&a.router, "/ok", Some("k1"), Some("third")).await;
     assert_eq!(no.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(no.headers()["retry-after"], "1");
     assert_eq!(
@@ -405,22 +397,12 @@ async fn a_dropped_request_frees_its_slot() {
 async fn the_slot_is_held_until_the_response_body_is_done() {
     let c = clock();
     let a = app(set(vec![conc_gate(1)]), &c);
-    let res = a
-        .router
-        .clone()
-        .oneshot(req("/ok", Some("k1"), None))
-        .await
-        .unwrap();
+    let res = send(&a.router, "/ok", Some("k1"), None).await;
     assert_eq!(conc_remaining(&a.router, "k1").await, 0);
     let _ = axum::body::to_bytes(res.into_body(), 1024).await.unwrap();
     assert_eq!(conc_remaining(&a.router, "k1").await, 1);
     // A response dropped unread frees it too.
-    let res = a
-        .router
-        .clone()
-        .oneshot(req("/ok", Some("k1"), None))
-        .await
-        .unwrap();
+    let res = send(&a.router, "/ok", Some("k1"), None).await;
     drop(res);
     assert_eq!(conc_remaining(&a.router, "k1").await, 1);
 }
@@ -430,28 +412,13 @@ async fn quota_endpoint_works_while_exhausted_and_changes_nothing() {
     let c = clock();
     let a = app(set(vec![key_gate(per(2, Duration::from_secs(10)))]), &c);
     for _ in 0..2 {
-        let res = a
-            .router
-            .clone()
-            .oneshot(req("/ok", Some("k1"), None))
-            .await
-            .unwrap();
+        let res = send(&a.router, "/ok", Some("k1"), None).await;
         assert_eq!(res.status(), StatusCode::OK);
     }
-    let before = a
-        .router
-        .clone()
-        .oneshot(req("/ok", Some("k1"), None))
-        .await
-        .unwrap();
+    let before = send(&a.router, "/ok", Some("k1"), None).await;
     assert_eq!(before.headers()["retry-after"], "5");
     for _ in 0..3 {
-        let q = a
-            .router
-            .clone()
-            .oneshot(req("/v1/quota", Some("k1"), None))
-            .await
-            .unwrap();
+        let q = send(&a.router, "/v1/quota", Some("k1"), None).await;
         assert_eq!(q.status(), StatusCode::OK);
         assert_eq!(q.headers()["ratelimit"], "\"key\";r=0;t=10");
         let v = body_json(q).await;
@@ -459,28 +426,13 @@ async fn quota_endpoint_works_while_exhausted_and_changes_nothing() {
         assert_eq!(v["gates"][0]["category"], "key_rate");
     }
     // Asking did not push the reset further out.
-    let after = a
-        .router
-        .clone()
-        .oneshot(req("/ok", Some("k1"), None))
-        .await
-        .unwrap();
+    let after = send(&a.router, "/ok", Some("k1"), None).await;
     assert_eq!(after.headers()["retry-after"], "5");
     // Not authenticated: 401, and never a gate's 429.
-    let q = a
-        .router
-        .clone()
-        .oneshot(req("/v1/quota", None, None))
-        .await
-        .unwrap();
+    let q = send(&a.router, "/v1/quota", None, None).await;
     assert_eq!(q.status(), StatusCode::UNAUTHORIZED);
     // Another key is unaffected.
-    let q = a
-        .router
-        .clone()
-        .oneshot(req("/v1/quota", Some("k2"), None))
-        .await
-        .unwrap();
+    let q = send(&a.router, "/v1/quota", Some("k2"), None).await;
     assert_eq!(body_json(q).await["gates"][0]["remaining"], 2);
 }
 
@@ -489,12 +441,7 @@ async fn counters_keep_gate_429s_app_429s_4xx_and_5xx_apart() {
     let c = clock();
     let a = app(set(vec![key_gate(per(4, Duration::from_secs(60)))]), &c);
     for path in ["/ok", "/app429", "/bad", "/boom", "/ok"] {
-        let _ = a
-            .router
-            .clone()
-            .oneshot(req(path, Some("k1"), None))
-            .await
-            .unwrap();
+        let _ = send(&a.router, path, Some("k1"), None).await;
     }
     let m = a.layer.metrics().snapshot();
     assert_eq!(m.admitted, 4);
@@ -502,12 +449,7 @@ async fn counters_keep_gate_429s_app_429s_4xx_and_5xx_apart() {
     assert_eq!((m.ok, m.app_429, m.other_4xx, m.server_5xx), (1, 1, 1, 1));
     // Successful responses advertise the gate's state.
     c.advance(Duration::from_secs(60));
-    let res = a
-        .router
-        .clone()
-        .oneshot(req("/ok", Some("k1"), None))
-        .await
-        .unwrap();
+    let res = send(&a.router, "/ok", Some("k1"), None).await;
     assert_eq!(res.headers()["ratelimit-policy"], "\"key\";q=4;w=60");
     assert_eq!(res.headers()["ratelimit"], "\"key\";r=3;t=15");
 }
