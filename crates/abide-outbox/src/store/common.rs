@@ -557,6 +557,24 @@ macro_rules! store_impl {
                 tx.commit().await?;
                 Ok(n)
             }
+
+            /// `IN_FLIGHT → PENDING` (lease expired) for the rows `sql` selects: the expired
+            /// leases (`SQL_RECLAIM`) or every one at start-up (`SQL_RECLAIM_ALL`).
+            async fn reclaim_with(
+                &self,
+                sql: &'static str,
+                now: std::time::SystemTime,
+            ) -> $crate::Result<u64> {
+                let to = $crate::transition($crate::State::InFlight, $crate::Event::LeaseExpired)?;
+                let r = sqlx::query(sql)
+                    .bind(to.as_str())
+                    .bind($crate::model::to_ms(now))
+                    .bind($crate::State::InFlight.as_str())
+                    .bind($crate::model::LEASE_EXPIRED_REASON)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(r.rows_affected())
+            }
         }
 
         impl $crate::store::Store for $ty {
@@ -758,15 +776,7 @@ macro_rules! store_impl {
 
             async fn reclaim_expired(&self, now: std::time::SystemTime) -> $crate::Result<u64> {
                 use $crate::store::common::*;
-                let to = $crate::transition($crate::State::InFlight, $crate::Event::LeaseExpired)?;
-                let r = sqlx::query(SQL_RECLAIM)
-                    .bind(to.as_str())
-                    .bind($crate::model::to_ms(now))
-                    .bind($crate::State::InFlight.as_str())
-                    .bind($crate::model::LEASE_EXPIRED_REASON)
-                    .execute(&self.pool)
-                    .await?;
-                Ok(r.rows_affected())
+                self.reclaim_with(SQL_RECLAIM, now).await
             }
 
             async fn reclaim_all_in_flight(
@@ -774,15 +784,7 @@ macro_rules! store_impl {
                 now: std::time::SystemTime,
             ) -> $crate::Result<u64> {
                 use $crate::store::common::*;
-                let to = $crate::transition($crate::State::InFlight, $crate::Event::LeaseExpired)?;
-                let r = sqlx::query(SQL_RECLAIM_ALL)
-                    .bind(to.as_str())
-                    .bind($crate::model::to_ms(now))
-                    .bind($crate::State::InFlight.as_str())
-                    .bind($crate::model::LEASE_EXPIRED_REASON)
-                    .execute(&self.pool)
-                    .await?;
-                Ok(r.rows_affected())
+                self.reclaim_with(SQL_RECLAIM_ALL, now).await
             }
 
             async fn promote_due(
