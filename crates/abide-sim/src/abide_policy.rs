@@ -32,12 +32,12 @@ pub(crate) struct AbidePolicy {
 }
 
 impl AbidePolicy {
-    pub(crate) fn new(now: Instant) -> Self {
+    pub(crate) fn new(now: Instant, pacer: PacerConfig) -> Self {
         Self {
             classifier: Classifier::default(),
             backoff: Backoff::default(),
             budget: RetryBudget::new(RetryBudgetConfig::default(), now),
-            pacer: Pacer::new(PacerConfig::default(), now),
+            pacer: Pacer::new(pacer, now),
         }
     }
 }

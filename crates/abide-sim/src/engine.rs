@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant, SystemTime};
 
-use abide_core::{Clock, ManualClock};
+use abide_core::{Clock, ManualClock, PacerConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -36,6 +36,8 @@ pub struct RunConfig {
     pub horizon: Duration,
     /// Width of one bucket of the time series.
     pub bucket: Duration,
+    /// The abide policy's pacer configuration (an outbox's `[provider.pacer]`).
+    pub pacer: PacerConfig,
 }
 
 #[derive(Debug)]
@@ -129,7 +131,7 @@ pub fn run(cfg: &RunConfig, policy: PolicyKind, seed: u64) -> PolicyResult {
         latency_rng: stream(seed, 2),
         rng: stream(seed, 3),
         provider: Provider::new(cfg.provider.clone(), epoch),
-        policy: policy.build(base),
+        policy: policy.build(base, cfg.pacer),
         items: vec![Item::default(); cfg.items],
         fresh: VecDeque::new(),
         delayed: BinaryHeap::new(),

@@ -8,6 +8,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, Instant, SystemTime};
 
+use abide_core::PacerConfig;
 use rand::RngCore;
 
 use crate::provider::Response;
@@ -50,9 +51,9 @@ impl PolicyKind {
         }
     }
 
-    pub(crate) fn build(self, epoch: Instant) -> Box<dyn ClientPolicy> {
+    pub(crate) fn build(self, epoch: Instant, pacer: PacerConfig) -> Box<dyn ClientPolicy> {
         match self {
-            PolicyKind::Abide => Box::new(crate::abide_policy::AbidePolicy::new(epoch)),
+            PolicyKind::Abide => Box::new(crate::abide_policy::AbidePolicy::new(epoch, pacer)),
             PolicyKind::NoRetry => Box::new(Naive(NaiveKind::NoRetry)),
             PolicyKind::FixedRetries => Box::new(Naive(NaiveKind::Fixed)),
             PolicyKind::HonourRetryAfter => Box::new(Naive(NaiveKind::Honour)),
@@ -229,7 +230,8 @@ mod tests {
             previous: None,
             reserved: now,
         };
-        kind.build(now).decide(now, wall, resp, attempt, &mut rng)
+        kind.build(now, PacerConfig::default())
+            .decide(now, wall, resp, attempt, &mut rng)
     }
 
     #[test]

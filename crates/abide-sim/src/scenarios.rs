@@ -6,6 +6,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use abide_core::PacerConfig;
+
 use crate::engine::{self, RunConfig};
 use crate::policy::PolicyKind;
 use crate::provider::{schedule_at, Abuse, Outage, ProviderConfig, RetryAfterForm};
@@ -28,6 +30,10 @@ pub enum Scenario {
     LimitChanges,
     /// The same limit changes without rate-limit headers: only throttles tell.
     LimitChangesBlind,
+    /// The politeness bench's set-up in virtual time: a GCRA at 200/s, then 100/s, then
+    /// 300/s, small burst, `Retry-After` in whole seconds, no rate-limit headers, a pacer
+    /// starting at 1,000/s.
+    GcraNoHeaders,
 }
 
 const SEC: Duration = Duration::from_secs(1);
@@ -38,7 +44,7 @@ fn secs(s: u64) -> Duration {
 
 impl Scenario {
     /// Every scenario, in `--all` order.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::LimitAppears,
         Scenario::HttpDateSwitch,
         Scenario::RetryAfterZero,
@@ -46,6 +52,7 @@ impl Scenario {
         Scenario::QueueThrottling,
         Scenario::LimitChanges,
         Scenario::LimitChangesBlind,
+        Scenario::GcraNoHeaders,
     ];
 
     /// The name used by `--scenario`.
@@ -58,6 +65,7 @@ impl Scenario {
             Scenario::QueueThrottling => "queue-throttling",
             Scenario::LimitChanges => "limit-changes",
             Scenario::LimitChangesBlind => "limit-changes-blind",
+            Scenario::GcraNoHeaders => "gcra-no-headers",
         }
     }
 
@@ -95,6 +103,12 @@ impl Scenario {
                 "As limit-changes, but the provider sends no RateLimit headers: the pacer learns \
                  each limit from throttles alone (429 with Retry-After in seconds)."
             }
+            Scenario::GcraNoHeaders => {
+                "The loopback politeness bench in virtual time: 32 workers, 2 ms round trips, \
+                 600/s offered against a GCRA (burst 10) at 200/s, 100/s from 100 s, 300/s \
+                 from 200 s; 429 with Retry-After rounded up to whole seconds (so 1 s), no \
+                 RateLimit headers; abide's pacer starts at 1,000/s."
+            }
         }
     }
 
@@ -120,6 +134,7 @@ impl Scenario {
             arrivals: vec![],
             horizon: secs(3 * 3600),
             bucket: secs(10),
+            pacer: PacerConfig::default(),
         };
         match self {
             Scenario::LimitAppears => {
@@ -207,6 +222,23 @@ impl Scenario {
                 c.provider.rate_limit_headers = false;
                 c
             }
+            Scenario::GcraNoHeaders => {
+                let mut c = base;
+                c.workers = 32;
+                c.latency = Duration::from_millis(2);
+                c.provider.limits = vec![
+                    (Duration::ZERO, 200.0),
+                    (secs(100), 100.0),
+                    (secs(200), 300.0),
+                ];
+                c.provider.burst = 10.0;
+                c.arrivals = vec![(Duration::ZERO, 600.0)];
+                c.horizon = secs(300);
+                c.items = 600 * 300;
+                c.bucket = SEC;
+                c.pacer.initial_rate = 1000.0;
+                c
+            }
         }
     }
 
@@ -222,7 +254,10 @@ impl Scenario {
             .iter()
             .map(|&p| engine::run(&cfg, p, seed))
             .collect();
-        if matches!(self, Scenario::LimitChanges | Scenario::LimitChangesBlind) {
+        if matches!(
+            self,
+            Scenario::LimitChanges | Scenario::LimitChangesBlind | Scenario::GcraNoHeaders
+        ) {
             for r in &mut results {
                 r.converge_secs = converge(&cfg, &r.series);
             }

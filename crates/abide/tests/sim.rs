@@ -57,6 +57,7 @@ fn all_writes_a_table_and_a_plot_per_scenario() {
         "queue-throttling",
         "limit-changes",
         "limit-changes-blind",
+        "gcra-no-headers",
     ] {
         assert!(text.contains(&format!("== {name} (seed 42) ==")), "{text}");
         let svg = std::fs::read_to_string(dir.path().join(format!("{name}.svg"))).unwrap();
