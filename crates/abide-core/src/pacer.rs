@@ -308,6 +308,10 @@ struct State {
     recent: Buckets,
     /// When the pacer was created (the counters cover less than a window before then + window).
     born: Instant,
+    /// The first slot handed out (or the first answer, for callers that do not reserve):
+    /// before it the host was offered nothing, so that time says nothing about what it
+    /// accepts (an outbox creates its pacers long before it sends).
+    first_slot: Option<Instant>,
     /// Estimated limit, from the last decrease; `None` before the first.
     ceiling: Option<f64>,
     /// Centre of the cubic curve (the ceiling, or the initial rate before any decrease).
@@ -365,6 +369,7 @@ impl Pacer {
                 observed: Buckets::new(cfg.window, BUCKETS, now),
                 recent: Buckets::new(cfg.window / RECENT, RECENT_BUCKETS, now),
                 born: now,
+                first_slot: None,
                 ceiling: None,
                 anchor: cfg.initial_rate,
                 base: cfg.initial_rate,
@@ -403,6 +408,7 @@ impl Pacer {
             at = at.max(p);
         }
         s.tat = s.tat.max(at) + interval;
+        s.first_slot.get_or_insert(at);
         at
     }
 
@@ -469,6 +475,8 @@ impl Pacer {
             }
         }
 
+        // A caller that never reserves: the traffic began at its first answer, at the latest.
+        s.first_slot.get_or_insert(now);
         let throttled = verdict.class == VerdictClass::Throttle;
         s.observed.add(now, 1, u64::from(throttled));
         s.recent.add(now, 1, u64::from(throttled));
@@ -592,8 +600,16 @@ impl Pacer {
             (Some(c), Some(r)) if old <= c => window.map(|w| w.min(r)),
             _ => window,
         };
-        let accepted =
-            accepted.filter(|_| fraction(answers.saturating_sub(refused), answers) >= OUTAGE);
+        // A second throttle at or below the estimate within half a window of the last cut:
+        // the estimate is stale (the limit fell). What was accepted cannot show by how much,
+        // because each `Retry-After` pause refills the provider's burst and the short open
+        // stretches between pauses measure our own rate; cutting 5 % per round, one pause
+        // each, took 15 s to follow 200/s down to 100/s.
+        let stale = s.ceiling.is_some_and(|c| old <= c)
+            && s.decreased_at
+                .is_some_and(|d| now.saturating_duration_since(d) < cfg.window / 2);
+        let accepted = accepted
+            .filter(|_| !stale && fraction(answers.saturating_sub(refused), answers) >= OUTAGE);
         let rate = match accepted {
             Some(a) => {
                 let ceiling = a.min(old).clamp(cfg.min_rate, cfg.max_rate);
@@ -602,9 +618,9 @@ impl Pacer {
                 (ceiling * cfg.decrease_factor).clamp(cfg.min_rate, cap)
             }
             None => {
-                // Most requests were refused: the host is refusing, not metering, and what it
-                // accepted says nothing about a rate. Halve, forget the ceiling, and let slow
-                // start find the rate again once it answers.
+                // Most requests were refused (the host is refusing, not metering), or the
+                // estimate is stale: what it accepted says nothing about a rate. Halve, forget
+                // the ceiling, and let slow start find the rate again once it answers.
                 let rate = (old * OUTAGE).clamp(cfg.min_rate, cap);
                 s.ceiling = None;
                 s.anchor = rate;
@@ -642,7 +658,10 @@ impl Pacer {
         let part = Duration::from_nanos(
             u64::try_from(age.as_nanos() % width.as_nanos().max(1)).unwrap_or(0),
         );
-        let covered = age.min(span + part);
+        let offered = s
+            .first_slot
+            .map_or(Duration::ZERO, |f| now.saturating_duration_since(f));
+        let covered = age.min(span + part).min(offered);
         let (total, throttles) = counter.sums(now);
         // Time the host was paused accepted nothing and says nothing about the limit: with
         // a `Retry-After: 1` per throttle, counting it read a 100/s limit as 60/s.
@@ -1015,6 +1034,26 @@ mod tests {
         assert!(p.snapshot(clock.monotonic()).decreases >= 2);
     }
 
+    /// Regression: an outbox creates its pacers before it sends; the idle time before the
+    /// first slot made 11 answers in the first 20 ms read as 5.5/s (limit 200/s).
+    #[test]
+    fn idle_time_before_the_first_slot_is_not_measured() {
+        let (clock, t0, p) = setup(1000.0);
+        clock.advance(Duration::from_secs(30));
+        let start = clock.monotonic();
+        for _ in 0..100 {
+            let slot = p.reserve(clock.monotonic());
+            advance_to(&clock, slot);
+            p.on_verdict_for(slot, slot, &verdict(VerdictClass::Success));
+            clock.advance(Duration::from_millis(4));
+        }
+        let now = clock.monotonic();
+        p.on_verdict_for(now, now, &throttle_with_retry_after(Duration::from_secs(1)));
+        let c = p.ceiling().unwrap();
+        assert!(c >= 150.0, "ceiling {c} after {:?} of 250/s", now - start);
+        assert!(t0 < start);
+    }
+
     #[test]
     fn the_accepted_rate_excludes_time_the_host_was_paused() {
         let (clock, _, p) = setup(100.0);
@@ -1027,8 +1066,9 @@ mod tests {
                 &throttle_with_retry_after(Duration::from_secs(1)),
             );
             clock.advance(Duration::from_secs(1));
-            clean(&clock, &p, Duration::from_millis(10), 150);
+            clean(&clock, &p, Duration::from_millis(10), 500);
         }
+        assert!(p.snapshot(clock.monotonic()).decreases >= 2);
         let c = p.ceiling().unwrap();
         assert!((90.0..=110.0).contains(&c), "ceiling {c}");
     }
