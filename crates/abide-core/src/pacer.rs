@@ -37,6 +37,17 @@
 //!   than half the *answers* in the window were accepted the host is refusing rather than
 //!   metering (an outage, a `403` storm): the rate halves, no ceiling is learned, and no cut
 //!   is deeper. (Comparing what was accepted with the rate instead fired after every pause.)
+//! - **An outage is not a capacity signal.** A cut that finds *nothing* accepted over the
+//!   last `window / 5` means the host went dark (any limit above 0.5/s accepts something in
+//!   2 s). The rate and ceiling from before the trouble are held (snapshotted at its first
+//!   cut, which looks like a fallen limit while the window still holds the earlier
+//!   successes, and which learns nothing until a success arrives); the halving stops at 1/8
+//!   of the held rate; the first success after the outage restores the held ceiling (or the
+//!   held rate in slow start). Before, a 30 s `403` storm read "0 accepted" as a 0.1/s
+//!   ceiling, and 40 workers then queued slots 10 s apart: `abide sim --scenario
+//!   retry-after-zero` finished at 2,027 s instead of about 600 s. A limit that really fell
+//!   still accepts some, so it never counts as dark: the snapshot is dropped at the next
+//!   success.
 //! - **Cubic recovery and probing.** With `t` the clean time since the decrease and `K` =
 //!   `recovery` (15 s; longer at low rates, up to 4×, so that about 100 requests go out
 //!   between probes and one throttle per probe stays under 1 % of attempts, and at least
@@ -156,6 +167,10 @@ const SLOW_START: f64 = 10.0;
 /// A decrease that finds fewer than this fraction of the rate accepted is an outage, not a
 /// limit: the rate halves (never less) and no ceiling is learned.
 const OUTAGE: f64 = 0.5;
+/// Through an outage the rate halves no lower than this fraction of the rate held from
+/// before it: the pauses already hold the host back, and 40 workers reserving slots at a
+/// 0.1/s floor queued them 400 s deep, which outlived the outage by far.
+const OUTAGE_FLOOR: f64 = 0.125;
 /// Buckets per window in the throttle counters.
 const BUCKETS: u32 = 10;
 /// The short counter covers `window / RECENT`, in `RECENT_BUCKETS` buckets.
@@ -336,6 +351,21 @@ struct State {
     /// Paused stretches of the last window, oldest first, not overlapping: time in which
     /// nothing could be accepted, so no evidence about the limit.
     pauses: VecDeque<(Instant, Instant)>,
+    /// What worked before the host went dark (see [`Held`]); restored at its first success.
+    held: Option<Held>,
+}
+
+/// The pacer's knowledge from before an outage: an outage says nothing about capacity, so
+/// the host's first success after it resumes here rather than from the outage's floor.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    /// The rate in use when the first outage cut came (requests per second).
+    rate: f64,
+    /// The ceiling estimate then, if any.
+    ceiling: Option<f64>,
+    /// A later cut found nothing at all accepted lately: the host went dark. Until then
+    /// the snapshot is only kept in case (a fallen limit also starts with a deep cut).
+    dark: bool,
 }
 
 /// A point-in-time view of a [`Pacer`], for progress displays and logs.
@@ -382,6 +412,7 @@ impl Pacer {
                 probe_cost: Duration::ZERO,
                 own_pause: None,
                 pauses: VecDeque::new(),
+                held: None,
             }),
             cfg,
         }
@@ -497,6 +528,18 @@ impl Pacer {
         } else if verdict.class == VerdictClass::Success && after_pause {
             s.throttle_streak = 0;
         }
+        if verdict.class == VerdictClass::Success {
+            if let Some(held) = s.held.take().filter(|h| h.dark) {
+                // The host answers again: back to what worked before it went dark, even for
+                // a request reserved during the outage (its success is news all the same).
+                s.ceiling = held.ceiling;
+                s.anchor = held.ceiling.unwrap_or(held.rate);
+                s.base = s.anchor * cfg.decrease_factor;
+                s.probe = Duration::ZERO;
+                let cap = s.target.unwrap_or(cfg.max_rate).min(cfg.max_rate);
+                s.rate = self.curve(s).clamp(cfg.min_rate, cap);
+            }
+        }
         if !fresh {
             // An answer to a request spaced at the old rate: no evidence about the new one.
             return;
@@ -608,8 +651,37 @@ impl Pacer {
         let stale = s.ceiling.is_some_and(|c| old <= c)
             && s.decreased_at
                 .is_some_and(|d| now.saturating_duration_since(d) < cfg.window / 2);
-        let accepted = accepted
-            .filter(|_| !stale && fraction(answers.saturating_sub(refused), answers) >= OUTAGE);
+        let refusing = fraction(answers.saturating_sub(refused), answers) < OUTAGE;
+        // Nothing at all accepted over the last `window / 5`: the host is down, not
+        // metering (any limit above 0.5/s accepts something in 2 s). Read as a rate, that
+        // silence set a 0.1/s ceiling that took half an hour to climb out of.
+        let (recent_answers, recent_refused) = s.recent.sums(now);
+        let dark = recent_answers > 0 && recent_refused == recent_answers;
+        // Nothing accepted since a cut that held a snapshot: what the window still shows
+        // predates the trouble (a 2 s span half before an outage read 4.75/s off a 10/s
+        // host that was refusing everything).
+        let silent = s.held.is_some()
+            && s.last_success
+                .is_none_or(|t| s.decreased_at.is_some_and(|d| t < d));
+        let learns = accepted.is_some() && !stale && !refusing && !dark && !silent;
+        if learns {
+            s.held = None;
+        } else {
+            // Keep what worked before the trouble: the first cuts of an outage look like a
+            // fallen limit (the window still holds the successes from before it).
+            let held = s.held.get_or_insert(Held {
+                rate: old,
+                ceiling: s.ceiling,
+                dark: false,
+            });
+            held.dark |= dark;
+        }
+        let floor = s
+            .held
+            .filter(|h| h.dark)
+            .map_or(cfg.min_rate, |h| h.ceiling.unwrap_or(h.rate) * OUTAGE_FLOOR)
+            .max(cfg.min_rate);
+        let accepted = accepted.filter(|_| learns);
         let rate = match accepted {
             Some(a) => {
                 let ceiling = a.min(old).clamp(cfg.min_rate, cfg.max_rate);
@@ -621,7 +693,7 @@ impl Pacer {
                 // Most requests were refused (the host is refusing, not metering), or the
                 // estimate is stale: what it accepted says nothing about a rate. Halve, forget
                 // the ceiling, and let slow start find the rate again once it answers.
-                let rate = (old * OUTAGE).clamp(cfg.min_rate, cap);
+                let rate = (old * OUTAGE).max(floor).min(old).clamp(cfg.min_rate, cap);
                 s.ceiling = None;
                 s.anchor = rate;
                 rate
@@ -922,9 +994,45 @@ mod tests {
         let decreases = p.snapshot(clock.monotonic()).decreases;
         assert!(decreases >= 2, "{decreases}");
         // Each cut halves, never more.
+        // Each cut halves, never more, and never below 1/8 of the rate before the outage.
         let expected = 10.0 * 0.5f64.powi(i32::try_from(decreases).unwrap());
-        assert!((p.rate() - expected.max(0.1)).abs() < 1e-9, "{}", p.rate());
+        assert!(
+            (p.rate() - expected.max(10.0 / 8.0)).abs() < 1e-9,
+            "{}",
+            p.rate()
+        );
         assert_eq!(p.ceiling(), None);
+        // The first success after it resumes at the rate from before it.
+        clean(&clock, &p, Duration::from_millis(100), 1);
+        assert!((p.rate() - 10.0).abs() < 1e-9, "{}", p.rate());
+    }
+
+    // The sim's retry-after-zero: 30 s of `403` + `Retry-After: 0` (floored to 1 s) read as
+    // "nothing accepted" set a 0.1/s ceiling, and the pacer finished 1,400 s late.
+    #[test]
+    fn an_outage_keeps_the_learned_ceiling() {
+        let (clock, _, p) = setup(10.0);
+        clean(&clock, &p, Duration::from_millis(100), 200);
+        clock.advance(Duration::from_millis(100));
+        p.on_verdict(clock.monotonic(), &verdict(VerdictClass::Throttle));
+        let c = p.ceiling().unwrap();
+        assert!((9.5..=10.5).contains(&c), "ceiling {c}");
+        clean(&clock, &p, Duration::from_millis(100), 150);
+        // 30 s of throttles, each pausing the host for 1 s.
+        let outage_end = clock.monotonic() + Duration::from_secs(30);
+        while clock.monotonic() < outage_end {
+            clock.advance(Duration::from_millis(100));
+            p.on_verdict(
+                clock.monotonic(),
+                &throttle_with_retry_after(Duration::from_secs(1)),
+            );
+        }
+        assert!(p.snapshot(clock.monotonic()).decreases >= 3);
+        assert!(p.rate() >= c / 8.0 - 1e-9, "{}", p.rate());
+        // Successes again: within 3 s of virtual time the pacer is back near the ceiling.
+        clean(&clock, &p, Duration::from_millis(100), 30);
+        assert!(p.rate() > 5.0, "{}", p.rate());
+        assert_eq!(p.ceiling(), Some(c));
     }
 
     #[test]
@@ -1084,7 +1192,9 @@ mod tests {
 
     #[test]
     fn never_below_min_rate() {
-        let (clock, _, p) = setup(1.0);
+        // From 0.5/s: an outage halves no lower than 1/8 of the rate before it (0.0625/s),
+        // so the configured minimum is what binds.
+        let (clock, _, p) = setup(0.5);
         for _ in 0..100 {
             clock.advance(Duration::from_secs(2));
             p.on_verdict(clock.monotonic(), &verdict(VerdictClass::Throttle));
