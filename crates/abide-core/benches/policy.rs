@@ -28,6 +28,7 @@ fn bench_classify(c: &mut Criterion) {
         let obs = Observation::Http {
             status: StatusCode::OK,
             headers: &empty,
+            body: b"",
         };
         b.iter(|| classifier.classify(black_box(&obs), now, &mut rng));
     });
@@ -35,6 +36,7 @@ fn bench_classify(c: &mut Criterion) {
         let obs = Observation::Http {
             status: StatusCode::TOO_MANY_REQUESTS,
             headers: &throttled,
+            body: b"",
         };
         b.iter(|| classifier.classify(black_box(&obs), now, &mut rng));
     });

@@ -37,6 +37,9 @@ pub enum Observation<'a> {
         status: StatusCode,
         /// Response headers.
         headers: &'a HeaderMap,
+        /// The start of the response body (empty when not read); some vendors say "rate
+        /// limited" only there.
+        body: &'a [u8],
     },
     /// An SMPP response PDU's `command_status`.
     Smpp {
@@ -288,7 +291,7 @@ pub struct ClassifyOverrides {
 /// let classifier = Classifier::default().with_http(409, VerdictClass::Retry);
 /// let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
 /// let headers = HeaderMap::new();
-/// let obs = Observation::Http { status: StatusCode::CONFLICT, headers: &headers };
+/// let obs = Observation::Http { status: StatusCode::CONFLICT, headers: &headers, body: b"" };
 /// let v = classifier.classify(&obs, SystemTime::UNIX_EPOCH, &mut rng);
 /// assert_eq!(v.class, VerdictClass::Retry);
 /// assert_eq!(v.reason, "http_409_override");
@@ -339,7 +342,9 @@ impl Classifier {
         rng: &mut dyn RngCore,
     ) -> Verdict {
         match *obs {
-            Observation::Http { status, headers } => self.http(status, headers, now, rng),
+            Observation::Http {
+                status, headers, ..
+            } => self.http(status, headers, now, rng),
             Observation::Smpp { command_status } => self.smpp(command_status),
             Observation::Transport(t) => transport(t),
         }
@@ -572,6 +577,7 @@ mod tests {
         let obs = Observation::Http {
             status: StatusCode::from_u16(status).unwrap(),
             headers: h,
+            body: b"",
         };
         c.classify(&obs, now(), &mut rng)
     }

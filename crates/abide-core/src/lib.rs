@@ -9,7 +9,7 @@
 //! # use abide_core::*; use rand::SeedableRng; use std::time::{Duration, UNIX_EPOCH};
 //! # let (clock, mut rng) = (ManualClock::new(UNIX_EPOCH), rand_chacha::ChaCha8Rng::seed_from_u64(7));
 //! let headers = http::HeaderMap::from_iter([(http::header::RETRY_AFTER, "30".parse()?)]);
-//! let obs = Observation::Http { status: http::StatusCode::TOO_MANY_REQUESTS, headers: &headers };
+//! let obs = Observation::Http { status: http::StatusCode::TOO_MANY_REQUESTS, headers: &headers, body: b"" };
 //! let verdict = Classifier::default().classify(&obs, clock.now(), &mut rng);
 //! let pacer = Pacer::new(PacerConfig::default(), clock.monotonic());
 //! pacer.on_verdict(clock.monotonic(), &verdict); // throttle: slow down, pause 30 s
@@ -30,6 +30,7 @@
 //! | [`backoff`] | our own delay when the server gave none: capped exponential with jitter ([`Backoff`]) |
 //! | [`budget`] | whether one more retry is allowed at all, shared by every worker ([`RetryBudget`]) |
 //! | [`pacer`] | when the next request to a host may go: a rate that learns the limit (ceiling estimate, cubic recovery), pauses, advertised targets ([`Pacer`]) |
+//! | [`session`] | the whole decision for one host, in one place: slot, budget, send, verdict → delivered / failed / deferred / retry at T / hand back ([`Session`], [`Delivery`]); the outbox, `abide sim` and in-process clients all drive it |
 //!
 //! A server's `Retry-After` outranks [`Backoff`]; a [`RetryBudget`] bounds retries across
 //! the fleet; a throttle changes the *sender* through the [`Pacer`], not only the one item.
@@ -43,6 +44,7 @@ pub mod clock;
 pub mod pacer;
 pub mod ratelimit;
 pub mod retry_after;
+pub mod session;
 mod serde_secs;
 pub mod warnings;
 
@@ -55,4 +57,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use pacer::{Pacer, PacerConfig, PacerSnapshot};
 pub use ratelimit::{parse_rate_limit, RateLimitInfo, RateLimitSource};
 pub use retry_after::{DelayReason, RetryAfter, RetryAfterError, RetryAfterPolicy, RetryDelay};
+pub use session::{
+    Answer, BudgetRole, Decision, DeferReason, Delivery, HandBackReason, ItemContext, RetryConfig,
+    Session, SessionConfig, Step,
+};
 pub use warnings::{parse_warnings, Warning};

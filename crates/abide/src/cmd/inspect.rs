@@ -167,6 +167,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             &Observation::Http {
                 status: code,
                 headers: &headers,
+                body: b"",
             },
             &headers,
             now,

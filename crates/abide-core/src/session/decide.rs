@@ -1,0 +1,301 @@
+//! What to do with an item after a verdict: the pure rule, unit-tested without a network.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use rand::RngCore;
+
+use super::config::RetryConfig;
+use super::ItemContext;
+use crate::classify::{Verdict, VerdictClass};
+use crate::retry_after::{RetryAfterPolicy, RetryDelay};
+
+/// What happens to the item after an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Accepted: the item is done.
+    Delivered,
+    /// Refused for good (the verdict's reason says why): never retried automatically.
+    Failed,
+    /// Parked for a person: retrying on our own would no longer be polite or useful.
+    Deferred(DeferReason),
+    /// Try again after this long (already floored and capped, and never before the host's
+    /// pause ends).
+    Retry {
+        /// Wait from the answer.
+        after: Duration,
+    },
+    /// Credentials were refused once: refresh them and send again under the same delivery
+    /// (paced, without drawing on the retry budget).
+    Resend,
+}
+
+/// Why an item was deferred. `Display` gives the stable text stored as the item's reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeferReason {
+    /// `cap` attempts in the window; `last` is the last verdict's reason.
+    AttemptCap {
+        /// The cap that applied (lower for unrecognised answers).
+        cap: u32,
+        /// The last verdict's reason.
+        last: String,
+    },
+    /// The window is older than `max_age`.
+    MaxAge {
+        /// The configured maximum age.
+        max_age: Duration,
+        /// The last verdict's reason.
+        last: String,
+    },
+    /// Credentials were refused again right after a refresh: a person must fix them.
+    CredentialsRejected {
+        /// The last verdict's reason.
+        last: String,
+    },
+}
+
+impl DeferReason {
+    /// The reason code without the last verdict: `attempt_cap`, `max_age`,
+    /// `credentials_rejected`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            DeferReason::AttemptCap { .. } => "attempt_cap",
+            DeferReason::MaxAge { .. } => "max_age",
+            DeferReason::CredentialsRejected { .. } => "credentials_rejected",
+        }
+    }
+}
+
+impl fmt::Display for DeferReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeferReason::AttemptCap { cap, last } => {
+                write!(f, "attempt cap {cap} reached (last: {last})")
+            }
+            DeferReason::MaxAge { max_age, last } => write!(
+                f,
+                "maximum age {}s reached (last: {last})",
+                max_age.as_secs()
+            ),
+            DeferReason::CredentialsRejected { last } => {
+                write!(f, "credentials rejected after refresh ({last})")
+            }
+        }
+    }
+}
+
+/// Inputs of [`decide`] besides the verdict.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DecideInput<'a> {
+    pub(crate) rules: &'a RetryConfig,
+    pub(crate) clamp: &'a RetryAfterPolicy,
+    pub(crate) item: &'a ItemContext,
+    /// Requests sent for the item under this delivery (added to its window attempts).
+    pub(crate) made: u32,
+    pub(crate) wall: SystemTime,
+    /// How long the host stays paused, if it is.
+    pub(crate) pause_left: Option<Duration>,
+}
+
+/// The decision after `verdict`, and for a retry the delay chosen (and why).
+///
+/// Order: success and terminal answers end the item; the attempt cap and the maximum age
+/// defer it; otherwise the server's `Retry-After` (already clamped) outranks our backoff,
+/// and the host's pause outranks both.
+pub(crate) fn decide(
+    input: DecideInput<'_>,
+    verdict: &Verdict,
+    rng: &mut dyn RngCore,
+) -> (Decision, Option<RetryDelay>) {
+    let DecideInput {
+        rules,
+        clamp,
+        item,
+        made,
+        wall,
+        pause_left,
+    } = input;
+    match verdict.class {
+        VerdictClass::Success => return (Decision::Delivered, None),
+        VerdictClass::Terminal => return (Decision::Failed, None),
+        VerdictClass::RefreshCredentials => {
+            // Reached only after the one refresh already failed.
+            let last = verdict.reason.clone();
+            return (
+                Decision::Deferred(DeferReason::CredentialsRejected { last }),
+                None,
+            );
+        }
+        VerdictClass::Throttle | VerdictClass::Retry | VerdictClass::Unknown => {}
+    }
+    let window_attempts = item.window_attempts.saturating_add(made);
+    let cap = if verdict.class == VerdictClass::Unknown {
+        rules.unknown_max_attempts.min(rules.max_attempts)
+    } else {
+        rules.max_attempts
+    };
+    if window_attempts >= cap {
+        let last = verdict.reason.clone();
+        return (
+            Decision::Deferred(DeferReason::AttemptCap { cap, last }),
+            None,
+        );
+    }
+    let age = wall.duration_since(item.window_start).unwrap_or_default();
+    if age >= rules.max_age {
+        let last = verdict.reason.clone();
+        let max_age = rules.max_age;
+        return (
+            Decision::Deferred(DeferReason::MaxAge { max_age, last }),
+            None,
+        );
+    }
+    let mut delay = match &verdict.retry_after {
+        Some(d) => d.clone(),
+        None => clamp.from_backoff(rules.backoff.delay(window_attempts.max(1), None, rng)),
+    };
+    // Never schedule an item before the host's pause ends.
+    if let Some(p) = pause_left {
+        delay.delay = delay.delay.max(p);
+    }
+    (Decision::Retry { after: delay.delay }, Some(delay))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retry_after::DelayReason;
+    use crate::session::BudgetRole;
+    use rand::SeedableRng;
+    use std::time::UNIX_EPOCH;
+
+    fn rules() -> RetryConfig {
+        RetryConfig {
+            max_attempts: 4,
+            unknown_max_attempts: 2,
+            max_age: Duration::from_secs(3600),
+            backoff: crate::Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
+        }
+    }
+
+    fn item(window_attempts: u32) -> ItemContext {
+        ItemContext {
+            window_attempts,
+            window_start: UNIX_EPOCH,
+            role: BudgetRole::Retry,
+            send_by: None,
+        }
+    }
+
+    fn verdict(class: VerdictClass, retry_after: Option<Duration>) -> Verdict {
+        Verdict {
+            class,
+            reason: format!("test_{}", class.as_str()),
+            retry_after: retry_after.map(|d| RetryDelay {
+                delay: d,
+                reason: DelayReason::Honoured,
+                raw: Some(d.as_secs().to_string()),
+                retry_after: Some(d),
+            }),
+            rate_limit: None,
+        }
+    }
+
+    fn run(
+        it: &ItemContext,
+        made: u32,
+        wall_secs: u64,
+        pause: Option<Duration>,
+        v: &Verdict,
+    ) -> (Decision, Option<RetryDelay>) {
+        let r = rules();
+        let clamp = RetryAfterPolicy::default();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let input = DecideInput {
+            rules: &r,
+            clamp: &clamp,
+            item: it,
+            made,
+            wall: UNIX_EPOCH + Duration::from_secs(wall_secs),
+            pause_left: pause,
+        };
+        decide(input, v, &mut rng)
+    }
+
+    #[test]
+    fn retry_after_outranks_backoff_and_the_pause_outranks_both() {
+        let v = verdict(VerdictClass::Throttle, Some(Duration::from_secs(7)));
+        let (d, delay) = run(&item(0), 1, 10, None, &v);
+        assert_eq!(
+            d,
+            Decision::Retry {
+                after: Duration::from_secs(7)
+            }
+        );
+        assert_eq!(delay.map(|d| d.reason), Some(DelayReason::Honoured));
+        let (d, _) = run(&item(0), 1, 10, Some(Duration::from_secs(30)), &v);
+        assert_eq!(
+            d,
+            Decision::Retry {
+                after: Duration::from_secs(30)
+            }
+        );
+    }
+
+    #[test]
+    fn our_backoff_is_clamped_and_labelled_absent() {
+        let (d, delay) = run(&item(2), 1, 10, None, &verdict(VerdictClass::Retry, None));
+        let delay = delay.unwrap();
+        assert_eq!(delay.reason, DelayReason::Absent);
+        // The Retry-After floor (1 s) applies to our own backoff too.
+        assert!(delay.delay >= Duration::from_secs(1) && delay.delay <= Duration::from_secs(60));
+        assert_eq!(d, Decision::Retry { after: delay.delay });
+    }
+
+    #[test]
+    fn caps_and_age_defer_with_their_reasons() {
+        let retry = verdict(VerdictClass::Retry, None);
+        assert!(matches!(
+            run(&item(2), 1, 10, None, &retry).0,
+            Decision::Retry { .. }
+        ));
+        let (d, _) = run(&item(3), 1, 10, None, &retry);
+        let Decision::Deferred(r) = d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(r.to_string(), "attempt cap 4 reached (last: test_retry)");
+        assert_eq!(r.code(), "attempt_cap");
+        let unknown = verdict(VerdictClass::Unknown, None);
+        assert!(matches!(
+            run(&item(1), 1, 10, None, &unknown).0,
+            Decision::Deferred(DeferReason::AttemptCap { cap: 2, .. })
+        ));
+        let (d, _) = run(&item(0), 1, 3600, None, &retry);
+        let Decision::Deferred(r) = d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(r.to_string(), "maximum age 3600s reached (last: test_retry)");
+    }
+
+    #[test]
+    fn success_terminal_and_rejected_credentials() {
+        let it = item(0);
+        let ok = verdict(VerdictClass::Success, None);
+        assert_eq!(run(&it, 1, 1, None, &ok).0, Decision::Delivered);
+        let bad = verdict(VerdictClass::Terminal, None);
+        assert_eq!(run(&it, 1, 1, None, &bad).0, Decision::Failed);
+        let auth = verdict(VerdictClass::RefreshCredentials, None);
+        let (d, _) = run(&it, 2, 1, None, &auth);
+        assert_eq!(
+            d.clone(),
+            Decision::Deferred(DeferReason::CredentialsRejected {
+                last: "test_refresh_credentials".into()
+            })
+        );
+        let Decision::Deferred(r) = d else { unreachable!() };
+        assert_eq!(
+            r.to_string(),
+            "credentials rejected after refresh (test_refresh_credentials)"
+        );
+    }
+}

@@ -1,0 +1,268 @@
+//! One item's passage through a [`Session`]: wait for a slot, settle the retry budget,
+//! send, and decide from the answer.
+
+use std::fmt;
+use std::time::{Duration, Instant, SystemTime};
+
+use rand::RngCore;
+
+use super::decide::{decide, DecideInput, Decision};
+use super::{BudgetRole, ItemContext, Session};
+use crate::classify::{Observation, Verdict, VerdictClass};
+use crate::retry_after::RetryDelay;
+
+/// What the caller does next, from [`Delivery::poll`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Send the request now, then report the answer to [`Delivery::on_answer`].
+    Send,
+    /// Wait until this instant (monotonic), then poll again.
+    WaitUntil(Instant),
+    /// Give the item back to its queue unsent: no attempt was made, none is counted. It is
+    /// due again `after` from now.
+    HandBack {
+        /// Wait before the item is due again.
+        after: Duration,
+        /// Why.
+        reason: HandBackReason,
+    },
+}
+
+/// Why an item was handed back unsent. `as_str` is the stable stored reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HandBackReason {
+    /// The host is paused for longer than a worker waits holding an item.
+    ProviderPaused,
+    /// The item's `send_by` passed (its lease is about to end).
+    LeaseNearExpiry,
+    /// The retry budget refused this retry; it waits instead of being dropped.
+    RetryBudgetExhausted,
+    /// The caller is shutting down (never produced by the session; for callers' records).
+    Shutdown,
+}
+
+impl HandBackReason {
+    /// Every reason.
+    pub const ALL: [HandBackReason; 4] = [
+        HandBackReason::ProviderPaused,
+        HandBackReason::LeaseNearExpiry,
+        HandBackReason::RetryBudgetExhausted,
+        HandBackReason::Shutdown,
+    ];
+
+    /// Stable snake_case name, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandBackReason::ProviderPaused => "provider_paused",
+            HandBackReason::LeaseNearExpiry => "lease_near_expiry",
+            HandBackReason::RetryBudgetExhausted => "retry_budget_exhausted",
+            HandBackReason::Shutdown => "shutdown",
+        }
+    }
+
+    /// The reason named `s`, if any.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+impl fmt::Display for HandBackReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the session made of one answer, from [`Delivery::on_answer`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The classifier's verdict (what the remote said, as we read it).
+    pub verdict: Verdict,
+    /// What we decided.
+    pub decision: Decision,
+    /// For a retry: the delay chosen and why (`Retry-After` honoured, floored, capped,
+    /// unparseable, or our own backoff).
+    pub delay: Option<RetryDelay>,
+    /// This transport failure began an outage episode of the host (warn once).
+    pub outage_began: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    /// When the slot was reserved: tells the pacer whether an answer is news.
+    reserved_at: Instant,
+    at: Instant,
+}
+
+/// One item's passage through a [`Session`]; see the [module docs](super).
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    item: ItemContext,
+    slot: Option<Slot>,
+    /// Reservation time of the request now on the wire.
+    sent_slot: Option<Instant>,
+    rounds: u32,
+    sends: u32,
+    budget_settled: bool,
+    refreshed: bool,
+    /// When this delivery's retry was withdrawn from the budget (refunded on success).
+    withdrawn_at: Option<Instant>,
+}
+
+impl Delivery {
+    pub(super) fn new(item: ItemContext) -> Self {
+        Self {
+            item,
+            slot: None,
+            sent_slot: None,
+            rounds: 0,
+            sends: 0,
+            budget_settled: false,
+            refreshed: false,
+            withdrawn_at: None,
+        }
+    }
+
+    /// Requests sent under this delivery so far.
+    pub fn sends(&self) -> u32 {
+        self.sends
+    }
+
+    /// What the caller does next at monotonic `now` / wall `wall`: wait for the host's pace,
+    /// send, or hand the item back. Call again after every wait.
+    pub fn poll(
+        &mut self,
+        s: &Session,
+        now: Instant,
+        wall: SystemTime,
+        rng: &mut dyn RngCore,
+    ) -> Step {
+        let cfg = s.config();
+        let slot = loop {
+            let slot = match self.slot {
+                Some(slot) => slot,
+                None => {
+                    // A long pause (a suspension backing off, a long Retry-After): do not
+                    // hold the item through it where other workers cannot see it.
+                    if let Some(until) = s.pacer().paused_until(now) {
+                        let left = until - now;
+                        if left > cfg.hold_through_pause {
+                            return hand_back(left, HandBackReason::ProviderPaused);
+                        }
+                    }
+                    let at = s.pacer().reserve(now);
+                    let slot = Slot {
+                        reserved_at: now,
+                        at,
+                    };
+                    self.slot = Some(slot);
+                    slot
+                }
+            };
+            if now < slot.at {
+                return Step::WaitUntil(slot.at);
+            }
+            // A pause that began while we waited voids the slot: never send into a pause.
+            match s.pacer().admit(now) {
+                Ok(()) => break slot,
+                Err(until) => {
+                    self.slot = None;
+                    if self.rounds >= cfg.max_admit_rounds {
+                        let left = until.saturating_duration_since(now);
+                        return hand_back(left, HandBackReason::ProviderPaused);
+                    }
+                    self.rounds += 1;
+                }
+            }
+        };
+        if self.item.send_by.is_some_and(|by| wall >= by) {
+            self.slot = None;
+            return hand_back(Duration::ZERO, HandBackReason::LeaseNearExpiry);
+        }
+        if !self.budget_settled {
+            match self.item.role {
+                BudgetRole::First => s.budget().deposit(now),
+                BudgetRole::Resume => {}
+                BudgetRole::Retry if s.budget().try_withdraw(now) => {
+                    self.withdrawn_at = Some(now);
+                }
+                BudgetRole::Retry => {
+                    // Budget exhaustion never drops work: the item waits longer.
+                    self.slot = None;
+                    let n = self.item.window_attempts.max(1);
+                    let backoff = cfg.retry.backoff.delay(n, None, rng);
+                    let after = backoff.max(cfg.budget_denied_delay);
+                    return hand_back(after, HandBackReason::RetryBudgetExhausted);
+                }
+            }
+            self.budget_settled = true;
+        }
+        self.slot = None;
+        self.sent_slot = Some(slot.reserved_at);
+        self.sends += 1;
+        Step::Send
+    }
+
+    /// Classify the answer to the request just sent, let the host's pacer (and outage
+    /// tracking) learn from it, and decide what happens to the item.
+    pub fn on_answer(
+        &mut self,
+        s: &Session,
+        now: Instant,
+        wall: SystemTime,
+        obs: &Observation<'_>,
+        rng: &mut dyn RngCore,
+    ) -> Answer {
+        let cfg = s.config();
+        let mut verdict = s.classifier().classify(obs, wall, rng);
+        if !cfg.use_rate_limit_headers {
+            verdict.rate_limit = None;
+        }
+        let reserved_at = self.sent_slot.take().unwrap_or(now);
+        // The reservation time tells the pacer whether this answer is news about its
+        // current rate or an echo of a round it already cut.
+        s.pacer().on_verdict_for(now, reserved_at, &verdict);
+        let outage_began = match obs {
+            Observation::Transport(_) => s.outage.on_failure(s.pacer(), now, reserved_at),
+            _ => {
+                s.outage.on_answer();
+                false
+            }
+        };
+        if verdict.class == VerdictClass::Success {
+            // A retry that succeeded added no failing traffic: it pays for the next one
+            // (crate::budget, "Recovery").
+            if let Some(at) = self.withdrawn_at.take() {
+                s.budget().refund(at);
+            }
+        }
+        if verdict.class == VerdictClass::RefreshCredentials && !self.refreshed {
+            self.refreshed = true;
+            return Answer {
+                verdict,
+                decision: Decision::Resend,
+                delay: None,
+                outage_began,
+            };
+        }
+        let pause_left = s.pacer().paused_until(now).map(|u| u - now);
+        let input = DecideInput {
+            rules: &cfg.retry,
+            clamp: &s.classifier().retry_after,
+            item: &self.item,
+            made: self.sends,
+            wall,
+            pause_left,
+        };
+        let (decision, delay) = decide(input, &verdict, rng);
+        Answer {
+            verdict,
+            decision,
+            delay,
+            outage_began,
+        }
+    }
+}
+
+fn hand_back(after: Duration, reason: HandBackReason) -> Step {
+    Step::HandBack { after, reason }
+}
