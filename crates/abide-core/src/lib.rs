@@ -44,8 +44,8 @@ pub mod clock;
 pub mod pacer;
 pub mod ratelimit;
 pub mod retry_after;
-pub mod session;
 mod serde_secs;
+pub mod session;
 pub mod warnings;
 
 pub use backoff::{Backoff, Jitter};

@@ -43,7 +43,9 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
-use abide_core::{Backoff, Classifier, ClassifyOverrides, Jitter, PacerConfig, RetryBudgetConfig};
+use abide_core::{
+    Backoff, Classifier, ClassifyOverrides, Jitter, PacerConfig, RetryBudgetConfig, SessionConfig,
+};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
@@ -128,11 +130,27 @@ impl ProviderConfig {
         Classifier::default().with_overrides(self.classify.clone())
     }
 
-    /// Read the credential from the environment now (called at start and again once on
-    /// a 401). `None` when no variable is configured or it is unset.
-    pub fn read_credentials(&self) -> Option<Secret> {
-        let var = self.credentials_env.as_ref()?;
-        std::env::var(var).ok().map(Secret)
+    /// The rules of this provider's [`abide_core::Session`]: its retry caps, budget, pacer settings
+    /// (starting at `rate_hint`) and classification overrides; everything else is
+    /// [`SessionConfig::default`].
+    pub fn session_config(&self) -> SessionConfig {
+        let d = PacerConfig::default();
+        SessionConfig {
+            retry: self.retry,
+            pacer: PacerConfig {
+                initial_rate: self.rate_hint,
+                // A hint above the default ceiling would otherwise be clamped to it.
+                max_rate: self.rate_hint.max(d.max_rate),
+                headroom: self.pacer.headroom,
+                throttle_pause: self.pacer.throttle_pause,
+                max_throttle_pause: self.pacer.max_throttle_pause,
+                ..d
+            },
+            budget: self.budget,
+            classify: self.classify.clone(),
+            use_rate_limit_headers: self.pacer.use_rate_limit_headers,
+            ..SessionConfig::default()
+        }
     }
 }
 
@@ -163,39 +181,8 @@ impl fmt::Display for Secret {
     }
 }
 
-/// Attempt caps and backoff.
-///
-/// # Default
-/// - `max_attempts`: 12 per window, then `DEFERRED`
-/// - `unknown_max_attempts`: 3 (unrecognised responses get few tries)
-/// - `max_age`: 24 h per window, then `DEFERRED`
-/// - `backoff`: base 500 ms, cap 5 min, full jitter
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RetryConfig {
-    /// Attempts per window before the item is deferred.
-    pub max_attempts: u32,
-    /// Attempts per window when the last verdict was `Unknown`.
-    pub unknown_max_attempts: u32,
-    /// Age (from the window start) after which a pending item is deferred.
-    pub max_age: Duration,
-    /// Our own backoff when the remote sent no `Retry-After`.
-    pub backoff: Backoff,
-}
-
-impl Default for RetryConfig {
-    fn default() -> Self {
-        Self {
-            max_attempts: 12,
-            unknown_max_attempts: 3,
-            max_age: Duration::from_secs(86_400),
-            backoff: Backoff {
-                base: Duration::from_millis(500),
-                cap: Duration::from_secs(300),
-                jitter: Jitter::Full,
-            },
-        }
-    }
-}
+/// Attempt caps and backoff (`[provider.retry]`): abide-core's rules, re-exported.
+pub use abide_core::RetryConfig;
 
 /// Per-provider pacer tuning (`[provider.pacer]`); the rest of [`PacerConfig`] is
 /// abide-core's default, with the rate starting at `rate_hint`.

@@ -23,14 +23,20 @@
 //! - [`state`]: the state machine as one pure table, [`transition`].
 //! - [`store`]: the [`Store`] trait; [`SqliteStore`] (default), [`PostgresStore`],
 //!   [`AnyStore`] (chosen from a URL). Stores enforce the table in SQL.
-//! - [`config`]: providers from TOML ([`Config`]); credentials only from the environment.
-//! - [`dispatcher`]: [`Dispatcher`], per-provider senders sharing one
-//!   [`abide_core::Pacer`] and one [`abide_core::RetryBudget`]; [`Progress`] snapshots.
+//! - [`config`]: providers from TOML ([`Config`]); the file names credentials, never holds them.
+//! - [`dispatcher`]: [`Dispatcher`]: per provider a claimer, N senders sharing one
+//!   [`abide_core::Session`] (pace, pauses, retry budget, rules), and a completer;
+//!   [`Progress`] snapshots.
+//! - [`transport`]: the [`Transport`] seam: [`HttpTransport`] (reqwest),
+//!   [`ScriptedTransport`] (answers from a script, for tests and benchmarks).
+//! - [`credentials`]: where tokens come from ([`EnvCredentials`] at the CLI edge,
+//!   [`StaticCredentials`] in tests and for library users).
 //! - [`sleep`]: how waiting is done ([`TokioSleeper`], [`ManualSleeper`] for tests).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod config;
+pub mod credentials;
 pub mod dispatcher;
 pub mod error;
 pub mod model;
@@ -38,9 +44,10 @@ pub mod progress;
 pub mod sleep;
 pub mod state;
 pub mod store;
-mod worker;
+pub mod transport;
 
 pub use config::{Config, FailoverConfig, PacerSettings, ProviderConfig, RetryConfig, Secret};
+pub use credentials::{CredentialSource, EnvCredentials, StaticCredentials};
 pub use dispatcher::{Dispatcher, DispatcherOptions, MIN_LEASE_MARGIN};
 pub use error::{Error, Result};
 pub use model::{
@@ -51,3 +58,4 @@ pub use progress::{Progress, ProviderProgress, Totals};
 pub use sleep::{ManualSleeper, Sleeper, TokioSleeper};
 pub use state::{transition, Event, IllegalTransition, State};
 pub use store::{AnyStore, PostgresStore, SqliteStore, Store};
+pub use transport::{HttpTransport, Response, ScriptedTransport, Transport};

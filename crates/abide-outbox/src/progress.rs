@@ -21,6 +21,7 @@ pub(crate) struct Stats {
     pub(crate) lease_returns: AtomicU64,
     pub(crate) in_flight: AtomicU64,
     pub(crate) on_wire: AtomicU64,
+    pub(crate) transport_failures: AtomicU64,
 }
 
 impl Stats {
@@ -42,6 +43,7 @@ impl Stats {
             lease_returns: g(&self.lease_returns),
             in_flight: g(&self.in_flight),
             on_wire: g(&self.on_wire),
+            transport_failures: g(&self.transport_failures),
         }
     }
 }
@@ -74,6 +76,9 @@ pub struct Totals {
     /// Requests sent and not yet answered, right now (at most the senders' concurrency):
     /// what "sending now" means, unlike `in_flight`.
     pub on_wire: u64,
+    /// Requests that got no answer (connection refused or reset, timeout); each pauses
+    /// the provider (abide_core::session, "outage").
+    pub transport_failures: u64,
 }
 
 /// One provider's live state.

@@ -1,43 +1,47 @@
-//! The `abide` policy: the real abide-core code, wired as an outbox would wire it.
+//! The `abide` policy: a thin adapter over [`abide_core::Session`], the decision logic the
+//! outbox runs, with the outbox's defaults (`abide send` with a providers file that sets
+//! nothing but the scenario's pacer).
 //!
-//! Nothing here decides anything abide-core does not: the classifier reads the provider's
-//! `HeaderMap`, its verdict feeds the one shared pacer, the `Retry-After` delay comes from the
-//! classifier (clamped by `RetryAfterPolicy`), our own delay from `Backoff`, and every retry
-//! draws from the one `RetryBudget`. Items are never held by a sleeping worker: a retry goes
-//! back to the queue, as in the outbox.
+//! Nothing here decides anything: the engine's worker asks the item's [`Delivery`] when it
+//! may send (a slot of the shared pacer, the shared retry budget, a hand-back when the host
+//! is paused for long), sends, and reports the answer; the session classifies it, lets the
+//! pacer learn, and decides. Items are never held by a sleeping worker: a retry or a
+//! hand-back goes back to the queue, as in the outbox.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::collections::HashMap;
+use std::time::{Instant, SystemTime};
 
 use abide_core::{
-    Backoff, Classifier, Observation, Pacer, PacerConfig, RetryBudget, RetryBudgetConfig,
-    VerdictClass,
+    BudgetRole, Decision as Core, Delivery, ItemContext, PacerConfig, Session, SessionConfig, Step,
 };
 use rand::RngCore;
 
-use crate::policy::{Attempt, ClientPolicy, Decision};
+use crate::policy::{Attempt, ClientPolicy, Decision, Next};
 use crate::provider::Response;
-
-/// Attempts after which an item is parked for a person (the outbox's DEFERRED), not lost.
-const MAX_ATTEMPTS: u32 = 12;
-
-/// How long an item waits when the retry budget says no: it stays queued, nothing is lost.
-const BUDGET_WAIT: Duration = Duration::from_secs(30);
 
 #[derive(Debug)]
 pub(crate) struct AbidePolicy {
-    classifier: Classifier,
-    backoff: Backoff,
-    budget: RetryBudget,
-    pacer: Pacer,
+    session: Session,
+    /// The delivery of each item a worker holds.
+    held: HashMap<usize, Held>,
+}
+
+#[derive(Debug)]
+struct Held {
+    delivery: Delivery,
+    /// The session already said "send" (the engine sends at its next event).
+    cleared: bool,
 }
 
 impl AbidePolicy {
-    pub(crate) fn new(now: Instant, pacer: PacerConfig) -> Self {
+    pub(crate) fn new(epoch: Instant, pacer: PacerConfig) -> Self {
+        let cfg = SessionConfig {
+            pacer,
+            ..SessionConfig::default()
+        };
         Self {
-            classifier: Classifier::default(),
-            backoff: Backoff::default(),
-            budget: RetryBudget::new(RetryBudgetConfig::default(), now),
-            pacer: Pacer::new(pacer, now),
+            session: Session::new(cfg, epoch),
+            held: HashMap::new(),
         }
     }
 }
@@ -47,17 +51,41 @@ impl ClientPolicy for AbidePolicy {
         false
     }
 
-    fn first_attempt(&mut self, now: Instant) {
-        self.budget.deposit(now);
-    }
-
-    fn send_at(&mut self, now: Instant) -> Instant {
-        self.pacer.reserve(now)
-    }
-
-    fn recheck(&mut self, now: Instant) -> Option<Instant> {
-        // A slot reserved before a throttle paused the host must not fire into the pause.
-        self.pacer.admit(now).err().map(|_| self.pacer.reserve(now))
+    fn poll(
+        &mut self,
+        now: Instant,
+        wall: SystemTime,
+        attempt: Attempt,
+        rng: &mut dyn RngCore,
+    ) -> Next {
+        let session = &self.session;
+        let held = self.held.entry(attempt.item).or_insert_with(|| Held {
+            delivery: session.delivery(ItemContext {
+                window_attempts: attempt.retries,
+                window_start: attempt.arrived,
+                role: if attempt.retries == 0 {
+                    BudgetRole::First
+                } else {
+                    BudgetRole::Retry
+                },
+                send_by: None,
+            }),
+            cleared: false,
+        });
+        if held.cleared {
+            return Next::Send;
+        }
+        match held.delivery.poll(session, now, wall, rng) {
+            Step::Send => {
+                held.cleared = true;
+                Next::Send
+            }
+            Step::WaitUntil(at) => Next::At(at),
+            Step::HandBack { after, .. } => {
+                self.held.remove(&attempt.item);
+                Next::Back(after)
+            }
+        }
     }
 
     fn decide(
@@ -68,37 +96,23 @@ impl ClientPolicy for AbidePolicy {
         attempt: Attempt,
         rng: &mut dyn RngCore,
     ) -> Decision {
-        let obs = Observation::Http {
+        let Some(mut held) = self.held.remove(&attempt.item) else {
+            // Every send is preceded by a poll that created the delivery.
+            return Decision::Deferred;
+        };
+        let obs = abide_core::Observation::Http {
             status: resp.status,
             headers: &resp.headers,
+            body: b"",
         };
-        let verdict = self.classifier.classify(&obs, wall, rng);
-        // When the slot was reserved tells the pacer whether this answer is news about the
-        // current rate or an echo of one it already cut.
-        self.pacer.on_verdict_for(now, attempt.reserved, &verdict);
-        match verdict.class {
-            VerdictClass::Success => return Decision::Delivered,
-            VerdictClass::Terminal => return Decision::Lost,
-            VerdictClass::Throttle
-            | VerdictClass::Retry
-            | VerdictClass::RefreshCredentials
-            | VerdictClass::Unknown => {}
+        let answer = held.delivery.on_answer(&self.session, now, wall, &obs, rng);
+        match answer.decision {
+            Core::Delivered => Decision::Delivered,
+            Core::Failed => Decision::Lost,
+            Core::Deferred(_) => Decision::Deferred,
+            Core::Retry { after } => Decision::Retry(after),
+            // The simulated provider never asks for credentials; resend at once.
+            Core::Resend => Decision::Retry(std::time::Duration::ZERO),
         }
-        if attempt.retries + 1 >= MAX_ATTEMPTS {
-            return Decision::Deferred;
-        }
-        if !self.budget.try_withdraw(now) {
-            return Decision::Retry(BUDGET_WAIT);
-        }
-        let delay = match verdict.retry_after {
-            Some(ra) => ra.delay,
-            None => {
-                let own = self
-                    .backoff
-                    .delay(attempt.retries + 1, attempt.previous, rng);
-                self.classifier.retry_after.from_backoff(own).delay
-            }
-        };
-        Decision::Retry(delay)
     }
 }

@@ -12,7 +12,8 @@ use abide_core::{Clock, ManualClock, PacerConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::policy::{Attempt, ClientPolicy, Decision, PolicyKind};
+use crate::abide_policy::AbidePolicy;
+use crate::policy::{Attempt, ClientPolicy, Decision, Naive, NaiveKind, Next, PolicyKind};
 use crate::provider::{schedule_at, Outcome, Provider, ProviderConfig, Response};
 use crate::report::{Bucket, PolicyResult};
 
@@ -77,11 +78,21 @@ impl Ord for Scheduled {
 #[derive(Debug, Clone, Copy, Default)]
 struct Item {
     retries: u32,
-    previous: Option<Duration>,
-    /// Virtual time the latest attempt's send slot was reserved.
-    reserved: Duration,
+    /// Virtual time the item arrived (the start of its attempt window).
+    arrived: Duration,
     done: bool,
     throttled: bool,
+}
+
+/// The policy `kind`, its clock starting at `epoch`; `pacer` configures abide's.
+pub(crate) fn build(kind: PolicyKind, epoch: Instant, pacer: PacerConfig) -> Box<dyn ClientPolicy> {
+    match kind {
+        PolicyKind::Abide => Box::new(AbidePolicy::new(epoch, pacer)),
+        PolicyKind::NoRetry => Box::new(Naive(NaiveKind::NoRetry)),
+        PolicyKind::FixedRetries => Box::new(Naive(NaiveKind::Fixed)),
+        PolicyKind::HonourRetryAfter => Box::new(Naive(NaiveKind::Honour)),
+        PolicyKind::IntegerOnly => Box::new(Naive(NaiveKind::IntegerOnly)),
+    }
 }
 
 /// One policy against one provider configuration.
@@ -131,7 +142,7 @@ pub fn run(cfg: &RunConfig, policy: PolicyKind, seed: u64) -> PolicyResult {
         latency_rng: stream(seed, 2),
         rng: stream(seed, 3),
         provider: Provider::new(cfg.provider.clone(), epoch),
-        policy: policy.build(base, cfg.pacer),
+        policy: build(policy, base, cfg.pacer),
         items: vec![Item::default(); cfg.items],
         fresh: VecDeque::new(),
         delayed: BinaryHeap::new(),
@@ -172,6 +183,7 @@ impl Sim {
     fn handle(&mut self, event: Event) {
         match event {
             Event::Arrive(i) => {
+                self.items[i].arrived = self.now;
                 self.fresh.push_back(i);
                 if i + 1 < self.cfg.items {
                     let rate = schedule_at(&self.cfg.arrivals, self.now).unwrap_or(1.0);
@@ -184,11 +196,14 @@ impl Sim {
             }
             Event::Ready => self.dispatch(),
             Event::Send(i) => {
-                if let Some(later) = self.policy.recheck(self.instant(self.now)) {
-                    self.items[i].reserved = self.now;
-                    let at = later.max(self.instant(self.now)) - self.base;
-                    self.schedule(at, Event::Send(i));
-                    return;
+                match self.poll(i) {
+                    Next::Send => {}
+                    Next::At(at) => {
+                        let at = at.max(self.instant(self.now)) - self.base;
+                        self.schedule(at, Event::Send(i));
+                        return;
+                    }
+                    Next::Back(after) => return self.back(i, after),
                 }
                 self.result.attempts += 1;
                 let resp = self.provider.handle(self.now, i);
@@ -218,13 +233,7 @@ impl Sim {
                     self.delayed.pop();
                     Some(i)
                 }
-                _ => {
-                    let fresh = self.fresh.pop_front();
-                    if fresh.is_some() {
-                        self.policy.first_attempt(self.instant(self.now));
-                    }
-                    fresh
-                }
+                _ => self.fresh.pop_front(),
             };
             let Some(i) = next else { break };
             self.idle -= 1;
@@ -232,20 +241,43 @@ impl Sim {
         }
     }
 
+    fn attempt(&self, i: usize) -> Attempt {
+        Attempt {
+            item: i,
+            retries: self.items[i].retries,
+            arrived: self.epoch + self.items[i].arrived,
+        }
+    }
+
+    fn poll(&mut self, i: usize) -> Next {
+        let (now, wall) = (self.instant(self.now), self.epoch + self.now);
+        let attempt = self.attempt(i);
+        self.policy.poll(now, wall, attempt, &mut self.rng)
+    }
+
     /// A worker holding item `i` asks the policy when it may send.
     fn start(&mut self, i: usize) {
-        let now = self.instant(self.now);
-        self.items[i].reserved = self.now;
-        let at = self.policy.send_at(now).max(now) - self.base;
-        self.schedule(at, Event::Send(i));
+        match self.poll(i) {
+            Next::Send => self.schedule(self.now, Event::Send(i)),
+            Next::At(at) => {
+                let at = at.max(self.instant(self.now)) - self.base;
+                self.schedule(at, Event::Send(i));
+            }
+            Next::Back(after) => self.back(i, after),
+        }
+    }
+
+    /// Item `i` goes back to the queue unsent, due after `after`; its worker is free.
+    fn back(&mut self, i: usize, after: Duration) {
+        let at = self.now + after;
+        self.delayed.push(std::cmp::Reverse((at, i)));
+        self.schedule(at, Event::Ready);
+        self.idle += 1;
+        self.dispatch();
     }
 
     fn respond(&mut self, i: usize, resp: &Response) {
-        let attempt = Attempt {
-            retries: self.items[i].retries,
-            previous: self.items[i].previous,
-            reserved: self.instant(self.items[i].reserved),
-        };
+        let attempt = self.attempt(i);
         let now = self.instant(self.now);
         let wall = self.epoch + self.now;
         let decision = self.policy.decide(now, wall, resp, attempt, &mut self.rng);
@@ -253,7 +285,6 @@ impl Sim {
             Decision::Retry(delay) => {
                 let item = &mut self.items[i];
                 item.retries += 1;
-                item.previous = Some(delay);
                 let at = self.now + delay;
                 if self.policy.holds_worker() {
                     self.schedule(at, Event::Wake(i));

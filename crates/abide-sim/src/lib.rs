@@ -14,7 +14,7 @@
 //! Hours of an incident run in milliseconds: events sit in a binary heap keyed by virtual
 //! time (ties broken by a sequence number), randomness comes from one seeded ChaCha8 stream,
 //! and no wall clock is read. Virtual time maps to `Instant` and `SystemTime`, so the `abide`
-//! policy is the real abide-core code, not a model of it. Same seed, same numbers.
+//! policy is the real [`abide_core::Session`] the outbox runs, not a model of it. Same seed, same numbers.
 //!
 //! Map:
 //! - [`engine`]: the event loop, workers, queue and time mapping;

@@ -1,14 +1,13 @@
 //! The client policies compared by every scenario.
 //!
 //! The four naive ones are faithful copies of the clients in the incident reports, bugs
-//! included. `abide` is not a copy: it calls the real `abide-core` classifier, `Retry-After`
-//! policy, backoff, retry budget and pacer.
+//! included. `abide` is not a copy: it drives the real [`abide_core::Session`], the one
+//! decision logic the outbox runs (see `abide_policy`).
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, Instant, SystemTime};
 
-use abide_core::PacerConfig;
 use rand::RngCore;
 
 use crate::provider::Response;
@@ -50,16 +49,6 @@ impl PolicyKind {
             PolicyKind::Abide => "abide",
         }
     }
-
-    pub(crate) fn build(self, epoch: Instant, pacer: PacerConfig) -> Box<dyn ClientPolicy> {
-        match self {
-            PolicyKind::Abide => Box::new(crate::abide_policy::AbidePolicy::new(epoch, pacer)),
-            PolicyKind::NoRetry => Box::new(Naive(NaiveKind::NoRetry)),
-            PolicyKind::FixedRetries => Box::new(Naive(NaiveKind::Fixed)),
-            PolicyKind::HonourRetryAfter => Box::new(Naive(NaiveKind::Honour)),
-            PolicyKind::IntegerOnly => Box::new(Naive(NaiveKind::IntegerOnly)),
-        }
-    }
 }
 
 impl fmt::Display for PolicyKind {
@@ -94,12 +83,23 @@ pub(crate) enum Decision {
 /// What a policy knows about the item it is deciding on.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Attempt {
+    /// Index of the item (its logical request).
+    pub(crate) item: usize,
     /// Retries already made for this item (0 after the first attempt).
     pub(crate) retries: u32,
-    /// The previous retry delay, for decorrelated jitter.
-    pub(crate) previous: Option<Duration>,
-    /// When the slot this request went out in was reserved (`send_at` or `recheck`).
-    pub(crate) reserved: Instant,
+    /// When the item arrived (the start of its attempt window), wall time.
+    pub(crate) arrived: SystemTime,
+}
+
+/// What a worker holding an item does next, from [`ClientPolicy::poll`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Send now.
+    Send,
+    /// Wait until then and poll again.
+    At(Instant),
+    /// Put the item back in the queue unsent, due after this long; the worker is free.
+    Back(Duration),
 }
 
 /// A client policy as the engine drives it.
@@ -107,16 +107,16 @@ pub(crate) trait ClientPolicy: fmt::Debug {
     /// True when the worker sleeps with the item (the naive `time.sleep` loop); false when the
     /// item goes back to the queue and the worker takes the next one (an outbox).
     fn holds_worker(&self) -> bool;
-    /// A new logical request starts (abide deposits into its retry budget).
-    fn first_attempt(&mut self, _now: Instant) {}
-    /// When the worker may send, given it is ready at `now`.
-    fn send_at(&mut self, now: Instant) -> Instant {
-        now
-    }
-    /// Called when a worker's send slot arrives: `Some(later)` if the sender was paused
-    /// since the slot was reserved and the send must wait until `later`.
-    fn recheck(&mut self, _now: Instant) -> Option<Instant> {
-        None
+    /// A worker holds `attempt.item` at `now`: may it send? Called when the worker takes
+    /// the item and again at every `At` it asked for.
+    fn poll(
+        &mut self,
+        _now: Instant,
+        _wall: SystemTime,
+        _attempt: Attempt,
+        _rng: &mut dyn RngCore,
+    ) -> Next {
+        Next::Send
     }
     /// Decide what to do with `resp` at monotonic `now` / wall `wall`.
     fn decide(
@@ -131,10 +131,10 @@ pub(crate) trait ClientPolicy: fmt::Debug {
 
 /// The four incident clients.
 #[derive(Debug)]
-struct Naive(NaiveKind);
+pub(crate) struct Naive(pub(crate) NaiveKind);
 
 #[derive(Debug, Clone, Copy)]
-enum NaiveKind {
+pub(crate) enum NaiveKind {
     NoRetry,
     Fixed,
     Honour,
@@ -226,12 +226,15 @@ mod tests {
         let now = abide_core::Clock::monotonic(&abide_core::ManualClock::new(wall));
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
         let attempt = Attempt {
+            item: 0,
             retries,
-            previous: None,
-            reserved: now,
+            arrived: wall,
         };
-        kind.build(now, PacerConfig::default())
-            .decide(now, wall, resp, attempt, &mut rng)
+        let mut policy = crate::engine::build(kind, now, abide_core::PacerConfig::default());
+        if policy.poll(now, wall, attempt, &mut rng) != Next::Send {
+            return Decision::Deferred;
+        }
+        policy.decide(now, wall, resp, attempt, &mut rng)
     }
 
     #[test]

@@ -274,7 +274,10 @@ mod tests {
         let Decision::Deferred(r) = d else {
             panic!("{d:?}")
         };
-        assert_eq!(r.to_string(), "maximum age 3600s reached (last: test_retry)");
+        assert_eq!(
+            r.to_string(),
+            "maximum age 3600s reached (last: test_retry)"
+        );
     }
 
     #[test]
@@ -292,7 +295,9 @@ mod tests {
                 last: "test_refresh_credentials".into()
             })
         );
-        let Decision::Deferred(r) = d else { unreachable!() };
+        let Decision::Deferred(r) = d else {
+            unreachable!()
+        };
         assert_eq!(
             r.to_string(),
             "credentials rejected after refresh (test_refresh_credentials)"

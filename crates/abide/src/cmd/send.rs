@@ -1,5 +1,6 @@
 //! `abide send`: enqueue JSON lines into the durable outbox and deliver until drained.
 
+use abide_outbox::CredentialSource as _;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -163,7 +164,8 @@ pub(crate) fn load_config(
         let Some(var) = &p.credentials_env else {
             continue;
         };
-        if p.read_credentials()
+        if abide_outbox::EnvCredentials
+            .get(var)
             .is_none_or(|s| s.expose().trim().is_empty())
         {
             bail!(

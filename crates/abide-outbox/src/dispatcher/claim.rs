@@ -1,0 +1,94 @@
+//! The claimer: takes batches of due items from the store for one provider, no more than
+//! its senders can send well within the lease at the current pace.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+
+use super::runtime::ProviderRuntime;
+use super::{sleep_or_stop, Inner};
+use crate::model::Item;
+use crate::store::Store;
+
+/// Claims batches for one provider while there is room in its channel.
+pub(super) async fn claimer<S: Store>(
+    inner: Arc<Inner<S>>,
+    rt: Arc<ProviderRuntime>,
+    tx: mpsc::Sender<Item>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let lease = inner.opts.lease;
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let mono = inner.clock.monotonic();
+        // While the provider is paused, claiming would only run leases down.
+        if let Some(until) = rt.session.pacer().paused_until(mono) {
+            if sleep_or_stop(&inner, until, &mut stop).await {
+                return;
+            }
+            continue;
+        }
+        let permit = tokio::select! {
+            p = tx.reserve() => match p { Ok(p) => p, Err(_) => return },
+            _ = stop.changed() => return,
+        };
+        drop(permit);
+        let free = tx.capacity();
+        let backlog = tx.max_capacity() - free;
+        // Claim no more than can be sent well within the lease at the current pace.
+        let sendable = (rt.session.pacer().rate() * lease.as_secs_f64() / 4.0).floor() as usize;
+        let limit = free
+            .min(inner.opts.claim_batch)
+            .min(sendable.max(1).saturating_sub(backlog));
+        if limit == 0 {
+            let wait = Duration::from_secs_f64((1.0 / rt.session.pacer().rate()).clamp(0.001, 1.0));
+            if sleep_or_stop(&inner, mono + wait, &mut stop).await {
+                return;
+            }
+            continue;
+        }
+        let now = inner.clock.now();
+        let owner = format!(
+            "{}#{}",
+            inner.owner,
+            inner.claim_seq.fetch_add(1, Ordering::Relaxed)
+        );
+        match inner
+            .store
+            .claim(&rt.cfg.name, &owner, now, lease, limit)
+            .await
+        {
+            Ok(items) if !items.is_empty() => {
+                rt.stats
+                    .in_flight
+                    .fetch_add(items.len() as u64, Ordering::Relaxed);
+                for it in items {
+                    if tx.send(it).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            Ok(_) => {
+                let next = inner.store.next_due(&rt.cfg.name).await.ok().flatten();
+                let idle = inner.opts.idle_poll;
+                let wait = next.map_or(idle, |t| {
+                    t.duration_since(now).unwrap_or_default().min(idle)
+                });
+                let wait = wait.max(Duration::from_millis(1));
+                if sleep_or_stop(&inner, mono + wait, &mut stop).await {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(provider = %rt.cfg.name, error = %e, "claim failed; retrying");
+                if sleep_or_stop(&inner, mono + Duration::from_secs(1), &mut stop).await {
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! Delivery: per provider, one claimer feeding N senders that share one pacer and one
+//! retry budget; one completer writing results back in batches.
+//!
+//! ```text
+//!   store ──claim (bounded batch, lease)──▶ channel ──▶ N senders ──▶ completer ──▶ store
+//!              ▲ waits while the provider        pacer.reserve, send,       one transaction
+//!              │ is paused                       classify, decide           per batch
+//! ```
+//!
+//! Why the shape: SQLite has one writer, so claims and completions are batched; a throttle
+//! says the *sender* is too fast, so the pacer (and its pauses) is per provider, not per
+//! item; retries draw on one budget per provider so an outage cannot turn N workers into
+//! a hot loop. Nothing is dropped: a denied retry, a lost lease, a shutdown all leave the
+//! item `PENDING` (or `IN_FLIGHT` until its lease expires) with the same idempotency key.
+
+mod claim;
+mod complete;
+mod maintain;
+mod runtime;
+mod send;
+
+use std::future::Future;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use abide_core::{Clock, Pacer, RetryBudget, Session};
+use tokio::sync::{mpsc, watch, Mutex};
+use tokio::task::JoinSet;
+
+use crate::config::{Config, ProviderConfig};
+use crate::credentials::{CredentialSource, EnvCredentials};
+use crate::error::Result;
+use crate::model::{Completion, Enqueued, Item, NewItem};
+use crate::progress::{Progress, ProviderProgress, Stats, Totals};
+use crate::sleep::{Sleeper, TokioSleeper};
+use crate::store::Store;
+use crate::transport::{HttpTransport, Transport};
+use runtime::ProviderRuntime;
+
+/// How much longer than a provider's request timeout the lease must be: an attempt that
+/// runs to its timeout still completes (and writes its result) before the lease ends and
+/// another worker could take the item and send it again.
+pub const MIN_LEASE_MARGIN: Duration = Duration::from_secs(2);
+
+/// Tuning of a [`Dispatcher`].
+///
+/// # Default
+/// - `lease`: 60 s (a claimed item not completed by then is reclaimed as `PENDING`)
+/// - `claim_batch`: 256 items per claim (never more than the pace can send within a
+///   quarter of the lease)
+/// - `idle_poll`: 500 ms (longest idle sleep before looking for new items)
+/// - `maintenance_interval`: 1 s (lease reclaim, maximum age, fail-over, drain check)
+/// - `budget_denied_delay`: 5 s (minimum wait of a retry the budget refused)
+/// - `max_response_body`: 64 KiB read from each response, the rest discarded
+/// - `seed`: `None` (jitter from the OS RNG); set it for reproducible schedules
+/// - `sleeper`: `None` = [`TokioSleeper`] on the dispatcher's clock
+/// - `credentials`: `None` = [`EnvCredentials`] (each provider's `credentials_env`)
+#[derive(Debug, Clone)]
+pub struct DispatcherOptions {
+    /// Lease on claimed items; at least every provider's `timeout` + [`MIN_LEASE_MARGIN`].
+    pub lease: Duration,
+    /// Most items per claim.
+    pub claim_batch: usize,
+    /// Longest idle sleep.
+    pub idle_poll: Duration,
+    /// Period of the maintenance sweep.
+    pub maintenance_interval: Duration,
+    /// Minimum delay of a retry refused by the retry budget.
+    pub budget_denied_delay: Duration,
+    /// Bytes of each response body read before the rest is dropped.
+    pub max_response_body: usize,
+    /// Seed for jitter.
+    pub seed: Option<u64>,
+    /// How to wait.
+    pub sleeper: Option<Arc<dyn Sleeper>>,
+    /// Prefix of lease owners (default `abide-<uuid>`); must be unique per process.
+    pub owner: Option<String>,
+    /// Where the HTTP transport reads provider credentials.
+    pub credentials: Option<Arc<dyn CredentialSource>>,
+}
+
+impl Default for DispatcherOptions {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(60),
+            claim_batch: 256,
+            idle_poll: Duration::from_millis(500),
+            maintenance_interval: Duration::from_secs(1),
+            budget_denied_delay: Duration::from_secs(5),
+            max_response_body: 64 * 1024,
+            seed: None,
+            sleeper: None,
+            owner: None,
+            credentials: None,
+        }
+    }
+}
+
+/// Delivers the items of a [`Store`] to the configured providers.
+///
+/// # Clone
+/// Clones share everything (store, pacers, budgets, counters): run it in one task and
+/// call [`Dispatcher::progress`] or [`Dispatcher::enqueue`] from another.
+#[derive(Debug)]
+pub struct Dispatcher<S: Store> {
+    inner: Arc<Inner<S>>,
+}
+
+impl<S: Store> Clone for Dispatcher<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Inner<S> {
+    store: S,
+    config: Config,
+    clock: Arc<dyn Clock>,
+    sleeper: Arc<dyn Sleeper>,
+    opts: DispatcherOptions,
+    providers: Vec<Arc<ProviderRuntime>>,
+    started: Instant,
+    owner: String,
+    claim_seq: AtomicU64,
+}
+
+/// A completion on its way to the store, with the provider it counts for.
+pub(super) type Done = (usize, Completion);
+
+impl<S: Store> Dispatcher<S> {
+    /// A dispatcher over `store` for the providers in `config`, reading time from `clock`,
+    /// sending over HTTP with credentials from `opts.credentials` (default: the
+    /// environment variables the providers file names).
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] if the HTTP client cannot be built, or naming the first
+    /// provider whose request timeout + [`MIN_LEASE_MARGIN`] exceeds `opts.lease`.
+    pub fn new(
+        store: S,
+        config: Config,
+        clock: Arc<dyn Clock>,
+        opts: DispatcherOptions,
+    ) -> Result<Self> {
+        let client = HttpTransport::client().map_err(|e| crate::Error::Config {
+            provider: "<all>".into(),
+            field: "http client".into(),
+            message: e.to_string(),
+        })?;
+        Self::with_client(store, config, clock, opts, client)
+    }
+
+    /// Like [`Dispatcher::new`] with a caller-built HTTP client (keep redirects off).
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] naming the first provider whose request timeout +
+    /// [`MIN_LEASE_MARGIN`] exceeds `opts.lease`.
+    pub fn with_client(
+        store: S,
+        config: Config,
+        clock: Arc<dyn Clock>,
+        opts: DispatcherOptions,
+        client: reqwest::Client,
+    ) -> Result<Self> {
+        let source = opts
+            .credentials
+            .clone()
+            .unwrap_or_else(|| Arc::new(EnvCredentials));
+        let max_body = opts.max_response_body;
+        Self::with_transports(store, config, clock, opts, |p| {
+            Arc::new(HttpTransport::new(
+                p,
+                client.clone(),
+                Arc::clone(&source),
+                max_body,
+            ))
+        })
+    }
+
+    /// A dispatcher whose providers send through the transports `transport` builds, one
+    /// per provider (HTTP, SMPP, a [`crate::transport::ScriptedTransport`] in tests).
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] naming the first provider whose request timeout +
+    /// [`MIN_LEASE_MARGIN`] exceeds `opts.lease`.
+    pub fn with_transports(
+        store: S,
+        config: Config,
+        clock: Arc<dyn Clock>,
+        opts: DispatcherOptions,
+        mut transport: impl FnMut(&ProviderConfig) -> Arc<dyn Transport>,
+    ) -> Result<Self> {
+        // A lease that ends while the request may still be on the wire lets a second
+        // worker send the item again while the first is still waiting for its answer.
+        for p in &config.providers {
+            let least = p.timeout + MIN_LEASE_MARGIN;
+            if opts.lease < least {
+                return Err(crate::Error::Config {
+                    provider: p.name.clone(),
+                    field: "timeout_secs".into(),
+                    message: format!(
+                        "the lease ({:?}) must be at least the request timeout ({:?}) + {:?}; \
+                         lengthen the lease or shorten the timeout",
+                        opts.lease, p.timeout, MIN_LEASE_MARGIN
+                    ),
+                });
+            }
+        }
+        let mono = clock.monotonic();
+        let providers = config
+            .providers
+            .iter()
+            .map(|p| {
+                let mut rules = p.session_config();
+                rules.budget_denied_delay = opts.budget_denied_delay;
+                Arc::new(ProviderRuntime {
+                    session: Arc::new(Session::new(rules, mono)),
+                    transport: transport(p),
+                    stats: Stats::default(),
+                    cfg: p.clone(),
+                })
+            })
+            .collect();
+        let sleeper = opts
+            .sleeper
+            .clone()
+            .unwrap_or_else(|| Arc::new(TokioSleeper::new(Arc::clone(&clock))));
+        let owner = opts
+            .owner
+            .clone()
+            .unwrap_or_else(|| format!("abide-{}", uuid::Uuid::new_v4().simple()));
+        Ok(Self {
+            inner: Arc::new(Inner {
+                store,
+                config,
+                sleeper,
+                opts,
+                providers,
+                started: mono,
+                owner,
+                claim_seq: AtomicU64::new(0),
+                clock,
+            }),
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The shared pacer of provider `name`.
+    pub fn pacer(&self, name: &str) -> Option<Arc<Pacer>> {
+        self.runtime(name).map(|rt| Arc::clone(rt.session.pacer()))
+    }
+
+    /// The shared retry budget of provider `name`.
+    pub fn budget(&self, name: &str) -> Option<Arc<RetryBudget>> {
+        self.runtime(name).map(|rt| Arc::clone(rt.session.budget()))
+    }
+
+    fn runtime(&self, name: &str) -> Option<&Arc<ProviderRuntime>> {
+        self.inner.providers.iter().find(|rt| rt.cfg.name == name)
+    }
+
+    /// Validate every item against the configuration, then enqueue them all in one
+    /// transaction (see [`Store::enqueue`]).
+    ///
+    /// # Errors
+    /// [`crate::Error::UnknownProvider`] or [`crate::Error::InvalidRequest`] for the first
+    /// bad item (nothing is stored), database errors.
+    pub async fn enqueue(&self, items: &[NewItem]) -> Result<Vec<Enqueued>> {
+        for it in items {
+            self.inner.config.check_item(it)?;
+        }
+        self.inner
+            .store
+            .enqueue(items, self.inner.clock.now())
+            .await
+    }
+
+    /// This dispatcher's counters over all providers, without touching the store: cheap
+    /// enough to poll every few milliseconds (a live display, a benchmark's stop
+    /// condition). `delivered` counts results already committed to the store.
+    pub fn totals(&self) -> Totals {
+        let mut totals = Totals::default();
+        for rt in &self.inner.providers {
+            add_totals(&mut totals, &rt.stats.totals());
+        }
+        totals
+    }
+
+    /// A live snapshot: store counts plus this dispatcher's counters and pacer states.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn progress(&self) -> Result<Progress> {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        let mono = inner.clock.monotonic();
+        let counts = inner.store.counts_by_state(None).await?;
+        let mut providers = Vec::with_capacity(inner.providers.len());
+        let mut totals = Totals::default();
+        for rt in &inner.providers {
+            let t = rt.stats.totals();
+            add_totals(&mut totals, &t);
+            let pacer = rt.session.pacer();
+            providers.push(ProviderProgress {
+                name: rt.cfg.name.clone(),
+                rate: pacer.rate(),
+                target_rate: pacer.target(),
+                paused_for: pacer.paused_until(mono).map(|u| u - mono),
+                throttle_rate: pacer.throttle_rate(mono),
+                counts: inner.store.counts_by_state(Some(&rt.cfg.name)).await?,
+                totals: t,
+            });
+        }
+        Ok(Progress {
+            counts,
+            totals,
+            providers,
+            elapsed: mono.saturating_duration_since(inner.started),
+            oldest_pending_age: inner.store.oldest_pending_age(now).await?,
+        })
+    }
+
+    /// Deliver until no item of a configured provider is `QUEUED`, `IN_FLIGHT` or
+    /// `PENDING` (deferred and failed items do not keep it running), then return the
+    /// final [`Progress`].
+    ///
+    /// # Errors
+    /// Database errors from the final snapshot; errors during the run are logged and
+    /// retried, never fatal.
+    pub async fn run_until_drained(&self) -> Result<Progress> {
+        let this = self.clone();
+        self.run_forever(async move {
+            loop {
+                let deadline = this.inner.clock.monotonic() + this.inner.opts.maintenance_interval;
+                this.inner.sleeper.sleep_until(deadline).await;
+                if this.drained().await.unwrap_or(false) {
+                    return;
+                }
+            }
+        })
+        .await
+    }
+
+    async fn drained(&self) -> Result<bool> {
+        for rt in &self.inner.providers {
+            if self.inner.store.has_active(&rt.cfg.name).await? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Deliver until `shutdown` resolves, then stop claiming, hand unsent claimed items
+    /// back (`PENDING`, due at once), wait for requests on the wire, write every result,
+    /// and return the final [`Progress`].
+    ///
+    /// # Errors
+    /// Database errors from the final snapshot.
+    ///
+    /// # Cancel safety
+    /// Dropping the future aborts the workers; claimed items then wait for their lease to
+    /// expire and are retried with the same idempotency key.
+    pub async fn run_forever(&self, shutdown: impl Future<Output = ()> + Send) -> Result<Progress> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (done_tx, done_rx) = mpsc::channel::<Done>(4096);
+        let mut workers = JoinSet::new();
+        for (idx, rt) in self.inner.providers.iter().enumerate() {
+            let cap = (rt.cfg.concurrency * 2).max(self.inner.opts.claim_batch.min(256));
+            let (item_tx, item_rx) = mpsc::channel::<Item>(cap);
+            let item_rx = Arc::new(Mutex::new(item_rx));
+            workers.spawn(claim::claimer(
+                Arc::clone(&self.inner),
+                Arc::clone(rt),
+                item_tx,
+                stop_rx.clone(),
+            ));
+            for w in 0..rt.cfg.concurrency {
+                let seed = self
+                    .inner
+                    .opts
+                    .seed
+                    .map(|s| s ^ ((idx as u64) << 32 | w as u64));
+                workers.spawn(send::sender(
+                    Arc::clone(&self.inner),
+                    idx,
+                    Arc::clone(rt),
+                    Arc::clone(&item_rx),
+                    done_tx.clone(),
+                    stop_rx.clone(),
+                    seed,
+                ));
+            }
+        }
+        drop(done_tx);
+        let completer = tokio::spawn(complete::completer(Arc::clone(&self.inner), done_rx));
+        let maintenance = tokio::spawn(maintain::maintenance(
+            Arc::clone(&self.inner),
+            stop_rx.clone(),
+        ));
+
+        shutdown.await;
+        let _ = stop_tx.send(true);
+        while workers.join_next().await.is_some() {}
+        let _ = completer.await;
+        let _ = maintenance.await;
+        self.progress().await
+    }
+}
+
+fn add_totals(sum: &mut Totals, t: &Totals) {
+    sum.attempts += t.attempts;
+    sum.delivered += t.delivered;
+    sum.throttled += t.throttled;
+    sum.retries_scheduled += t.retries_scheduled;
+    sum.terminal_failures += t.terminal_failures;
+    sum.deferred += t.deferred;
+    sum.budget_denied += t.budget_denied;
+    sum.credential_refreshes += t.credential_refreshes;
+    sum.lease_returns += t.lease_returns;
+    sum.in_flight += t.in_flight;
+    sum.on_wire += t.on_wire;
+    sum.transport_failures += t.transport_failures;
+}
+
+/// Sleep until `deadline` or until stopped; true when stopped.
+pub(super) async fn sleep_or_stop<S>(
+    inner: &Inner<S>,
+    deadline: Instant,
+    stop: &mut watch::Receiver<bool>,
+) -> bool {
+    if *stop.borrow() {
+        return true;
+    }
+    tokio::select! {
+        () = inner.sleeper.sleep_until(deadline) => *stop.borrow(),
+        _ = stop.changed() => true,
+    }
+}

@@ -1,0 +1,94 @@
+//! What one provider's senders share: its session (pace, pauses, budget, rules), its
+//! transport and its counters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use abide_core::{BudgetRole, ItemContext, Session};
+
+use crate::config::ProviderConfig;
+use crate::model::Item;
+use crate::progress::Stats;
+use crate::transport::Transport;
+
+/// Everything shared by one provider's senders.
+#[derive(Debug)]
+pub(crate) struct ProviderRuntime {
+    pub(crate) cfg: ProviderConfig,
+    pub(crate) session: Arc<Session>,
+    pub(crate) transport: Arc<dyn Transport>,
+    pub(crate) stats: Stats,
+}
+
+/// How long before its lease ends an item may still be sent: the request's timeout plus a
+/// second, so an answer always arrives (and is written) while the lease is ours.
+fn lease_margin(cfg: &ProviderConfig) -> Duration {
+    cfg.timeout + Duration::from_secs(1)
+}
+
+impl ProviderRuntime {
+    /// What the session needs to know of a claimed item.
+    pub(crate) fn item_context(&self, item: &Item) -> ItemContext {
+        let margin = lease_margin(&self.cfg);
+        ItemContext {
+            window_attempts: item.window_attempts,
+            window_start: item.window_start,
+            role: budget_role(item),
+            send_by: item.lease_expires_at.map(|exp| {
+                exp.checked_sub(margin)
+                    .unwrap_or(std::time::SystemTime::UNIX_EPOCH)
+            }),
+        }
+    }
+}
+
+/// The budget role of `item`'s next attempt (see [`BudgetRole`]).
+pub(crate) fn budget_role(item: &Item) -> BudgetRole {
+    if item.attempts == 0 || item.just_failed_over() {
+        BudgetRole::First
+    } else if item.lease_reclaimed() {
+        BudgetRole::Resume
+    } else {
+        BudgetRole::Retry
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Request, FAILED_OVER_PREFIX, LEASE_EXPIRED_REASON};
+    use crate::state::State;
+    use std::time::UNIX_EPOCH;
+
+    fn item(attempts: u32, reason: Option<&str>) -> Item {
+        Item {
+            id: "i".into(),
+            provider: "p".into(),
+            current_provider: "p".into(),
+            request: Request::post_json("/m", serde_json::json!({})),
+            idempotency_key: "k".into(),
+            created_at: UNIX_EPOCH,
+            state: State::InFlight,
+            attempts,
+            window_attempts: attempts,
+            window_start: UNIX_EPOCH,
+            next_attempt_at: UNIX_EPOCH,
+            last_provider_code: None,
+            reason: reason.map(str::to_owned),
+            lease_owner: Some("o".into()),
+            lease_expires_at: None,
+        }
+    }
+
+    #[test]
+    fn only_retries_of_remote_failures_spend_budget() {
+        assert_eq!(budget_role(&item(0, None)), BudgetRole::First);
+        assert_eq!(budget_role(&item(3, Some("http_503"))), BudgetRole::Retry);
+        let denied = item(3, Some("retry_budget_exhausted"));
+        assert_eq!(budget_role(&denied), BudgetRole::Retry);
+        let reclaimed = item(3, Some(LEASE_EXPIRED_REASON));
+        assert_eq!(budget_role(&reclaimed), BudgetRole::Resume);
+        let moved = format!("{FAILED_OVER_PREFIX}q");
+        assert_eq!(budget_role(&item(3, Some(&moved))), BudgetRole::First);
+    }
+}

@@ -1,0 +1,200 @@
+//! Senders: take a claimed item, let the provider's session decide when it goes, send it
+//! through the transport, and turn the session's decision into a [`Completion`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use abide_core::{Decision, HandBackReason, Step, VerdictClass};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use tokio::sync::{mpsc, watch, Mutex};
+
+use super::runtime::{budget_role, ProviderRuntime};
+use super::{sleep_or_stop, Done, Inner};
+use crate::model::{AttemptRecord, Completion, Item, Outcome};
+use crate::progress::Stats;
+use crate::store::Store;
+use abide_core::BudgetRole;
+
+/// Sends claimed items of one provider, one at a time.
+pub(super) async fn sender<S: Store>(
+    inner: Arc<Inner<S>>,
+    idx: usize,
+    rt: Arc<ProviderRuntime>,
+    rx: Arc<Mutex<mpsc::Receiver<Item>>>,
+    done: mpsc::Sender<Done>,
+    mut stop: watch::Receiver<bool>,
+    seed: Option<u64>,
+) {
+    let mut rng = match seed {
+        Some(s) => StdRng::seed_from_u64(s),
+        None => StdRng::from_os_rng(),
+    };
+    loop {
+        // Claimers exit on stop and drop the channel's sender, so this drains and ends.
+        let item = { rx.lock().await.recv().await };
+        let Some(item) = item else { return };
+        let c = attempt(&inner, &rt, item, &mut stop, &mut rng).await;
+        if done.send((idx, c)).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Counts one request on the wire while it lives (dropped with an aborted task too).
+struct OnWire<'a>(&'a AtomicU64);
+
+impl<'a> OnWire<'a> {
+    fn new(c: &'a AtomicU64) -> Self {
+        c.fetch_add(1, Ordering::Relaxed);
+        Self(c)
+    }
+}
+
+impl Drop for OnWire<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Hand a claimed item back: `PENDING`, due at `when`, with the attempts made under this
+/// lease (none when nothing was sent).
+///
+/// An item whose next attempt spends no retry budget (reclaimed, failed over) keeps the
+/// reason that says so, unless the budget itself refused it: a shutdown must not turn a
+/// resumed item into a retry, nor a retry into a free one.
+fn hand_back(
+    rt: &ProviderRuntime,
+    item: &Item,
+    when: SystemTime,
+    reason: HandBackReason,
+    attempts: Vec<AttemptRecord>,
+) -> Completion {
+    Stats::bump(&rt.stats.lease_returns);
+    let reason = match (&item.reason, budget_role(item)) {
+        (Some(kept), BudgetRole::Resume | BudgetRole::First)
+            if item.attempts > 0 && attempts.is_empty() =>
+        {
+            kept.clone()
+        }
+        _ => reason.as_str().to_owned(),
+    };
+    let last_provider_code = attempts.last().map(|a| a.remote.to_string());
+    Completion {
+        id: item.id.clone(),
+        lease_owner: item.lease_owner.clone().unwrap_or_default(),
+        outcome: Outcome::Retry {
+            next_attempt_at: when,
+            reason,
+        },
+        attempts,
+        last_provider_code,
+    }
+}
+
+/// One item under one lease: the session paces it, we send, the session decides.
+async fn attempt<S: Store>(
+    inner: &Inner<S>,
+    rt: &ProviderRuntime,
+    item: Item,
+    stop: &mut watch::Receiver<bool>,
+    rng: &mut StdRng,
+) -> Completion {
+    let session = &rt.session;
+    let mut records: Vec<AttemptRecord> = Vec::new();
+    let mut delivery = session.delivery(rt.item_context(&item));
+    loop {
+        if *stop.borrow() {
+            let now = inner.clock.now();
+            return hand_back(rt, &item, now, HandBackReason::Shutdown, records);
+        }
+        let (mono, now) = (inner.clock.monotonic(), inner.clock.now());
+        match delivery.poll(session, mono, now, rng) {
+            Step::Send => {}
+            Step::WaitUntil(at) => {
+                if sleep_or_stop(inner, at, stop).await {
+                    let now = inner.clock.now();
+                    return hand_back(rt, &item, now, HandBackReason::Shutdown, records);
+                }
+                continue;
+            }
+            Step::HandBack { after, reason } => {
+                if reason == HandBackReason::RetryBudgetExhausted {
+                    Stats::bump(&rt.stats.budget_denied);
+                }
+                return hand_back(rt, &item, now + after, reason, records);
+            }
+        }
+
+        let sent_at = inner.clock.monotonic();
+        let wire = OnWire::new(&rt.stats.on_wire);
+        let response = rt.transport.send(&item).await;
+        drop(wire);
+        let latency = inner.clock.monotonic().saturating_duration_since(sent_at);
+        let (mono, now) = (inner.clock.monotonic(), inner.clock.now());
+        let answer = delivery.on_answer(session, mono, now, &response.observation(), rng);
+        let verdict = &answer.verdict;
+        Stats::bump(&rt.stats.attempts);
+        match verdict.class {
+            VerdictClass::Throttle => Stats::bump(&rt.stats.throttled),
+            VerdictClass::Unknown => {
+                tracing::warn!(provider = %rt.cfg.name, item = %item.id, reason = %verdict.reason,
+                    "unrecognised response; retrying with a low attempt cap");
+            }
+            _ => {}
+        }
+        if matches!(response, crate::transport::Response::Transport(_)) {
+            Stats::bump(&rt.stats.transport_failures);
+            if answer.outage_began {
+                tracing::warn!(provider = %rt.cfg.name, reason = %verdict.reason,
+                    "no answer from the provider; pausing it (backing off until it answers)");
+            }
+        }
+        let mut record = AttemptRecord {
+            at: now,
+            provider: rt.cfg.name.clone(),
+            remote: response.remote(),
+            verdict_class: verdict.class.as_str().to_owned(),
+            delay: None,
+            delay_reason: None,
+            latency,
+        };
+        if let Some(d) = &answer.delay {
+            record.delay = Some(d.delay);
+            record.delay_reason = Some(d.reason.as_str().to_owned());
+            if let Some(raw) = &d.raw {
+                tracing::debug!(provider = %rt.cfg.name, raw = %raw,
+                    delay_ms = d.delay.as_millis() as u64, "Retry-After");
+            }
+        }
+        let outcome = match answer.decision {
+            Decision::Resend => {
+                Stats::bump(&rt.stats.credential_refreshes);
+                rt.transport.refresh_credentials();
+                records.push(record);
+                continue;
+            }
+            Decision::Delivered => Outcome::Submitted,
+            Decision::Failed => Outcome::Failed {
+                reason: answer.verdict.reason.clone(),
+            },
+            Decision::Deferred(reason) => Outcome::Deferred {
+                reason: reason.to_string(),
+            },
+            Decision::Retry { after } => Outcome::Retry {
+                next_attempt_at: now + after,
+                reason: answer.verdict.reason.clone(),
+            },
+        };
+        let code = record.remote.to_string();
+        records.push(record);
+        return Completion {
+            id: item.id.clone(),
+            lease_owner: item.lease_owner.clone().unwrap_or_default(),
+            outcome,
+            attempts: records,
+            last_provider_code: Some(code),
+        };
+    }
+}

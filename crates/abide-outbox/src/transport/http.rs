@@ -1,0 +1,186 @@
+//! HTTP with reqwest: one [`HttpTransport`] per provider.
+
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use abide_core::TransportFailure;
+use bytes::{Bytes, BytesMut};
+use http::HeaderValue;
+
+use super::{Response, SendFuture, Transport};
+use crate::config::{ProviderConfig, Secret};
+use crate::credentials::CredentialSource;
+use crate::model::{Body, Item};
+
+/// Bytes of a response body kept for classification (the rest of what is read is
+/// dropped): enough for an error object's message, never a buffer a hostile provider can
+/// grow.
+pub const MAX_CLASSIFIED_BODY: usize = 4 * 1024;
+
+/// Sends items to one provider over HTTP.
+///
+/// Redirects must be off in the client (an item may only reach its provider); at most
+/// `max_body` bytes of each response are read, so the connection can be reused and a
+/// hostile provider cannot make us buffer without limit.
+#[derive(Debug)]
+pub struct HttpTransport {
+    client: reqwest::Client,
+    base_url: reqwest::Url,
+    timeout: Duration,
+    idempotency_key_header: http::HeaderName,
+    auth_header: Option<http::HeaderName>,
+    credential: Option<String>,
+    source: Arc<dyn CredentialSource>,
+    token: RwLock<Option<Secret>>,
+    max_body: usize,
+}
+
+impl HttpTransport {
+    /// A transport for `cfg`, reading its credential from `source` now (and again once
+    /// after a `401`).
+    pub fn new(
+        cfg: &ProviderConfig,
+        client: reqwest::Client,
+        source: Arc<dyn CredentialSource>,
+        max_body: usize,
+    ) -> Self {
+        let token = cfg.credentials_env.as_deref().and_then(|n| source.get(n));
+        Self {
+            client,
+            base_url: cfg.base_url.clone(),
+            timeout: cfg.timeout,
+            idempotency_key_header: cfg.idempotency_key_header.clone(),
+            auth_header: cfg.auth_header.clone(),
+            credential: cfg.credentials_env.clone(),
+            source,
+            token: RwLock::new(token),
+            max_body,
+        }
+    }
+
+    /// A reqwest client fit for providers: no redirects, a large idle pool.
+    ///
+    /// # Errors
+    /// When reqwest cannot build a client (TLS back-end initialisation).
+    pub fn client() -> reqwest::Result<reqwest::Client> {
+        reqwest::Client::builder()
+            // A redirect could lead anywhere; items may only reach their provider.
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_max_idle_per_host(256)
+            .build()
+    }
+
+    fn token(&self) -> Option<Secret> {
+        self.token
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    async fn send_one(&self, item: &Item) -> Response {
+        let Some(url) = target_url(&self.base_url, &item.request.path) else {
+            // Validated at enqueue; a row edited by hand could still get here. Never sent.
+            return Response::Transport(TransportFailure::Connect);
+        };
+        let method =
+            http::Method::from_bytes(item.request.method.as_bytes()).unwrap_or(http::Method::POST);
+        let mut req = self.client.request(method, url).timeout(self.timeout);
+        for (k, v) in &item.request.headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        if let Ok(v) = HeaderValue::from_str(&item.idempotency_key) {
+            req = req.header(self.idempotency_key_header.clone(), v);
+        }
+        if let Some(token) = self.token() {
+            req = match &self.auth_header {
+                Some(name) => match HeaderValue::from_str(token.expose()) {
+                    Ok(mut v) => {
+                        v.set_sensitive(true);
+                        req.header(name.clone(), v)
+                    }
+                    Err(_) => req,
+                },
+                None => req.bearer_auth(token.expose()),
+            };
+        }
+        req = match &item.request.body {
+            Some(Body::Json(v)) => req.json(v),
+            Some(Body::Text(t)) => req
+                .header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")
+                .body(t.clone()),
+            None => req,
+        };
+        match req.send().await {
+            Ok(mut resp) => {
+                let status = resp.status();
+                let headers = std::mem::take(resp.headers_mut());
+                let mut kept = BytesMut::new();
+                let mut read = 0usize;
+                while read < self.max_body {
+                    match resp.chunk().await {
+                        Ok(Some(chunk)) => {
+                            read += chunk.len();
+                            let room = MAX_CLASSIFIED_BODY.saturating_sub(kept.len());
+                            kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                        }
+                        _ => break,
+                    }
+                }
+                Response::Http {
+                    status,
+                    headers,
+                    body: Bytes::from(kept),
+                }
+            }
+            Err(e) if e.is_connect() => Response::Transport(TransportFailure::Connect),
+            // Sent (or possibly sent): every request carries an idempotency key, so a
+            // replay is safe as long as the provider honours it.
+            Err(_) => Response::Transport(TransportFailure::AfterSend { replay_safe: true }),
+        }
+    }
+}
+
+impl Transport for HttpTransport {
+    fn send<'a>(&'a self, item: &'a Item) -> SendFuture<'a> {
+        Box::pin(self.send_one(item))
+    }
+
+    fn refresh_credentials(&self) {
+        let fresh = self.credential.as_deref().and_then(|n| self.source.get(n));
+        *self.token.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+    }
+}
+
+/// `base` + `path`, refusing anything that would leave `base`'s origin.
+pub fn target_url(base: &reqwest::Url, path: &str) -> Option<reqwest::Url> {
+    if !path.starts_with('/') || path.starts_with("//") || path.contains("://") {
+        return None;
+    }
+    let joined = format!("{}{}", base.as_str().trim_end_matches('/'), path);
+    let url = reqwest::Url::parse(&joined).ok()?;
+    (url.scheme() == base.scheme()
+        && url.host_str() == base.host_str()
+        && url.port_or_known_default() == base.port_or_known_default())
+    .then_some(url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_stay_on_the_provider() {
+        let base = reqwest::Url::parse("http://127.0.0.1:9/api/").unwrap();
+        assert_eq!(
+            target_url(&base, "/v1/m?x=1").map(|u| u.to_string()),
+            Some("http://127.0.0.1:9/api/v1/m?x=1".into())
+        );
+        for p in ["//evil/x", "http://evil/x", "v1", "/@evil.example"] {
+            let u = target_url(&base, p);
+            assert!(
+                u.as_ref().is_none_or(|u| u.host_str() == Some("127.0.0.1")),
+                "{p}: {u:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The transport seam: a request for one item goes out, an answer (or a transport failure)
+//! comes back. Nothing here decides anything: the answer goes to the provider's
+//! [`abide_core::Session`].
+//!
+//! - [`HttpTransport`]: reqwest, one per provider (base URL, timeout, credentials,
+//!   idempotency-key header).
+//! - [`ScriptedTransport`]: answers from a script, in memory, for tests and benchmarks.
+//!
+//! An SMPP transport or any other protocol implements the same trait.
+
+mod http;
+mod scripted;
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
+
+use abide_core::{Observation, TransportFailure};
+use bytes::Bytes;
+
+pub use self::http::{target_url, HttpTransport, MAX_CLASSIFIED_BODY};
+pub use scripted::{ScriptedTransport, Sent};
+
+use crate::model::{Item, RemoteCode};
+
+/// What came back from one send.
+#[derive(Debug, Clone)]
+pub enum Response {
+    /// An HTTP response: status, headers and the start of the body.
+    Http {
+        /// Status code.
+        status: ::http::StatusCode,
+        /// Headers.
+        headers: ::http::HeaderMap,
+        /// Up to [`MAX_CLASSIFIED_BODY`] bytes of the body (some vendors say "rate
+        /// limited" only there).
+        body: Bytes,
+    },
+    /// An SMPP response PDU's `command_status` (SMPP 3.4 §5.1.3).
+    Smpp {
+        /// `command_status`.
+        command_status: u32,
+    },
+    /// No answer: the transport failed.
+    Transport(TransportFailure),
+}
+
+impl Response {
+    /// An HTTP answer with `status` and no headers or body.
+    pub fn status(status: u16) -> Self {
+        Response::Http {
+            status: ::http::StatusCode::from_u16(status)
+                .unwrap_or(::http::StatusCode::INTERNAL_SERVER_ERROR),
+            headers: ::http::HeaderMap::new(),
+            body: Bytes::new(),
+        }
+    }
+
+    /// An HTTP answer with `status` and the given headers (names and values must be valid;
+    /// invalid ones are skipped).
+    pub fn with_headers(status: u16, headers: &[(&str, &str)]) -> Self {
+        let mut r = Self::status(status);
+        if let Response::Http { headers: map, .. } = &mut r {
+            for (k, v) in headers {
+                if let (Ok(k), Ok(v)) = (
+                    ::http::HeaderName::from_bytes(k.as_bytes()),
+                    ::http::HeaderValue::from_str(v),
+                ) {
+                    map.append(k, v);
+                }
+            }
+        }
+        r
+    }
+
+    /// The remote's code as recorded per attempt.
+    pub fn remote(&self) -> RemoteCode {
+        match self {
+            Response::Http { status, .. } => RemoteCode::Http(status.as_u16()),
+            Response::Smpp { command_status } => RemoteCode::Smpp(*command_status),
+            Response::Transport(_) => RemoteCode::NoResponse,
+        }
+    }
+
+    /// The answer as the classifier reads it.
+    pub fn observation(&self) -> Observation<'_> {
+        match self {
+            Response::Http {
+                status,
+                headers,
+                body,
+            } => Observation::Http {
+                status: *status,
+                headers,
+                body,
+            },
+            Response::Smpp { command_status } => Observation::Smpp {
+                command_status: *command_status,
+            },
+            Response::Transport(t) => Observation::Transport(*t),
+        }
+    }
+}
+
+/// A boxed, `Send` future returned by [`Transport::send`].
+pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Response> + Send + 'a>>;
+
+/// Sends one item's request to its provider.
+pub trait Transport: Debug + Send + Sync {
+    /// Send `item` once and return the answer. Never retries: retrying is the session's
+    /// decision.
+    ///
+    /// # Cancel safety
+    /// Dropping the future abandons the request; the item's lease and idempotency key make
+    /// a later resend safe.
+    fn send<'a>(&'a self, item: &'a Item) -> SendFuture<'a>;
+
+    /// Fetch credentials anew (after a `401`). The default does nothing.
+    fn refresh_credentials(&self) {}
+}
