@@ -43,6 +43,8 @@ mod config;
 mod decide;
 mod delivery;
 mod outage;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Instant;
