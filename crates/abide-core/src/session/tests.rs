@@ -141,7 +141,10 @@ fn a_garbage_retry_after_waits_long_with_jitter() {
     let a = r.answer(&mut d, 429, &[("retry-after", "soon-ish")]);
     let delay = a.delay.unwrap();
     assert_eq!(delay.reason, DelayReason::Unparseable);
-    assert!(delay.delay >= secs(300) && delay.delay <= secs(360), "{delay:?}");
+    assert!(
+        delay.delay >= secs(300) && delay.delay <= secs(360),
+        "{delay:?}"
+    );
     assert_eq!(delay.raw.as_deref(), Some("soon-ish"));
 }
 
@@ -259,8 +262,16 @@ fn connection_failures_pause_the_host_with_backoff_once_per_round() {
         })
         .collect();
     let began: Vec<bool> = wire.iter_mut().map(|d| r.fail(d).outage_began).collect();
-    assert_eq!(began.iter().filter(|b| **b).count(), 1, "warn once per episode");
-    assert_eq!(r.session.outage_streak(), 1, "old requests do not grow the pause");
+    assert_eq!(
+        began.iter().filter(|b| **b).count(),
+        1,
+        "warn once per episode"
+    );
+    assert_eq!(
+        r.session.outage_streak(),
+        1,
+        "old requests do not grow the pause"
+    );
     let left = r.session.pacer().paused_until(r.mono()).unwrap() - r.mono();
     assert_eq!(left, secs(1));
     // The next request, sent after the pause, fails too: the pause doubles.

@@ -5,3 +5,4 @@ mod connect;
 mod delivery;
 mod store_conformance;
 mod support;
+mod virtual_time;

@@ -10,6 +10,9 @@ use futures::FutureExt;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::Executor;
 
+mod still;
+pub use still::{still, StillStore, TokioClock};
+
 pub const PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 /// A fixed, readable start time for every test.

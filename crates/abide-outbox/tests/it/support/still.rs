@@ -1,0 +1,176 @@
+//! Virtual time over a real database: tokio's paused clock, held still while the store
+//! works.
+//!
+//! With `start_paused`, tokio advances its clock to the next timer whenever every task is
+//! waiting. SQLite runs on sqlx's own worker thread, so a dispatcher waiting for a claim
+//! looks idle and the clock would jump mid-query. A `spawn_blocking` task inhibits that
+//! auto-advance while it runs (tokio#5115), so [`StillStore`] runs each store call beside one
+//! that waits for the call to finish: the database answers "instantly" in virtual time, and
+//! everything else (pacing, pauses, leases, fail-over) keeps its exact schedule.
+
+use std::future::Future;
+use std::time::{Duration, Instant, SystemTime};
+
+use abide_core::Clock;
+use abide_outbox::{
+    Completion, Counts, Enqueued, Item, ListFilter, NewItem, RemoteCode, RequeueFilter, State,
+    Store, StoredAttempt,
+};
+
+/// Run `f` with tokio's paused clock held still.
+pub async fn still<F: Future>(f: F) -> F::Output {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let hold = tokio::task::spawn_blocking(move || {
+        let _ = rx.recv();
+    });
+    let out = f.await;
+    drop(tx);
+    let _ = hold.await;
+    out
+}
+
+/// A store whose every call holds tokio's paused clock still.
+#[derive(Debug, Clone)]
+pub struct StillStore<S>(pub S);
+
+type R<T> = abide_outbox::Result<T>;
+
+impl<S: Store> Store for StillStore<S> {
+    fn enqueue(
+        &self,
+        items: &[NewItem],
+        now: SystemTime,
+    ) -> impl Future<Output = R<Vec<Enqueued>>> + Send {
+        still(self.0.enqueue(items, now))
+    }
+    fn claim(
+        &self,
+        provider: &str,
+        owner: &str,
+        now: SystemTime,
+        lease: Duration,
+        limit: usize,
+    ) -> impl Future<Output = R<Vec<Item>>> + Send {
+        still(self.0.claim(provider, owner, now, lease, limit))
+    }
+    fn complete(
+        &self,
+        completions: &[Completion],
+        now: SystemTime,
+    ) -> impl Future<Output = R<Vec<R<State>>>> + Send {
+        still(self.0.complete(completions, now))
+    }
+    fn reclaim_expired(&self, now: SystemTime) -> impl Future<Output = R<u64>> + Send {
+        still(self.0.reclaim_expired(now))
+    }
+    fn reclaim_all_in_flight(&self, now: SystemTime) -> impl Future<Output = R<u64>> + Send {
+        still(self.0.reclaim_all_in_flight(now))
+    }
+    fn promote_due(
+        &self,
+        provider: Option<&str>,
+        now: SystemTime,
+    ) -> impl Future<Output = R<u64>> + Send {
+        still(self.0.promote_due(provider, now))
+    }
+    fn defer(&self, id: &str, reason: &str, now: SystemTime) -> impl Future<Output = R<()>> + Send {
+        still(self.0.defer(id, reason, now))
+    }
+    fn defer_older_than(
+        &self,
+        provider: &str,
+        cut: SystemTime,
+        reason: &str,
+        now: SystemTime,
+    ) -> impl Future<Output = R<u64>> + Send {
+        still(self.0.defer_older_than(provider, cut, reason, now))
+    }
+    fn requeue(&self, id: &str, now: SystemTime) -> impl Future<Output = R<()>> + Send {
+        still(self.0.requeue(id, now))
+    }
+    fn requeue_deferred(
+        &self,
+        filter: &RequeueFilter,
+        now: SystemTime,
+    ) -> impl Future<Output = R<u64>> + Send {
+        still(self.0.requeue_deferred(filter, now))
+    }
+    fn requeue_failed(
+        &self,
+        filter: &RequeueFilter,
+        now: SystemTime,
+    ) -> impl Future<Output = R<u64>> + Send {
+        still(self.0.requeue_failed(filter, now))
+    }
+    fn fail_over(
+        &self,
+        from: &str,
+        to: &str,
+        cut: SystemTime,
+        now: SystemTime,
+    ) -> impl Future<Output = R<u64>> + Send {
+        still(self.0.fail_over(from, to, cut, now))
+    }
+    fn counts_by_state(&self, provider: Option<&str>) -> impl Future<Output = R<Counts>> + Send {
+        still(self.0.counts_by_state(provider))
+    }
+    fn reason_counts(
+        &self,
+        state: Option<State>,
+    ) -> impl Future<Output = R<Vec<(State, String, u64)>>> + Send {
+        still(self.0.reason_counts(state))
+    }
+    fn list(&self, filter: &ListFilter) -> impl Future<Output = R<Vec<Item>>> + Send {
+        still(self.0.list(filter))
+    }
+    fn oldest_pending_age(
+        &self,
+        now: SystemTime,
+    ) -> impl Future<Output = R<Option<Duration>>> + Send {
+        still(self.0.oldest_pending_age(now))
+    }
+    fn has_active(&self, provider: &str) -> impl Future<Output = R<bool>> + Send {
+        still(self.0.has_active(provider))
+    }
+    fn next_due(&self, provider: &str) -> impl Future<Output = R<Option<SystemTime>>> + Send {
+        still(self.0.next_due(provider))
+    }
+    fn get(&self, id: &str) -> impl Future<Output = R<Option<Item>>> + Send {
+        still(self.0.get(id))
+    }
+    fn attempts(&self, id: &str) -> impl Future<Output = R<Vec<StoredAttempt>>> + Send {
+        still(self.0.attempts(id))
+    }
+    fn remote_counts(
+        &self,
+        provider: Option<&str>,
+    ) -> impl Future<Output = R<Vec<(RemoteCode, u64)>>> + Send {
+        still(self.0.remote_counts(provider))
+    }
+}
+
+/// Wall and monotonic time read from tokio's (paused) clock, starting at `epoch`.
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    epoch: SystemTime,
+    base: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// Wall time `epoch` now.
+    pub fn new(epoch: SystemTime) -> Self {
+        Self {
+            epoch,
+            base: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> SystemTime {
+        self.epoch + (tokio::time::Instant::now() - self.base)
+    }
+    fn monotonic(&self) -> Instant {
+        tokio::time::Instant::now().into_std()
+    }
+}

@@ -1,0 +1,283 @@
+//! The dispatcher in virtual time: tokio's paused clock, a real SQLite file held still
+//! while it works (`support::StillStore`), and a scripted transport. Minutes of schedule
+//! run in milliseconds and every send time is exact.
+
+use std::collections::HashMap;
+use std::future::pending;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use abide_core::Clock;
+use abide_outbox::{
+    Config, Dispatcher, DispatcherOptions, NewItem, Request, Response, ScriptedTransport,
+    SqliteStore, State, Store, Transport,
+};
+use serde_json::json;
+
+use crate::support::{still, t0, StillStore, TokioClock};
+
+type Vt = StillStore<SqliteStore>;
+
+async fn store(dir: &tempfile::TempDir) -> Vt {
+    StillStore(
+        still(SqliteStore::open(dir.path().join("outbox.db")))
+            .await
+            .unwrap(),
+    )
+}
+
+fn items(provider: &str, n: usize) -> Vec<NewItem> {
+    (0..n)
+        .map(|i| {
+            let req = Request::post_json("/v1/messages", json!({ "n": i }));
+            NewItem::new(provider, req).with_idempotency_key(format!("{provider}-{i}"))
+        })
+        .collect()
+}
+
+fn opts() -> DispatcherOptions {
+    DispatcherOptions {
+        seed: Some(7),
+        ..DispatcherOptions::default()
+    }
+}
+
+fn dispatcher(
+    store: Vt,
+    toml: &str,
+    clock: &Arc<TokioClock>,
+    transports: &HashMap<&str, Arc<ScriptedTransport>>,
+) -> Dispatcher<Vt> {
+    let config = Config::from_toml_str(toml).unwrap();
+    let clock: Arc<dyn Clock> = clock.clone();
+    Dispatcher::with_transports(store, config, clock, opts(), |p| {
+        let t: Arc<dyn Transport> = transports[p.name.as_str()].clone();
+        t
+    })
+    .unwrap()
+}
+
+fn scripted(
+    clock: &Arc<TokioClock>,
+    script: impl FnMut(&abide_outbox::Item, usize) -> Response + Send + 'static,
+) -> Arc<ScriptedTransport> {
+    let clock: Arc<dyn Clock> = clock.clone();
+    Arc::new(ScriptedTransport::new(clock, script).with_latency(Duration::from_millis(10)))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttle_pauses_every_sender_until_its_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TokioClock::new(t0()));
+    let t = scripted(&clock, |_, n| {
+        if n == 5 {
+            Response::with_headers(429, &[("retry-after", "10")])
+        } else {
+            Response::status(202)
+        }
+    });
+    let toml = r#"[[provider]]
+        name = "p"
+        base_url = "http://127.0.0.1:9"
+        rate_hint = 50.0
+        concurrency = 4"#;
+    let d = dispatcher(
+        store(&dir).await,
+        toml,
+        &clock,
+        &HashMap::from([("p", t.clone())]),
+    );
+    d.enqueue(&items("p", 40)).await.unwrap();
+    let report = d.run_until_drained().await.unwrap();
+
+    assert_eq!(report.counts.get(State::Submitted), 40);
+    let sent = t.sent();
+    assert_eq!(sent.len(), 41, "one retry for the one throttle");
+    let answered = sent[5].at + Duration::from_millis(10);
+    let after: Vec<Instant> = sent
+        .iter()
+        .map(|s| s.at)
+        .filter(|at| *at > answered)
+        .collect();
+    assert!(!after.is_empty());
+    for at in after {
+        assert!(
+            at >= answered + Duration::from_secs(10),
+            "a send {:?} after the throttle, inside its 10 s pause",
+            at - answered
+        );
+    }
+    // The throttled item carries the same key on its retry.
+    let key = &sent[5].idempotency_key;
+    assert_eq!(sent.iter().filter(|s| &s.idempotency_key == key).count(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pending_items_fail_over_after_the_configured_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TokioClock::new(t0()));
+    let start = clock.monotonic();
+    let down = scripted(&clock, |_, _| {
+        Response::with_headers(503, &[("retry-after", "5")])
+    });
+    let backup = scripted(&clock, |_, _| Response::status(202));
+    let toml = r#"[[provider]]
+        name = "a"
+        base_url = "http://127.0.0.1:9"
+        concurrency = 2
+        [provider.failover]
+        to = "b"
+        after_pending_secs = 30
+        [[provider]]
+        name = "b"
+        base_url = "http://127.0.0.1:10"
+        concurrency = 2"#;
+    let transports = HashMap::from([("a", down.clone()), ("b", backup.clone())]);
+    let d = dispatcher(store(&dir).await, toml, &clock, &transports);
+    d.enqueue(&items("a", 10)).await.unwrap();
+    let report = d.run_until_drained().await.unwrap();
+
+    assert_eq!(report.counts.get(State::Submitted), 10);
+    let moved = backup.sent();
+    assert_eq!(moved.len(), 10, "each item once at the backup");
+    for s in &moved {
+        let waited = s.at - start;
+        assert!(
+            waited >= Duration::from_secs(30) && waited < Duration::from_secs(40),
+            "moved after {waited:?}"
+        );
+    }
+    // Every answer from `a` paused it for 5 s: a handful of requests in 30 s, not the pace.
+    let tried = down.sent().len();
+    assert!(
+        (1..=24).contains(&tried),
+        "{tried} requests to the provider that was down"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_sender_s_items_are_resent_after_the_lease_with_their_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TokioClock::new(t0()));
+    let start = clock.monotonic();
+    let toml = r#"[[provider]]
+        name = "p"
+        base_url = "http://127.0.0.1:9"
+        concurrency = 4"#;
+    // The first run's requests never come back; the run is then killed.
+    let hung = {
+        let c: Arc<dyn Clock> = clock.clone();
+        Arc::new(
+            ScriptedTransport::new(c, |_, _| Response::status(202))
+                .with_latency(Duration::from_secs(3600)),
+        )
+    };
+    let store = store(&dir).await;
+    let first = dispatcher(
+        store.clone(),
+        toml,
+        &clock,
+        &HashMap::from([("p", hung.clone())]),
+    );
+    first.enqueue(&items("p", 8)).await.unwrap();
+    let run = tokio::spawn(async move { first.run_forever(pending()).await });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    run.abort();
+    let _ = run.await;
+    assert_eq!(
+        hung.sent().len(),
+        4,
+        "one request per sender was on the wire"
+    );
+    assert!(
+        store
+            .counts_by_state(None)
+            .await
+            .unwrap()
+            .get(State::InFlight)
+            > 0
+    );
+
+    let t = scripted(&clock, |_, _| Response::status(202));
+    let second = dispatcher(
+        store.clone(),
+        toml,
+        &clock,
+        &HashMap::from([("p", t.clone())]),
+    );
+    let report = second.run_until_drained().await.unwrap();
+    assert_eq!(report.counts.get(State::Submitted), 8);
+    let lease = DispatcherOptions::default().lease;
+    for lost in hung.sent() {
+        let again: Vec<_> = t
+            .sent()
+            .into_iter()
+            .filter(|s| s.idempotency_key == lost.idempotency_key)
+            .collect();
+        assert_eq!(again.len(), 1, "{} resent once", lost.idempotency_key);
+        assert!(
+            again[0].at - start >= lease,
+            "resent {:?} after the start, before its lease ended",
+            again[0].at - start
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_the_budget_refuses_wait_and_are_not_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TokioClock::new(t0()));
+    let mut seen: HashMap<String, u32> = HashMap::new();
+    // Every item's first two requests fail (a successful retry is refunded, so only
+    // failing retries can exhaust the budget); the third succeeds.
+    let t = scripted(&clock, move |item, _| {
+        let n = seen.entry(item.id.clone()).or_default();
+        *n += 1;
+        if *n <= 2 {
+            Response::status(503)
+        } else {
+            Response::status(202)
+        }
+    });
+    let toml = r#"[[provider]]
+        name = "p"
+        base_url = "http://127.0.0.1:9"
+        rate_hint = 100.0
+        concurrency = 8
+        [provider.budget]
+        min_per_sec = 1
+        retry_ratio = 0.0"#;
+    let d = dispatcher(
+        store(&dir).await,
+        toml,
+        &clock,
+        &HashMap::from([("p", t.clone())]),
+    );
+    d.enqueue(&items("p", 30)).await.unwrap();
+    let report = d.run_until_drained().await.unwrap();
+
+    assert_eq!(report.counts.get(State::Submitted), 30, "nothing lost");
+    assert!(report.totals.budget_denied > 0, "{:?}", report.totals);
+    assert_eq!(t.sent().len(), 90, "a refused retry is not a request");
+    // The failing retries (each item's second request) may spend at most the floor,
+    // 1/s over the budget's 10 s window (+ the current bucket): 11 in any 10 s.
+    let mut count: HashMap<String, u32> = HashMap::new();
+    let failing: Vec<Instant> = t
+        .sent()
+        .into_iter()
+        .filter(|s| {
+            let n = count.entry(s.id.clone()).or_default();
+            *n += 1;
+            *n == 2
+        })
+        .map(|s| s.at)
+        .collect();
+    assert_eq!(failing.len(), 30);
+    for (i, at) in failing.iter().enumerate() {
+        let within = failing[i..]
+            .iter()
+            .take_while(|b| **b < *at + Duration::from_secs(10))
+            .count();
+        assert!(within <= 11, "{within} failing retries within 10 s");
+    }
+}
