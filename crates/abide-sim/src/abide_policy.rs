@@ -100,10 +100,13 @@ impl ClientPolicy for AbidePolicy {
             // Every send is preceded by a poll that created the delivery.
             return Decision::Deferred;
         };
-        let obs = abide_core::Observation::Http {
-            status: resp.status,
-            headers: &resp.headers,
-            body: b"",
+        let obs = match resp.transport {
+            Some(t) => abide_core::Observation::Transport(t),
+            None => abide_core::Observation::Http {
+                status: resp.status,
+                headers: &resp.headers,
+                body: b"",
+            },
         };
         let answer = held.delivery.on_answer(&self.session, now, wall, &obs, rng);
         match answer.decision {

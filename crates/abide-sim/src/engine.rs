@@ -110,8 +110,10 @@ struct Sim {
     latency_rng: ChaCha8Rng,
     /// Handed to the policy (backoff jitter, unparseable waits).
     rng: ChaCha8Rng,
-    provider: Provider,
+    remote: Remote,
     policy: Box<dyn ClientPolicy>,
+    /// Every send and decision, when asked for ([`crate::replay`]).
+    trace: Option<Vec<Traced>>,
     items: Vec<Item>,
     fresh: VecDeque<usize>,
     /// Items waiting for a retry, with the virtual time they become ready.
@@ -127,9 +129,80 @@ fn stream(seed: u64, purpose: u64) -> ChaCha8Rng {
     rng
 }
 
+/// A script of answers: the answer to request `n` (from 0) arriving at wall time `wall`.
+pub type Script = Box<dyn FnMut(usize, SystemTime) -> Response + Send>;
+
+/// What answers the requests: the simulated provider, or a script.
+pub(crate) enum Remote {
+    /// The simulated provider of [`RunConfig::provider`].
+    Sim(Box<Provider>),
+    /// Answers from a script, with the number of requests answered so far.
+    Script(Script, usize),
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Remote::Sim(p) => f.debug_tuple("Sim").field(p).finish(),
+            Remote::Script(_, n) => f.debug_tuple("Script").field(n).finish(),
+        }
+    }
+}
+
+impl Remote {
+    fn handle(&mut self, now: Duration, wall: SystemTime, item: usize) -> Response {
+        match self {
+            Remote::Sim(p) => p.handle(now, item),
+            Remote::Script(script, n) => {
+                *n += 1;
+                script(*n - 1, wall)
+            }
+        }
+    }
+}
+
+/// One event of a traced run, at virtual time since its start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Traced {
+    /// Item `item` was sent.
+    Sent {
+        /// When.
+        at: Duration,
+        /// Which item.
+        item: usize,
+    },
+    /// The policy decided on an answer for `item`.
+    Decided {
+        /// When.
+        at: Duration,
+        /// Which item.
+        item: usize,
+        /// `delivered`, `lost`, `deferred` or `retry`.
+        decision: &'static str,
+        /// For a retry: the wait chosen.
+        after: Option<Duration>,
+    },
+}
+
 /// Run `policy` against `cfg` with `seed`: one row of a scenario table.
 pub fn run(cfg: &RunConfig, policy: PolicyKind, seed: u64) -> PolicyResult {
-    let epoch = SystemTime::UNIX_EPOCH + Duration::from_secs(EPOCH_SECS);
+    let remote = Remote::Sim(Box::new(Provider::new(cfg.provider.clone(), epoch())));
+    run_with(cfg, policy, seed, remote, false).0
+}
+
+fn epoch() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(EPOCH_SECS)
+}
+
+/// [`run`] against `remote`, with the trace of every send and decision when `trace`.
+pub(crate) fn run_with(
+    cfg: &RunConfig,
+    policy: PolicyKind,
+    seed: u64,
+    remote: Remote,
+    trace: bool,
+) -> (PolicyResult, Vec<Traced>) {
+    let epoch = epoch();
     // Only differences between instants are observable, so any anchor will do.
     let base = ManualClock::new(epoch).monotonic();
     let mut sim = Sim {
@@ -141,8 +214,9 @@ pub fn run(cfg: &RunConfig, policy: PolicyKind, seed: u64) -> PolicyResult {
         arrivals_rng: stream(seed, 1),
         latency_rng: stream(seed, 2),
         rng: stream(seed, 3),
-        provider: Provider::new(cfg.provider.clone(), epoch),
+        remote,
         policy: build(policy, base, cfg.pacer),
+        trace: trace.then(Vec::new),
         items: vec![Item::default(); cfg.items],
         fresh: VecDeque::new(),
         delayed: BinaryHeap::new(),
@@ -163,7 +237,8 @@ pub fn run(cfg: &RunConfig, policy: PolicyKind, seed: u64) -> PolicyResult {
             break;
         }
     }
-    sim.finish()
+    let trace = sim.trace.take().unwrap_or_default();
+    (sim.finish(), trace)
 }
 
 impl Sim {
@@ -206,7 +281,13 @@ impl Sim {
                     Next::Back(after) => return self.back(i, after),
                 }
                 self.result.attempts += 1;
-                let resp = self.provider.handle(self.now, i);
+                if let Some(t) = &mut self.trace {
+                    t.push(Traced::Sent {
+                        at: self.now,
+                        item: i,
+                    });
+                }
+                let resp = self.remote.handle(self.now, self.epoch + self.now, i);
                 if resp.status == http::StatusCode::TOO_MANY_REQUESTS && !self.items[i].throttled {
                     self.items[i].throttled = true;
                     self.result.throttled_items += 1;
@@ -281,6 +362,20 @@ impl Sim {
         let now = self.instant(self.now);
         let wall = self.epoch + self.now;
         let decision = self.policy.decide(now, wall, resp, attempt, &mut self.rng);
+        if let Some(t) = &mut self.trace {
+            let (name, after) = match decision {
+                Decision::Delivered => ("delivered", None),
+                Decision::Lost => ("lost", None),
+                Decision::Deferred => ("deferred", None),
+                Decision::Retry(d) => ("retry", Some(d)),
+            };
+            t.push(Traced::Decided {
+                at: self.now,
+                item: i,
+                decision: name,
+                after,
+            });
+        }
         match decision {
             Decision::Retry(delay) => {
                 let item = &mut self.items[i];
@@ -320,8 +415,10 @@ impl Sim {
         } else {
             0.0
         };
-        self.result.suspensions = self.provider.suspensions();
-        self.result.suspended_for = self.provider.suspended_total();
+        if let Remote::Sim(p) = &self.remote {
+            self.result.suspensions = p.suspensions();
+            self.result.suspended_for = p.suspended_total();
+        }
         self.result.unfinished = self.items.iter().filter(|i| !i.done).count();
         self.result
     }

@@ -23,13 +23,15 @@
 //! - [`policy`]: the client policies compared (four incident clients and abide);
 //! - [`scenarios`]: the incident replays;
 //! - [`report`]: what a run measured and the text table;
-//! - [`plot`]: request and 429 rates over time, as SVG.
+//! - [`plot`]: request and 429 rates over time, as SVG;
+//! - [`replay`]: scripted answers to one item, traced (the outbox cross-check).
 
 mod abide_policy;
 pub mod engine;
 pub mod plot;
 pub mod policy;
 pub mod provider;
+pub mod replay;
 pub mod report;
 pub mod scenarios;
 

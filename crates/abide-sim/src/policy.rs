@@ -218,6 +218,7 @@ mod tests {
             status: StatusCode::TOO_MANY_REQUESTS,
             headers,
             outcome: Outcome::Throttled,
+            transport: None,
         }
     }
 

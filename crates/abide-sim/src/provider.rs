@@ -107,6 +107,9 @@ pub struct Response {
     pub headers: HeaderMap,
     /// Ground truth for the report.
     pub outcome: Outcome,
+    /// No answer at all (a refused connection, a timeout): `status` is then what a naive
+    /// client's library would report (504), abide sees the transport failure.
+    pub transport: Option<abide_core::TransportFailure>,
 }
 
 /// The provider's state during a run.
@@ -307,6 +310,7 @@ fn respond(status: StatusCode, outcome: Outcome) -> Response {
         status,
         headers: HeaderMap::new(),
         outcome,
+        transport: None,
     }
 }
 

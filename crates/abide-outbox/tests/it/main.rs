@@ -3,6 +3,7 @@
 
 mod connect;
 mod delivery;
+mod same_decisions;
 mod store_conformance;
 mod support;
 mod virtual_time;
