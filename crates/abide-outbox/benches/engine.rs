@@ -5,7 +5,12 @@
 //! ```text
 //! cargo bench -p abide-outbox --bench engine                       # 20,000 items
 //! cargo bench -p abide-outbox --bench engine -- --queued 1000000 --deliver 20000
+//! cargo bench -p abide-outbox --bench engine -- --transport scripted --items 100000
 //! ```
+//!
+//! `--transport scripted` answers every request `202` in memory (abide_outbox's
+//! `ScriptedTransport`): what is left is the outbox itself (claims, the session's
+//! decisions, completions, SQLite).
 //!
 //! The provider runs on its own thread with its own single-threaded runtime, so its CPU
 //! time can be measured (`/proc/thread-self/schedstat`) and subtracted from the process
@@ -22,7 +27,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
-use abide_outbox::{Config, Dispatcher, DispatcherOptions, SqliteStore, Store};
+use abide_outbox::{
+    Config, Dispatcher, DispatcherOptions, Response, ScriptedTransport, SqliteStore,
+    StaticCredentials, Store, Transport,
+};
 use abide_provider::{ProviderConfig as FakeConfig, StatsSnapshot};
 use support::{mib, Args};
 
@@ -37,6 +45,7 @@ cargo bench -p abide-outbox --bench engine -- [OPTIONS]
   --claim-batch N    items per claim (default 256, the dispatcher default)
   --workers N        tokio worker threads of the outbox runtime (default 2)
   --enqueue-batch N  items per enqueue transaction (default 5000)
+  --transport T      http (loopback provider, default) or scripted (in memory, no network)
   --db PATH          SQLite file (default: a fresh temporary directory)";
 
 struct ProviderThread {
@@ -98,9 +107,14 @@ fn main() {
     let workers: usize = args.get("workers", 2, USAGE);
     let enqueue_batch: usize = args.get("enqueue-batch", 5000, USAGE);
     let db = args.opt("db").map(std::path::PathBuf::from);
-
-    // Set before any other thread exists.
-    std::env::set_var("ABIDE_BENCH_TOKEN", abide_provider::DEMO_KEY);
+    let scripted = match args.opt("transport") {
+        None | Some("http") => false,
+        Some("scripted") => true,
+        Some(other) => {
+            eprintln!("--transport {other}: expected http or scripted\n\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
     let provider = start_provider();
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -125,12 +139,25 @@ fn main() {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let report = rt.block_on(async {
         let store = SqliteStore::open(&path).await.expect("store");
+        let creds = StaticCredentials::new().with("ABIDE_BENCH_TOKEN", abide_provider::DEMO_KEY);
         let opts = DispatcherOptions {
             claim_batch,
             seed: Some(1),
+            credentials: Some(Arc::new(creds)),
             ..DispatcherOptions::default()
         };
-        let d = Dispatcher::new(store, config, Arc::clone(&clock), opts).expect("dispatcher");
+        let noop: Arc<dyn Transport> =
+            Arc::new(ScriptedTransport::new(Arc::clone(&clock), |_, _| {
+                Response::status(202)
+            }));
+        let d = if scripted {
+            Dispatcher::with_transports(store, config, Arc::clone(&clock), opts, |_| {
+                Arc::clone(&noop)
+            })
+        } else {
+            Dispatcher::new(store, config, Arc::clone(&clock), opts)
+        }
+        .expect("dispatcher");
 
         let t = clock.monotonic();
         let mut from = 0;
@@ -214,7 +241,12 @@ fn main() {
     let per_item = |d: Duration| d.as_secs_f64() * 1e6 / delivered.max(1) as f64;
     let outbox_cpu = cpu.saturating_sub(provider_cpu);
     println!(
-        "engine bench: SQLite, unlimited loopback provider, release={}",
+        "engine bench: SQLite, {}, release={}",
+        if scripted {
+            "scripted in-memory transport (no network)"
+        } else {
+            "unlimited loopback provider"
+        },
         !cfg!(debug_assertions)
     );
     println!(
@@ -259,7 +291,8 @@ fn main() {
     );
     println!("  store counts after run: {counts:?}");
     println!(
-        "RESULT queued={queued} deliver={deliver} delivered={delivered} secs={:.3} items_per_s={:.0} cpu_us_per_item={:.1} outbox_cpu_us_per_item={:.1} rss_start_mib={:.1} rss_peak_mib={:.1}",
+        "RESULT transport={} queued={queued} deliver={deliver} delivered={delivered} secs={:.3} items_per_s={:.0} cpu_us_per_item={:.1} outbox_cpu_us_per_item={:.1} rss_start_mib={:.1} rss_peak_mib={:.1}",
+        if scripted { "scripted" } else { "http" },
         elapsed.as_secs_f64(),
         deliver as f64 / elapsed.as_secs_f64(),
         per_item(cpu),
@@ -267,7 +300,12 @@ fn main() {
         mib(rss_start),
         mib(rss_peak)
     );
-    if stats.duplicates != 0 || (queued == deliver && counts.submitted != deliver as u64) {
+    let duplicates = if scripted {
+        progress.totals.attempts.saturating_sub(delivered)
+    } else {
+        stats.duplicates
+    };
+    if duplicates != 0 || (queued == deliver && counts.submitted != deliver as u64) {
         eprintln!("FAILED: duplicates or missing deliveries");
         std::process::exit(1);
     }
