@@ -281,3 +281,33 @@ async fn retries_the_budget_refuses_wait_and_are_not_lost() {
         assert!(within <= 11, "{within} failing retries within 10 s");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_provider_down_for_ten_seconds_sees_a_handful_of_connection_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TokioClock::new(t0()));
+    let start = clock.monotonic();
+    let down_until = start + Duration::from_secs(10);
+    let c = clock.clone();
+    let t = scripted(&clock, move |_, _| {
+        if c.monotonic() < down_until {
+            Response::Transport(abide_core::TransportFailure::Connect)
+        } else {
+            Response::status(202)
+        }
+    });
+    let toml = r#"[[provider]]
+        name = "p"
+        base_url = "http://127.0.0.1:9"
+        rate_hint = 100.0
+        concurrency = 8"#;
+    let d = dispatcher(store(&dir).await, toml, &clock, &HashMap::from([("p", t.clone())]));
+    d.enqueue(&items("p", 200)).await.unwrap();
+    let report = d.run_until_drained().await.unwrap();
+
+    assert_eq!(report.counts.get(State::Submitted), 200, "nothing lost");
+    let during = t.sent().iter().filter(|s| s.at < down_until).count();
+    // The 8 sent at once, then one probe per pause (1, 2, 4, 8 s): not 100/s × 10 s.
+    assert!(during <= 16, "{during} connection attempts during a 10 s outage");
+    assert_eq!(report.totals.transport_failures as usize, during);
+}
