@@ -54,6 +54,17 @@ pub enum Error {
     /// The database failed.
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
+    /// Results could not be written for longer than the dispatcher's `store_fault_limit`:
+    /// the run stopped sending rather than send what it cannot record. Items whose answers
+    /// were lost stay `IN_FLIGHT` until their lease ends and are then resent with the same
+    /// idempotency key.
+    #[error("stopped: results could not be written to the database for {seconds} s (last error: {cause})")]
+    ResultsNotRecorded {
+        /// How long writes had been failing.
+        seconds: u64,
+        /// The last database error.
+        cause: String,
+    },
     /// Applying migrations failed.
     #[error("migration: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),

@@ -25,6 +25,13 @@ pub(super) async fn claimer<S: Store>(
             return;
         }
         let mono = inner.clock.monotonic();
+        // While results cannot be written, claiming would only send what cannot be recorded.
+        if inner.health.failing() {
+            if sleep_or_stop(&inner, mono + Duration::from_millis(200), &mut stop).await {
+                return;
+            }
+            continue;
+        }
         // While the provider is paused, claiming would only run leases down.
         if let Some(until) = rt.session.pacer().paused_until(mono) {
             if sleep_or_stop(&inner, until, &mut stop).await {

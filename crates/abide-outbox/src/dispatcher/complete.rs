@@ -26,25 +26,7 @@ pub(super) async fn completer<S: Store>(inner: Arc<Inner<S>>, mut rx: mpsc::Rece
             }
         }
         let completions: Vec<Completion> = batch.iter().map(|(_, c)| c.clone()).collect();
-        let mut tries = 0;
-        let results = loop {
-            match inner.store.complete(&completions, inner.clock.now()).await {
-                Ok(r) => break Some(r),
-                Err(e) if tries < 5 => {
-                    tries += 1;
-                    tracing::warn!(error = %e, "writing results failed; retrying");
-                    let at = inner.clock.monotonic() + Duration::from_millis(200 * tries);
-                    inner.sleeper.sleep_until(at).await;
-                }
-                Err(e) => {
-                    // The leases will expire and the items be retried with the same
-                    // idempotency keys: nothing is lost, at worst re-sent and deduplicated.
-                    tracing::error!(error = %e, items = completions.len(),
-                        "could not write results; items will be retried after their lease");
-                    break None;
-                }
-            }
-        };
+        let results = write(&inner, &completions).await;
         for (i, (idx, c)) in batch.drain(..).enumerate() {
             let rt = &inner.providers[idx];
             rt.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -58,6 +40,46 @@ pub(super) async fn completer<S: Store>(inner: Arc<Inner<S>>, mut rx: mpsc::Rece
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(item = %c.id, error = %e, "result refused by the store"),
+            }
+        }
+    }
+}
+
+/// Write one batch, retrying with backoff while the store fails (nothing new is claimed or
+/// sent meanwhile: see `health`), until `store_fault_limit`; `None` when it gave up.
+async fn write<S: Store>(
+    inner: &Inner<S>,
+    completions: &[Completion],
+) -> Option<Vec<crate::error::Result<State>>> {
+    let mut wait = Duration::from_millis(200);
+    loop {
+        match inner.store.complete(completions, inner.clock.now()).await {
+            Ok(r) => {
+                if let Some(lasted) = inner.health.recovered(inner.clock.monotonic()) {
+                    tracing::warn!(
+                        after_ms = lasted.as_millis() as u64,
+                        "results are written again; claiming and sending resume"
+                    );
+                }
+                return Some(r);
+            }
+            Err(e) => {
+                let (lasted, began) = inner.health.failed(inner.clock.monotonic(), &e.to_string());
+                if began {
+                    tracing::error!(error = %e, items = completions.len(),
+                        "writing results failed; no item is claimed or sent until the database \
+                         accepts writes again");
+                }
+                if inner.health.gave_up().is_some() || lasted >= inner.opts.store_fault_limit {
+                    // Their leases will end and the items be resent with the same keys.
+                    tracing::error!(error = %e, items = completions.len(),
+                        seconds = lasted.as_secs(), "giving up: stopping the run");
+                    inner.health.give_up(lasted);
+                    return None;
+                }
+                let at = inner.clock.monotonic() + wait;
+                wait = (wait * 2).min(Duration::from_secs(5));
+                inner.sleeper.sleep_until(at).await;
             }
         }
     }

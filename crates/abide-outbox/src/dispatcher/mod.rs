@@ -15,6 +15,7 @@
 
 mod claim;
 mod complete;
+mod health;
 mod maintain;
 mod runtime;
 mod send;
@@ -56,6 +57,7 @@ pub const MIN_LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// - `seed`: `None` (jitter from the OS RNG); set it for reproducible schedules
 /// - `sleeper`: `None` = [`TokioSleeper`] on the dispatcher's clock
 /// - `credentials`: `None` = [`EnvCredentials`] (each provider's `credentials_env`)
+/// - `store_fault_limit`: 60 s (results failing to be written this long stop the run)
 #[derive(Debug, Clone)]
 pub struct DispatcherOptions {
     /// Lease on claimed items; at least every provider's `timeout` + [`MIN_LEASE_MARGIN`].
@@ -78,6 +80,10 @@ pub struct DispatcherOptions {
     pub owner: Option<String>,
     /// Where the HTTP transport reads provider credentials.
     pub credentials: Option<Arc<dyn CredentialSource>>,
+    /// How long results may fail to be written (disk full, database read-only or down)
+    /// before the run stops with [`crate::Error::ResultsNotRecorded`]. Nothing is claimed or
+    /// sent while they fail.
+    pub store_fault_limit: Duration,
 }
 
 impl Default for DispatcherOptions {
@@ -93,6 +99,7 @@ impl Default for DispatcherOptions {
             sleeper: None,
             owner: None,
             credentials: None,
+            store_fault_limit: Duration::from_secs(60),
         }
     }
 }
@@ -126,6 +133,7 @@ pub(super) struct Inner<S> {
     started: Instant,
     owner: String,
     claim_seq: AtomicU64,
+    health: health::StoreHealth,
 }
 
 /// A completion on its way to the store, with the provider it counts for.
@@ -242,6 +250,7 @@ impl<S: Store> Dispatcher<S> {
                 started: mono,
                 owner,
                 claim_seq: AtomicU64::new(0),
+                health: health::StoreHealth::default(),
                 clock,
             }),
         })
@@ -367,7 +376,9 @@ impl<S: Store> Dispatcher<S> {
     /// and return the final [`Progress`].
     ///
     /// # Errors
-    /// Database errors from the final snapshot.
+    /// [`crate::Error::ResultsNotRecorded`] when results could not be written for
+    /// `store_fault_limit` (the run stopped itself); database errors from the final
+    /// snapshot.
     ///
     /// # Cancel safety
     /// Dropping the future aborts the workers; claimed items then wait for their lease to
@@ -410,11 +421,20 @@ impl<S: Store> Dispatcher<S> {
             stop_rx.clone(),
         ));
 
-        shutdown.await;
+        tokio::select! {
+            () = shutdown => {}
+            () = self.inner.health.fatal.notified() => {}
+        }
         let _ = stop_tx.send(true);
         while workers.join_next().await.is_some() {}
         let _ = completer.await;
         let _ = maintenance.await;
+        if let Some((lasted, cause)) = self.inner.health.gave_up() {
+            return Err(crate::Error::ResultsNotRecorded {
+                seconds: lasted.as_secs(),
+                cause,
+            });
+        }
         self.progress().await
     }
 }

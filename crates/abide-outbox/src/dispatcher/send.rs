@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use abide_core::{Decision, HandBackReason, Step, VerdictClass};
 use rand::rngs::StdRng;
@@ -110,6 +110,14 @@ async fn attempt<S: Store>(
             return hand_back(rt, &item, now, HandBackReason::Shutdown, records);
         }
         let (mono, now) = (inner.clock.monotonic(), inner.clock.now());
+        // Never send what cannot be recorded: wait while results fail to be written.
+        if inner.health.failing() {
+            if sleep_or_stop(inner, mono + Duration::from_millis(200), stop).await {
+                let now = inner.clock.now();
+                return hand_back(rt, &item, now, HandBackReason::Shutdown, records);
+            }
+            continue;
+        }
         match delivery.poll(session, mono, now, rng) {
             Step::Send => {}
             Step::WaitUntil(at) => {

@@ -87,7 +87,7 @@ fn for_sim(said: Said) -> abide_sim::provider::Response {
 async fn outbox() -> (Vec<Duration>, Vec<Option<Duration>>, State) {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(TokioClock::new(t0()));
-    let store = StillStore(
+    let store = StillStore::new(
         still(SqliteStore::open(dir.path().join("o.db")))
             .await
             .unwrap(),

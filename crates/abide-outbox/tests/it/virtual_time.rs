@@ -19,7 +19,7 @@ use crate::support::{still, t0, StillStore, TokioClock};
 type Vt = StillStore<SqliteStore>;
 
 async fn store(dir: &tempfile::TempDir) -> Vt {
-    StillStore(
+    StillStore::new(
         still(SqliteStore::open(dir.path().join("outbox.db")))
             .await
             .unwrap(),
@@ -301,13 +301,108 @@ async fn a_provider_down_for_ten_seconds_sees_a_handful_of_connection_attempts()
         base_url = "http://127.0.0.1:9"
         rate_hint = 100.0
         concurrency = 8"#;
-    let d = dispatcher(store(&dir).await, toml, &clock, &HashMap::from([("p", t.clone())]));
+    let d = dispatcher(
+        store(&dir).await,
+        toml,
+        &clock,
+        &HashMap::from([("p", t.clone())]),
+    );
     d.enqueue(&items("p", 200)).await.unwrap();
     let report = d.run_until_drained().await.unwrap();
 
     assert_eq!(report.counts.get(State::Submitted), 200, "nothing lost");
     let during = t.sent().iter().filter(|s| s.at < down_until).count();
     // The 8 sent at once, then one probe per pause (1, 2, 4, 8 s): not 100/s × 10 s.
-    assert!(during <= 16, "{during} connection attempts during a 10 s outage");
+    assert!(
+        during <= 16,
+        "{during} connection attempts during a 10 s outage"
+    );
     assert_eq!(report.totals.transport_failures as usize, during);
+}
+
+/// A fault injected from the transport's script: results stop being written at the
+/// `from`-th request and work again at the `to`-th (never, with `usize::MAX`).
+fn faulty(clock: &Arc<TokioClock>, store: &Vt, from: usize, to: usize) -> Arc<ScriptedTransport> {
+    let s = store.clone();
+    scripted(clock, move |_, n| {
+        if n == from {
+            s.fail_writes(true);
+        }
+        if n == to {
+            s.fail_writes(false);
+        }
+        Response::status(202)
+    })
+}
+
+const ONE_SENDER: &str = r#"[[provider]]
+    name = "p"
+    base_url = "http://127.0.0.1:9"
+    rate_hint = 100.0
+    concurrency = 4"#;
+
+#[tokio::test(start_paused = true)]
+async fn a_short_store_fault_pauses_sending_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TokioClock::new(t0()));
+    let store = store(&dir).await;
+    let t = faulty(&clock, &store, 20, usize::MAX);
+    let d = dispatcher(
+        store.clone(),
+        ONE_SENDER,
+        &clock,
+        &HashMap::from([("p", t.clone())]),
+    );
+    d.enqueue(&items("p", 100)).await.unwrap();
+    let run = {
+        let d = d.clone();
+        tokio::spawn(async move { d.run_until_drained().await })
+    };
+    // Let the fault last 5 s of virtual time, then free the "disk".
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let during = t.sent().len();
+    assert!(
+        during <= 20 + 4,
+        "{during} sent while results could not be written"
+    );
+    store.fail_writes(false);
+    let report = run.await.unwrap().unwrap();
+    assert_eq!(report.counts.get(State::Submitted), 100);
+    assert_eq!(
+        t.sent().len(),
+        100,
+        "no duplicate: every answer was recorded in the end"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lasting_store_fault_stops_the_run_within_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TokioClock::new(t0()));
+    let start = clock.monotonic();
+    let store = store(&dir).await;
+    let t = faulty(&clock, &store, 20, usize::MAX);
+    let d = dispatcher(
+        store.clone(),
+        ONE_SENDER,
+        &clock,
+        &HashMap::from([("p", t.clone())]),
+    );
+    d.enqueue(&items("p", 100)).await.unwrap();
+    let err = d.run_until_drained().await.unwrap_err();
+    assert!(
+        matches!(err, abide_outbox::Error::ResultsNotRecorded { seconds, .. } if seconds >= 60),
+        "{err}"
+    );
+    assert!(err.to_string().contains("disk is full"), "{err}");
+    let stopped = clock.monotonic() - start;
+    assert!(
+        stopped < Duration::from_secs(75),
+        "stopped after {stopped:?}"
+    );
+    assert!(t.sent().len() <= 20 + 4, "{} sent in all", t.sent().len());
+    // Every item is in a known state: nothing lost, the unrecorded ones still leased.
+    store.fail_writes(false);
+    let counts = store.counts_by_state(None).await.unwrap();
+    assert_eq!(counts.total(), 100);
 }

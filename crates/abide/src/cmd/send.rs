@@ -57,6 +57,9 @@ EXIT CODES
   1    drained, but some items are FAILED (terminal) or DEFERRED (see `abide requeue`)
   2    usage, config or input error, or an unset credentials_env variable (nothing
        enqueued); or the database is locked by another sender
+  3    results could not be written to the database for 60 s (disk full, read-only,
+       server down): sending stopped as soon as writes failed; run again when the
+       database is fixed (unrecorded items are resent with their idempotency keys)
   130  interrupted (Ctrl-C, SIGTERM); run again to resume";
 
 /// Arguments of `abide send`.
@@ -245,7 +248,18 @@ async fn send(args: Args, cfg: Config, items: Option<Vec<NewItem>>) -> anyhow::R
     } else {
         args.progress
     };
-    let (p, ending) = deliver(&d, Display::new(mode)).await?;
+    let (p, ending) = match deliver(&d, Display::new(mode)).await {
+        Ok(done) => done,
+        Err(e) => match e.downcast_ref::<abide_outbox::Error>() {
+            // Documented exit code: the run stopped itself rather than send what it could
+            // not record; the next run resends the unrecorded items with their keys.
+            Some(abide_outbox::Error::ResultsNotRecorded { .. }) => {
+                eprintln!("abide: error: {e}");
+                return Ok(ExitCode::from(3));
+            }
+            _ => return Err(e),
+        },
+    };
     let snap = Snapshot::load(&outbox.store, clock.now()).await?;
     let report = RunReport::new(&p, ending.as_str(), input, snap);
     if args.json {

@@ -9,6 +9,8 @@
 //! everything else (pacing, pauses, leases, fail-over) keeps its exact schedule.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use abide_core::Clock;
@@ -29,9 +31,21 @@ pub async fn still<F: Future>(f: F) -> F::Output {
     out
 }
 
-/// A store whose every call holds tokio's paused clock still.
+/// A store whose every call holds tokio's paused clock still, and whose result writes
+/// can be made to fail (a full disk, a read-only database) with [`StillStore::fail_writes`].
 #[derive(Debug, Clone)]
-pub struct StillStore<S>(pub S);
+pub struct StillStore<S>(pub S, Arc<AtomicBool>);
+
+impl<S> StillStore<S> {
+    pub fn new(store: S) -> Self {
+        Self(store, Arc::new(AtomicBool::new(false)))
+    }
+
+    /// From now on `complete` fails (`true`) or works again (`false`).
+    pub fn fail_writes(&self, fail: bool) {
+        self.1.store(fail, Ordering::SeqCst);
+    }
+}
 
 type R<T> = abide_outbox::Result<T>;
 
@@ -58,7 +72,16 @@ impl<S: Store> Store for StillStore<S> {
         completions: &[Completion],
         now: SystemTime,
     ) -> impl Future<Output = R<Vec<R<State>>>> + Send {
-        still(self.0.complete(completions, now))
+        let fail = self.1.load(Ordering::SeqCst);
+        let write = self.0.complete(completions, now);
+        still(async move {
+            if fail {
+                return Err(abide_outbox::Error::Database(sqlx::Error::Io(
+                    std::io::Error::other("database or disk is full (injected)"),
+                )));
+            }
+            write.await
+        })
     }
     fn reclaim_expired(&self, now: SystemTime) -> impl Future<Output = R<u64>> + Send {
         still(self.0.reclaim_expired(now))

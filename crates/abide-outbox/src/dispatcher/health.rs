@@ -1,0 +1,70 @@
+//! The store is a precondition of sending: while results cannot be written, nothing new is
+//! claimed or sent, and a fault that outlasts `store_fault_limit` stops the run.
+//!
+//! Sending while results cannot be recorded turns every answer into a duplicate later:
+//! the item's lease ends, it is claimed again and sent again (a 5 s disk-full once caused
+//! 8,066 duplicates for 3,000 messages). So the completer reports each failed write here;
+//! claimers and senders wait while it is failing; the first successful write clears it.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+#[derive(Debug, Default)]
+pub(super) struct StoreHealth {
+    state: Mutex<State>,
+    /// Woken when the run must stop (a fault outlasted the limit).
+    pub(super) fatal: Notify,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    failing_since: Option<Instant>,
+    last_error: Option<String>,
+    gave_up: Option<(Duration, String)>,
+}
+
+impl StoreHealth {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A write failed at `now`; returns how long writes have been failing, and whether
+    /// this failure began the episode (warn once).
+    pub(super) fn failed(&self, now: Instant, error: &str) -> (Duration, bool) {
+        let mut s = self.lock();
+        let began = s.failing_since.is_none();
+        let since = *s.failing_since.get_or_insert(now);
+        s.last_error = Some(error.to_owned());
+        (now.saturating_duration_since(since), began)
+    }
+
+    /// A write succeeded; returns how long the episode lasted, if there was one.
+    pub(super) fn recovered(&self, now: Instant) -> Option<Duration> {
+        let mut s = self.lock();
+        s.last_error = None;
+        s.failing_since
+            .take()
+            .map(|since| now.saturating_duration_since(since))
+    }
+
+    /// Whether results cannot be written right now.
+    pub(super) fn failing(&self) -> bool {
+        self.lock().failing_since.is_some()
+    }
+
+    /// Stop the run: the fault lasted `lasted`.
+    pub(super) fn give_up(&self, lasted: Duration) {
+        let mut s = self.lock();
+        let cause = s.last_error.clone().unwrap_or_default();
+        s.gave_up = Some((lasted, cause));
+        drop(s);
+        self.fatal.notify_one();
+    }
+
+    /// Why the run stopped, if it did.
+    pub(super) fn gave_up(&self) -> Option<(Duration, String)> {
+        self.lock().gave_up.clone()
+    }
+}
