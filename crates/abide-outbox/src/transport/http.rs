@@ -151,17 +151,10 @@ impl Transport for HttpTransport {
     }
 }
 
-/// `base` + `path`, refusing anything that would leave `base`'s origin.
+/// `base` + `path`, or `None` for a path that could leave `base`'s path (see
+/// [`crate::path::confine`], which says which rule).
 pub fn target_url(base: &reqwest::Url, path: &str) -> Option<reqwest::Url> {
-    if !path.starts_with('/') || path.starts_with("//") || path.contains("://") {
-        return None;
-    }
-    let joined = format!("{}{}", base.as_str().trim_end_matches('/'), path);
-    let url = reqwest::Url::parse(&joined).ok()?;
-    (url.scheme() == base.scheme()
-        && url.host_str() == base.host_str()
-        && url.port_or_known_default() == base.port_or_known_default())
-    .then_some(url)
+    crate::path::confine(base, path).ok()
 }
 
 #[cfg(test)]
