@@ -177,10 +177,10 @@ async fn enqueue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
             format!("at most {MAX_BATCH} items per request"),
         );
     }
-    let known = |p: &str| api.config.provider(p).is_some();
+    let check = input::configured(&api.config);
     let mut batch = input::Collector::new("index");
     for (i, v) in values.into_iter().enumerate() {
-        batch.push(i, input::item_from_value(v, &known));
+        batch.push(i, input::item_from_value(v, &check));
     }
     let items = match batch.finish() {
         Ok(items) => items,
