@@ -424,7 +424,8 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
             let before = text.get(..span.start).unwrap_or("");
             let line = before.matches('\n').count() + 1;
             let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-            format!("line {line}, column {column}: {message}")
+            // The toml crate's first line, without the source lines it would quote.
+            format!("TOML parse error at line {line}, column {column}\n{message}")
         }
         None => message,
     }
@@ -843,7 +844,7 @@ mod tests {
         // A syntax error on the line holding the URL: the line is not quoted.
         let text = GOOD.replace("\"https://backup.example\"", "\"http://u:PASS@h:99999\" x");
         let err = Config::from_toml_str(&text).unwrap_err().to_string();
-        assert!(err.contains("line ") && !err.contains("PASS"), "{err}");
+        assert!(err.contains("at line 20") && !err.contains("PASS"), "{err}");
     }
 
     #[test]

@@ -251,6 +251,14 @@ async fn oversized_fields_get_bounded_errors_naming_the_field() {
             json!({"provider": "sms", "path": format!("/{big}")}),
             "too-long",
         ),
+        (
+            json!({"provider": "sms", "path": "/m", big.clone(): 1}),
+            "unknown field",
+        ),
+        (
+            json!({"provider": "sms", "path": "/m", "headers": big.clone()}),
+            "invalid type",
+        ),
     ];
     for (item, field) in cases {
         std::fs::write(&f.input, format!("{item}\n")).unwrap();

@@ -150,9 +150,11 @@ fn json_error(e: &serde_json::Error) -> String {
     // serde names our private type ("expected struct Line"); say what the user wrote instead.
     let full = e.to_string().replace("struct Line", "an item object");
     let position = format!(" at line {} column {}", e.line(), e.column());
+    // serde quotes what it refuses (an unknown field, a string given for a map) whole.
+    let bound = |m: &str| echo::truncate(m, echo::MAX_MESSAGE_BYTES);
     match full.strip_suffix(&position) {
-        Some(m) if e.line() > 0 => format!("{m} (column {})", e.column()),
-        _ => full,
+        Some(m) if e.line() > 0 => format!("{} (column {})", bound(m), e.column()),
+        _ => bound(&full),
     }
 }
 
