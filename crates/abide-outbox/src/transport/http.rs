@@ -175,5 +175,15 @@ mod tests {
                 "{p}: {u:?}"
             );
         }
+        // A row edited in the database after enqueue: refused just before sending too.
+        for p in [
+            "/%2e%2e/v1/m",
+            "/.%2E/v1",
+            "/..;/v1",
+            "/..\\v1",
+            "/%252e%252e/v1",
+        ] {
+            assert_eq!(target_url(&base, p), None, "{p}");
+        }
     }
 }
