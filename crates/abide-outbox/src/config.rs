@@ -48,8 +48,9 @@ use abide_core::{
 };
 use serde::Deserialize;
 
+use crate::echo::{self, clip};
 use crate::error::{Error, Result};
-use crate::model::NewItem;
+use crate::model::{NewItem, MAX_HEADER_NAME_LEN, MAX_PROVIDER_NAME_LEN};
 
 /// Default idempotency-key header (IETF draft-ietf-httpapi-idempotency-key-header).
 pub const DEFAULT_IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
@@ -295,6 +296,8 @@ struct FileFailover {
 
 /// Highest accepted `rate_hint`, requests per second.
 const MAX_RATE_HINT: f64 = 1_000_000.0;
+/// Longest accepted `base_url`, in bytes.
+const MAX_BASE_URL_LEN: usize = 2048;
 /// Highest accepted `concurrency`.
 const MAX_CONCURRENCY: usize = 1024;
 
@@ -324,7 +327,7 @@ impl Config {
     /// [`Error::Config`] naming the provider and field (or `"<file>"` for syntax errors).
     pub fn from_toml_str(text: &str) -> Result<Self> {
         let file: FileConfig =
-            toml::from_str(text).map_err(|e| invalid("<file>", "toml", e.to_string()))?;
+            toml::from_str(text).map_err(|e| invalid("<file>", "toml", toml_error(text, &e)))?;
         if file.provider.is_empty() {
             return Err(invalid("<file>", "provider", "no [[provider]] configured"));
         }
@@ -350,7 +353,7 @@ impl Config {
                     return Err(invalid(
                         &p.name,
                         "failover.to",
-                        format!("{:?} is not a configured provider", f.to),
+                        format!("{} is not a configured provider", clip(&f.to)),
                     ));
                 }
             }
@@ -363,17 +366,29 @@ impl Config {
         self.providers.iter().find(|p| p.name == name)
     }
 
-    /// Check that `item` is well formed and targets a configured provider, and that it
+    /// Check that `item` is well formed and targets a configured provider, that its path
+    /// stays below the provider's base path ([`crate::path::confine`]), and that it
     /// carries neither that provider's idempotency-key header (abide sends the item's key
     /// there) nor its auth header (a secret).
     ///
     /// # Errors
     /// [`Error::UnknownProvider`], [`Error::InvalidRequest`].
     pub fn check_item(&self, item: &NewItem) -> Result<()> {
-        item.validate()?;
         let Some(p) = self.provider(&item.provider) else {
-            return Err(Error::UnknownProvider(item.provider.clone()));
+            return Err(Error::UnknownProvider(echo::truncate(
+                &item.provider,
+                echo::MAX_ECHO_BYTES,
+            )));
         };
+        // Before `validate`, which checks the path too but cannot name the base path.
+        crate::path::confine(&p.base_url, &item.request.path).map_err(|e| {
+            Error::InvalidRequest(format!(
+                "{e}; provider {:?} sends below {}",
+                p.name,
+                echo::clip(&echo::redact_url(p.base_url.as_str()))
+            ))
+        })?;
+        item.validate()?;
         for name in item.request.headers.keys() {
             if name.eq_ignore_ascii_case(p.idempotency_key_header.as_str()) {
                 return Err(Error::InvalidRequest(format!(
@@ -397,23 +412,60 @@ impl Config {
     }
 }
 
+/// A TOML error without the source line it would quote (a line may hold anything, a
+/// password in a URL included): its message, redacted and bounded, and its position.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let message = echo::truncate(
+        &echo::redact_text(e.message().trim_end()),
+        echo::MAX_MESSAGE_BYTES,
+    );
+    match e.span() {
+        Some(span) => {
+            let before = text.get(..span.start).unwrap_or("");
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            // The toml crate's first line, without the source lines it would quote.
+            format!("TOML parse error at line {line}, column {column}\n{message}")
+        }
+        None => message,
+    }
+}
+
 fn validate_provider(p: FileProvider) -> Result<ProviderConfig> {
     let name = p.name;
     if name.is_empty()
-        || name.len() > 64
+        || name.len() > MAX_PROVIDER_NAME_LEN
         || !name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
     {
+        // The error quotes the name (`provider "…"`): bounded, like every echo.
         return Err(invalid(
-            &name,
+            &echo::truncate(&name, echo::MAX_ECHO_BYTES),
             "name",
-            "must be 1-64 characters of A-Z a-z 0-9 - _ .",
+            format!("must be 1-{MAX_PROVIDER_NAME_LEN} characters of A-Z a-z 0-9 - _ ."),
         ));
     }
     let n = name.as_str();
-    let base_url = reqwest::Url::parse(&p.base_url)
-        .map_err(|e| invalid(n, "base_url", format!("{:?}: {e}", p.base_url)))?;
+    if p.base_url.len() > MAX_BASE_URL_LEN {
+        return Err(invalid(
+            n,
+            "base_url",
+            format!(
+                "is {} bytes; the limit is {MAX_BASE_URL_LEN}",
+                p.base_url.len()
+            ),
+        ));
+    }
+    // The URL is shown without its password even when it does not parse (a password
+    // makes it unusable here anyway; see below).
+    let base_url = reqwest::Url::parse(&p.base_url).map_err(|e| {
+        invalid(
+            n,
+            "base_url",
+            format!("{}: {e}", clip(&echo::redact_url(&p.base_url))),
+        )
+    })?;
     if !matches!(base_url.scheme(), "http" | "https") || base_url.host_str().is_none() {
         return Err(invalid(
             n,
@@ -432,7 +484,11 @@ fn validate_provider(p: FileProvider) -> Result<ProviderConfig> {
         ));
     }
     if let Some(var) = &p.credentials_env {
-        if var.is_empty() || var.contains('=') || var.contains('\0') {
+        if var.is_empty()
+            || var.len() > MAX_HEADER_NAME_LEN
+            || var.contains('=')
+            || var.contains('\0')
+        {
             return Err(invalid(
                 n,
                 "credentials_env",
@@ -443,8 +499,13 @@ fn validate_provider(p: FileProvider) -> Result<ProviderConfig> {
     let auth_header = p
         .auth_header
         .map(|h| {
-            http::HeaderName::from_bytes(h.as_bytes())
-                .map_err(|_| invalid(n, "auth_header", format!("{h:?} is not a header name")))
+            http::HeaderName::from_bytes(h.as_bytes()).map_err(|_| {
+                invalid(
+                    n,
+                    "auth_header",
+                    format!("{} is not a header name", clip(&h)),
+                )
+            })
         })
         .transpose()?;
     let rate_hint = p.rate_hint.unwrap_or(10.0);
@@ -474,7 +535,7 @@ fn validate_provider(p: FileProvider) -> Result<ProviderConfig> {
         invalid(
             n,
             "idempotency_key_header",
-            format!("{idem:?} is not a header name"),
+            format!("{} is not a header name", clip(&idem)),
         )
     })?;
 
@@ -759,6 +820,79 @@ mod tests {
             assert!(err.to_string().contains(name), "{err}");
             // Provider a uses neither name for anything.
             assert!(c.check_item(&NewItem::new("a", req)).is_ok(), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_password_in_base_url_is_never_echoed() {
+        for url in [
+            "http://user:PASS@127.0.0.1:99999",
+            "http://user:PASS@127.0.0.1:9/api",
+            "http://user:PA/SS@127.0.0.1:9/api",
+            "http://user:PA#SS@[::1",
+            "http://:PASS@",
+            "https://api.example/x?token=PASS&y=1:99999999",
+        ] {
+            let text = GOOD.replace("https://backup.example", url);
+            let err = Config::from_toml_str(&text).unwrap_err().to_string();
+            assert!(err.contains("base_url"), "{err}");
+            assert!(
+                !err.contains("PASS") && !err.contains("SS@"),
+                "{url}: {err}"
+            );
+        }
+        // A syntax error on the line holding the URL: the line is not quoted.
+        let text = GOOD.replace("\"https://backup.example\"", "\"http://u:PASS@h:99999\" x");
+        let err = Config::from_toml_str(&text).unwrap_err().to_string();
+        assert!(err.contains("at line 20") && !err.contains("PASS"), "{err}");
+    }
+
+    #[test]
+    fn echoes_are_bounded() {
+        let big = "x".repeat(2_000_000);
+        for (from, to, field) in [
+            ("name = \"b\"", format!("name = \"{big}\""), "name"),
+            (
+                "https://backup.example",
+                format!("https://backup.example/{big}"),
+                "base_url",
+            ),
+            (
+                "https://backup.example",
+                format!("https://{big}:99999999"),
+                "base_url",
+            ),
+            (
+                "name = \"b\"",
+                format!("name = \"b\"\nauth_header = \"{big} \""),
+                "auth_header",
+            ),
+            (
+                "name = \"b\"",
+                format!("name = \"b\"\nidempotency_key_header = \"{big} \""),
+                "idempotency_key_header",
+            ),
+            ("to = \"b\"", format!("to = \"{big}\""), "failover.to"),
+            ("rate_hint = 50.0", format!("{big} = 1"), "toml"),
+        ] {
+            let err = Config::from_toml_str(&GOOD.replacen(from, &to, 1)).unwrap_err();
+            let shown = err.to_string();
+            assert!(shown.len() < 2_000, "{field}: {} bytes", shown.len());
+            assert!(shown.contains(field), "{field}: {shown}");
+        }
+    }
+
+    #[test]
+    fn item_paths_stay_below_the_base_path() {
+        let c = Config::from_toml_str(GOOD).unwrap();
+        for path in ["/%2e%2e/v1/messages", "/.%2E/v1", "/..;/v1", "/%5c..%5cv1"] {
+            let req = crate::Request::post_json(path, serde_json::json!({}));
+            let err = c
+                .check_item(&NewItem::new("a", req))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("refused by rule"), "{err}");
+            assert!(err.contains("provider \"a\" sends below"), "{err}");
         }
     }
 

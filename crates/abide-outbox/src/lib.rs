@@ -31,6 +31,9 @@
 //!   [`ScriptedTransport`] (answers from a script, for tests and benchmarks).
 //! - [`credentials`]: where tokens come from ([`EnvCredentials`] at the CLI edge,
 //!   [`StaticCredentials`] in tests and for library users).
+//! - [`path`]: item paths confined below the provider's base path ([`path::confine`]).
+//! - [`echo`]: what may be shown of input: bounded ([`echo::clip`]), without credentials
+//!   ([`echo::redact_url`]).
 //! - [`sleep`]: how waiting is done ([`TokioSleeper`], [`ManualSleeper`] for tests).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
@@ -38,8 +41,10 @@
 pub mod config;
 pub mod credentials;
 pub mod dispatcher;
+pub mod echo;
 pub mod error;
 pub mod model;
+pub mod path;
 pub mod progress;
 pub mod sleep;
 pub mod state;

@@ -7,11 +7,22 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::echo::clip;
 use crate::error::Error;
 use crate::state::State;
 
 /// Longest accepted request path, in bytes.
 pub const MAX_PATH_LEN: usize = 2048;
+/// Longest accepted method, in bytes (the longest in the IANA HTTP Method Registry,
+/// `UPDATEREDIRECTREF`, has 17).
+pub const MAX_METHOD_LEN: usize = 32;
+/// Longest accepted header name, in bytes.
+pub const MAX_HEADER_NAME_LEN: usize = 256;
+/// Longest accepted header value, in bytes (servers commonly refuse a header line over
+/// 8 KiB, e.g. nginx's `large_client_header_buffers`).
+pub const MAX_HEADER_VALUE_LEN: usize = 8192;
+/// Longest provider name, in bytes (configured names are 1-64 of `A-Z a-z 0-9 - _ .`).
+pub const MAX_PROVIDER_NAME_LEN: usize = 64;
 /// Most non-secret headers an item may carry.
 pub const MAX_HEADERS: usize = 32;
 /// Longest accepted idempotency key, in bytes.
@@ -89,53 +100,51 @@ impl Request {
     /// Check that the request cannot reach an arbitrary URL or carry a secret.
     ///
     /// # Errors
-    /// [`Error::InvalidRequest`] naming the problem: an absolute URL, a scheme, a
-    /// protocol-relative `//host` path, a path not starting with `/`, control characters,
-    /// a bad method or header, a secret header, a header abide sets or that belongs to the
+    /// [`Error::InvalidRequest`] naming the problem: a path broken by a rule of
+    /// [`crate::path`] (an absolute URL, `//host`, a dot segment in any spelling, a
+    /// backslash, `%2F`, control characters, ...; the message names the rule), a method
+    /// over [`MAX_METHOD_LEN`] bytes or not one, a header name over [`MAX_HEADER_NAME_LEN`]
+    /// or a value over [`MAX_HEADER_VALUE_LEN`] bytes, a bad header, a secret header, a header abide sets or that belongs to the
     /// connection (`Idempotency-Key`, `Content-Length`, `Transfer-Encoding`, `Host`,
     /// `Connection`, `Upgrade`, `TE`, `Trailer`, `Keep-Alive`, `Proxy-*`), or a body over
     /// [`MAX_BODY_BYTES`]. A provider's own idempotency-key and auth header names are
     /// checked by [`crate::Config::check_item`].
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |why: String| Err(Error::InvalidRequest(why));
-        let p = &self.path;
-        if p.len() > MAX_PATH_LEN {
-            return bad(format!("path longer than {MAX_PATH_LEN} bytes"));
-        }
-        if !p.starts_with('/') {
+        crate::path::check(&self.path)?;
+        if self.method.len() > MAX_METHOD_LEN {
             return bad(format!(
-                "path {p:?} must start with '/' (a path below the provider's base URL, not a URL)"
+                "method {} is longer than {MAX_METHOD_LEN} bytes",
+                clip(&self.method)
             ));
-        }
-        if p.starts_with("//") || p.starts_with("/\\") {
-            return bad(format!("path {p:?} is protocol-relative (names a host)"));
-        }
-        if p.contains("://") {
-            return bad(format!("path {p:?} contains a URL scheme"));
-        }
-        if p.chars().any(|c| c.is_control() || c == ' ' || c == '#') {
-            return bad(format!(
-                "path {p:?} contains a space, '#' or a control character"
-            ));
-        }
-        if p.split(['/', '?']).any(|seg| seg == "..") {
-            return bad(format!("path {p:?} contains '..'"));
         }
         if http::Method::from_bytes(self.method.as_bytes()).is_err()
             || self.method.is_empty()
             || self.method != self.method.to_ascii_uppercase()
         {
             return bad(format!(
-                "method {:?} is not an upper-case HTTP method",
-                self.method
+                "method {} is not an upper-case HTTP method",
+                clip(&self.method)
             ));
         }
         if self.headers.len() > MAX_HEADERS {
             return bad(format!("more than {MAX_HEADERS} headers"));
         }
         for (name, value) in &self.headers {
+            if name.len() > MAX_HEADER_NAME_LEN {
+                return bad(format!(
+                    "header name {} is longer than {MAX_HEADER_NAME_LEN} bytes",
+                    clip(name)
+                ));
+            }
             if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
                 return bad(format!("header name {name:?} is not valid"));
+            }
+            if value.len() > MAX_HEADER_VALUE_LEN {
+                return bad(format!(
+                    "header {name:?}: value is {} bytes; the limit is {MAX_HEADER_VALUE_LEN}",
+                    value.len()
+                ));
             }
             if http::HeaderValue::from_str(value).is_err() {
                 return bad(format!("header {name:?} has an invalid value"));
@@ -206,6 +215,12 @@ impl NewItem {
         self.request.validate()?;
         if self.provider.is_empty() {
             return Err(Error::InvalidRequest("empty provider name".into()));
+        }
+        if self.provider.len() > MAX_PROVIDER_NAME_LEN {
+            return Err(Error::InvalidRequest(format!(
+                "provider name {} is longer than {MAX_PROVIDER_NAME_LEN} bytes",
+                clip(&self.provider)
+            )));
         }
         if let Some(k) = &self.idempotency_key {
             // Visible ASCII (0x21-0x7E, RFC 5234 VCHAR): a space or tab would be trimmed or
@@ -631,6 +646,43 @@ mod tests {
         let big = serde_json::json!({"text": "x".repeat(MAX_BODY_BYTES)});
         let err = Request::post_json("/m", big).validate().unwrap_err();
         assert!(err.to_string().contains("limit"), "{err}");
+    }
+
+    #[test]
+    fn methods_names_and_values_are_bounded_and_echoes_clipped() {
+        let big = "X".repeat(50_000_000);
+        let mut r = req("/m");
+        r.method = big.clone();
+        let err = r.validate().unwrap_err().to_string();
+        assert!(
+            err.len() < 500 && err.contains("longer than 32"),
+            "{err:.300}"
+        );
+        let mut r = req("/m");
+        r.headers.insert(big.clone(), "v".into());
+        let err = r.validate().unwrap_err().to_string();
+        assert!(
+            err.len() < 500 && err.contains("longer than 256"),
+            "{err:.300}"
+        );
+        let mut r = req("/m");
+        r.headers.insert("X-Big".into(), big.clone());
+        let err = r.validate().unwrap_err().to_string();
+        assert!(
+            err.len() < 500 && err.contains("limit is 8192"),
+            "{err:.300}"
+        );
+        let err = NewItem::new(big.clone(), req("/m")).validate().unwrap_err();
+        let err = err.to_string();
+        assert!(
+            err.len() < 500 && err.contains("longer than 64"),
+            "{err:.300}"
+        );
+        let err = req(&format!("/{big}")).validate().unwrap_err().to_string();
+        assert!(err.len() < 500 && err.contains("too-long"), "{err:.300}");
+        let mut r = req("/m");
+        r.method = "UPDATEREDIRECTREF".into();
+        assert!(r.validate().is_ok());
     }
 
     #[test]

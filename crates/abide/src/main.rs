@@ -50,8 +50,34 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("abide: error: {e:#}");
+            eprintln!("abide: error: {}", error_chain(&e));
             std::process::ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes, each once: a cause whose text its parent already quotes (a
+/// wrapped driver error that `Display`s its source, as sqlx's do) is not repeated. Any URL
+/// left in it loses its password ([`abide_outbox::echo::redact_text`]) and the whole is
+/// bounded ([`abide_outbox::echo::MAX_MESSAGE_BYTES`] per cause).
+fn error_chain(e: &anyhow::Error) -> String {
+    use abide_outbox::echo;
+    let mut shown = String::new();
+    let mut said = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if said.contains(&text) {
+            continue;
+        }
+        said.push_str(&text);
+        said.push('\n');
+        if !shown.is_empty() {
+            shown.push_str(": ");
+        }
+        shown.push_str(&echo::truncate(
+            &echo::redact_text(&text),
+            echo::MAX_MESSAGE_BYTES,
+        ));
+    }
+    shown
 }

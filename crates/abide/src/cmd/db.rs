@@ -40,33 +40,10 @@ fn sqlite_path(db: &str) -> Option<PathBuf> {
 }
 
 /// `db` as it may be shown in errors and reports: a URL's password, and the value of a
-/// `password=` query parameter, replaced by `***` (a Postgres URL may carry both).
+/// `password=` query parameter, replaced by `***` (a Postgres URL may carry both), even
+/// when the URL does not parse (see [`abide_outbox::echo::redact_url`]).
 pub(crate) fn shown(db: &str) -> String {
-    let Ok(mut url) = reqwest::Url::parse(db) else {
-        return db.to_owned();
-    };
-    let in_query = url.query_pairs().any(|(k, _)| k == "password");
-    if url.password().is_none() && !in_query {
-        return db.to_owned();
-    }
-    if url.password().is_some() {
-        let _ = url.set_password(Some("***"));
-    }
-    if in_query {
-        let pairs: Vec<(String, String)> = url
-            .query_pairs()
-            .map(|(k, v)| {
-                let v = if k == "password" {
-                    "***".into()
-                } else {
-                    v.into_owned()
-                };
-                (k.into_owned(), v)
-            })
-            .collect();
-        url.query_pairs_mut().clear().extend_pairs(pairs);
-    }
-    url.to_string()
+    abide_outbox::echo::redact_url(db)
 }
 
 /// Open (creating if needed) the database for sending.
@@ -155,7 +132,12 @@ pub(crate) async fn reclaim_dead_leases(
     store
         .reclaim_all_in_flight(now)
         .await
-        .context("reclaiming the dead run's leases")
+        // The first write of a run, whether or not an earlier run left anything: a
+        // read-only or full database fails here, so the message names the operation.
+        .context(
+            "preparing the outbox database for sending (its first write: items an earlier \
+             run left IN_FLIGHT go back to PENDING)",
+        )
 }
 
 #[cfg(test)]
@@ -183,6 +165,10 @@ mod tests {
         assert_eq!(
             shown("postgres://abide@db/outbox"),
             "postgres://abide@db/outbox"
+        );
+        assert_eq!(
+            shown("postgres://abide:s3cret@db:99999/outbox"),
+            "postgres://abide:***@db:99999/outbox"
         );
         assert_eq!(shown("abide.db"), "abide.db");
         assert_eq!(shown("sqlite:///tmp/x.db"), "sqlite:///tmp/x.db");

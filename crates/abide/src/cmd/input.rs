@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::{self, Write as _};
 
-use abide_outbox::{Body, NewItem, Request};
+use abide_outbox::{echo, Body, Config, NewItem, Request};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -24,7 +24,8 @@ INPUT FORMAT (JSON lines: one JSON object per line; blank lines are skipped)
    \"body\":{\"to\":\"+15550101\"},\"idempotency_key\":\"order-1001\"}
 
   provider         name of a provider in --config (required); a line never names a URL
-  path             path below that provider's base_url, starting with '/' (required)
+  path             path below that provider's base_url, starting with '/' (required); never
+                   leaving it: '..' in any spelling (%2e%2e, ..;), '\\', %2F, '//' are refused
   method           upper-case HTTP method (default POST)
   headers          non-secret headers; Authorization, cookies and API keys are refused
                    (credentials come from the provider's credentials_env)
@@ -102,13 +103,7 @@ impl std::error::Error for BatchError {}
 
 impl Line {
     /// The item this line describes.
-    fn into_item(self, known: &dyn Fn(&str) -> bool) -> Result<NewItem, String> {
-        if !known(&self.provider) {
-            return Err(format!(
-                "provider {:?} is not configured (see --config)",
-                self.provider
-            ));
-        }
+    fn into_item(self, check: Check<'_>) -> Result<NewItem, String> {
         let body = match (self.body, self.text) {
             (Some(_), Some(_)) => return Err("give `body` or `text`, not both".into()),
             (Some(v), None) => Some(Body::Json(v)),
@@ -126,8 +121,26 @@ impl Line {
             request,
             idempotency_key: self.idempotency_key,
         };
-        item.validate().map_err(|e| e.to_string())?;
+        check(&item)?;
         Ok(item)
+    }
+}
+
+/// How each item of a batch is checked: [`configured`] in `send` and `serve`.
+pub(crate) type Check<'a> = &'a dyn Fn(&NewItem) -> Result<(), String>;
+
+/// Check items against `cfg`: the provider is configured, and [`Config::check_item`]
+/// passes (the item's shape and bounds, its path confined below the provider's base
+/// path, no header the provider reserves).
+pub(crate) fn configured(cfg: &Config) -> impl Fn(&NewItem) -> Result<(), String> + '_ {
+    move |item| {
+        if cfg.provider(&item.provider).is_none() {
+            return Err(format!(
+                "provider {} is not configured (see --config)",
+                echo::clip(&item.provider)
+            ));
+        }
+        cfg.check_item(item).map_err(|e| e.to_string())
     }
 }
 
@@ -137,9 +150,11 @@ fn json_error(e: &serde_json::Error) -> String {
     // serde names our private type ("expected struct Line"); say what the user wrote instead.
     let full = e.to_string().replace("struct Line", "an item object");
     let position = format!(" at line {} column {}", e.line(), e.column());
+    // serde quotes what it refuses (an unknown field, a string given for a map) whole.
+    let bound = |m: &str| echo::truncate(m, echo::MAX_MESSAGE_BYTES);
     match full.strip_suffix(&position) {
-        Some(m) if e.line() > 0 => format!("{m} (column {})", e.column()),
-        _ => full,
+        Some(m) if e.line() > 0 => format!("{} (column {})", bound(m), e.column()),
+        _ => bound(&full),
     }
 }
 
@@ -221,16 +236,13 @@ impl Collector {
 ///
 /// # Errors
 /// What is wrong with it, as text.
-pub(crate) fn item_from_value(
-    v: serde_json::Value,
-    known: &dyn Fn(&str) -> bool,
-) -> Result<NewItem, String> {
+pub(crate) fn item_from_value(v: serde_json::Value, check: Check<'_>) -> Result<NewItem, String> {
     if !v.is_object() {
         return Err(not_an_object(&v));
     }
     serde_json::from_value::<Line>(v)
         .map_err(|e| json_error(&e))
-        .and_then(|l| l.into_item(known))
+        .and_then(|l| l.into_item(check))
 }
 
 /// "not a JSON object" naming what was there instead.
@@ -247,7 +259,7 @@ fn not_an_object(v: &serde_json::Value) -> String {
 }
 
 /// One line: an item object, or an error saying why not.
-fn parse_line(raw: &str, known: &dyn Fn(&str) -> bool) -> Result<NewItem, String> {
+fn parse_line(raw: &str, check: Check<'_>) -> Result<NewItem, String> {
     if !raw.starts_with('{') {
         // Valid JSON of another kind gets a plain answer, not serde's type talk.
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(raw) {
@@ -256,18 +268,18 @@ fn parse_line(raw: &str, known: &dyn Fn(&str) -> bool) -> Result<NewItem, String
     }
     serde_json::from_str::<Line>(raw)
         .map_err(|e| json_error(&e))
-        .and_then(|l| l.into_item(known))
+        .and_then(|l| l.into_item(check))
 }
 
 /// Parse and validate a whole JSON-lines batch (bytes, so that a line that is not UTF-8
-/// is reported by number like any other bad line). `known` says whether a provider name
-/// is configured. Items without a key get a [`derived_key`].
+/// is reported by number like any other bad line). `check` judges each item (see
+/// [`configured`]). Items without a key get a [`derived_key`].
 ///
 /// # Errors
 /// A [`BatchError`] listing bad lines; then nothing may be enqueued.
 pub(crate) fn parse_batch(
     text: impl AsRef<[u8]>,
-    known: &dyn Fn(&str) -> bool,
+    check: Check<'_>,
 ) -> Result<Vec<NewItem>, BatchError> {
     let mut batch = Collector::new("line");
     for (i, raw) in text.as_ref().split(|b| *b == b'\n').enumerate() {
@@ -292,7 +304,7 @@ pub(crate) fn parse_batch(
         if raw.is_empty() {
             continue;
         }
-        batch.push(i + 1, parse_line(raw, known));
+        batch.push(i + 1, parse_line(raw, check));
     }
     let mut items = batch.finish()?;
     let mut seen: HashMap<[u8; 32], u64> = HashMap::new();
@@ -394,8 +406,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn any(_: &str) -> bool {
-        true
+    fn any(item: &NewItem) -> Result<(), String> {
+        item.validate().map_err(|e| e.to_string())
     }
 
     #[test]
@@ -433,7 +445,11 @@ mod tests {
 
     #[test]
     fn bad_lines_are_all_reported_with_numbers() {
-        let known = |p: &str| p == "sms";
+        let cfg = Config::from_toml_str(
+            "[[provider]]\nname = \"sms\"\nbase_url = \"http://127.0.0.1:9/api\"",
+        )
+        .unwrap();
+        let known = configured(&cfg);
         let text = "{\"provider\":\"sms\",\"path\":\"/m\"}\nnot json\n\n{\"provider\":\"email\",\"path\":\"/m\"}\n{\"provider\":\"sms\",\"path\":\"https://evil/x\"}\n{\"provider\":\"sms\",\"path\":\"/m\",\"hedaers\":{}}";
         let e = parse_batch(text, &known).unwrap_err();
         let lines: Vec<usize> = e.errors.iter().map(|e| e.at).collect();

@@ -207,8 +207,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
         Some(src) => {
             let text = read_input(src)?;
-            let known = |p: &str| cfg.provider(p).is_some();
-            match input::parse_batch(&text, &known) {
+            match input::parse_batch(&text, &input::configured(&cfg)) {
                 Ok(items) => Some(items),
                 Err(e) => {
                     eprint!("abide: {src}: {e}");

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
 use abide_core::Clock;
-use abide_outbox::{AnyStore, Config, Progress, RequeueFilter, Store};
+use abide_outbox::{echo, AnyStore, Config, Progress, RequeueFilter, Store};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -137,6 +137,11 @@ fn body_error(e: &BytesRejection) -> Response {
     error(e.status(), "unreadable_body", e.body_text())
 }
 
+/// An error's text, bounded: serde quotes what it refuses (an unknown field) whole.
+fn bounded(e: &impl std::fmt::Display) -> String {
+    echo::truncate(&e.to_string(), echo::MAX_MESSAGE_BYTES)
+}
+
 fn internal(e: impl std::fmt::Display) -> Response {
     tracing::error!(error = %e, "request failed");
     error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
@@ -157,7 +162,7 @@ async fn enqueue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
     };
     let value: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
-        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()),
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", bounded(&e)),
     };
     let (values, single) = match value {
         Value::Array(a) => (a, false),
@@ -177,10 +182,10 @@ async fn enqueue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
             format!("at most {MAX_BATCH} items per request"),
         );
     }
-    let known = |p: &str| api.config.provider(p).is_some();
+    let check = input::configured(&api.config);
     let mut batch = input::Collector::new("index");
     for (i, v) in values.into_iter().enumerate() {
-        batch.push(i, input::item_from_value(v, &known));
+        batch.push(i, input::item_from_value(v, &check));
     }
     let items = match batch.finish() {
         Ok(items) => items,
@@ -228,7 +233,13 @@ async fn enqueue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
 async fn item(State(api): State<Api>, Path(id): Path<String>) -> Response {
     let item = match api.store.get(&id).await {
         Ok(Some(item)) => item,
-        Ok(None) => return error(StatusCode::NOT_FOUND, "not_found", format!("no item {id}")),
+        Ok(None) => {
+            return error(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("no item {}", echo::clip(&id)),
+            )
+        }
         Err(e) => return internal(e),
     };
     let attempts = match api.store.attempts(&id).await {
@@ -323,7 +334,7 @@ async fn requeue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
     } else {
         match serde_json::from_slice(&body) {
             Ok(b) => b,
-            Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()),
+            Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", bounded(&e)),
         }
     };
     // Each id is one statement inside one write transaction: a body of millions of ids
