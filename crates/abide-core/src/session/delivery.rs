@@ -159,6 +159,13 @@ impl Delivery {
                 }
             };
             if now < slot.at {
+                // A slot the item cannot use before its `send_by` (a lease ending): give
+                // the item back now, due at the slot, rather than wait holding it.
+                let wait = slot.at - now;
+                if self.item.send_by.is_some_and(|by| wall + wait >= by) {
+                    self.slot = None;
+                    return hand_back(wait, HandBackReason::LeaseNearExpiry);
+                }
                 return Step::WaitUntil(slot.at);
             }
             // A pause that began while we waited voids the slot: never send into a pause.

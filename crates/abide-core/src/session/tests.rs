@@ -313,3 +313,29 @@ fn a_slot_voided_by_a_new_pause_is_reserved_again_after_it() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_slot_beyond_send_by_hands_the_item_back_at_once() {
+    let mut r = Rig::new(SessionConfig {
+        pacer: PacerConfig {
+            initial_rate: 1.0,
+            ..PacerConfig::default()
+        },
+        ..SessionConfig::default()
+    });
+    let mut first = r.session.delivery(ItemContext::first(r.wall()));
+    assert_eq!(r.until_sent(&mut first), Step::Send);
+    // The next slot is 1 s away, but this item must be sent within 0.5 s.
+    let ctx = ItemContext {
+        send_by: Some(r.wall() + Duration::from_millis(500)),
+        ..ItemContext::first(r.wall())
+    };
+    let mut d = r.session.delivery(ctx);
+    assert_eq!(
+        r.poll(&mut d),
+        Step::HandBack {
+            after: secs(1),
+            reason: HandBackReason::LeaseNearExpiry
+        }
+    );
+}
