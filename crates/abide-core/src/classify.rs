@@ -406,7 +406,9 @@ impl Classifier {
     /// GitHub's documented minimum after a secondary limit that named no wait: one minute,
     /// within [floor, cap]. The server asked for nothing, so no raw value; labelled floored.
     fn secondary_wait(&self) -> RetryDelay {
-        let d = self.retry_after.from_server_delay(github::SECONDARY_MIN_WAIT, None);
+        let d = self
+            .retry_after
+            .from_server_delay(github::SECONDARY_MIN_WAIT, None);
         RetryDelay {
             reason: crate::retry_after::DelayReason::Floored,
             retry_after: None,

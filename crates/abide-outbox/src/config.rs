@@ -739,11 +739,18 @@ mod tests {
         assert_eq!(p.classifier().dialect, Dialect::Github);
         assert_eq!(p.session_config().rate_limit_dialect, Dialect::Github);
         assert_eq!(
-            with("X-RateLimit").unwrap().provider("gh").unwrap().rate_limit_dialect,
+            with("X-RateLimit")
+                .unwrap()
+                .provider("gh")
+                .unwrap()
+                .rate_limit_dialect,
             Dialect::XRateLimit
         );
         let err = with("twitter").unwrap_err().to_string();
-        assert!(err.contains("gh") && err.contains("rate_limit_dialect"), "{err}");
+        assert!(
+            err.contains("gh") && err.contains("rate_limit_dialect"),
+            "{err}"
+        );
         assert!(err.contains("twitter") && err.contains("shopify"), "{err}");
     }
 

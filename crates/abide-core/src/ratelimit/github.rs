@@ -55,7 +55,12 @@ fn window(resource: &str) -> Duration {
 }
 
 pub(crate) fn read(f: &mut Fields<'_>) -> XReading {
-    let mut r = read_prefix(f, "x-ratelimit-", ResetForm::EpochSecs, RateLimitSource::Github);
+    let mut r = read_prefix(
+        f,
+        "x-ratelimit-",
+        ResetForm::EpochSecs,
+        RateLimitSource::Github,
+    );
     let resource = f.text("x-ratelimit-resource");
     if let Some(info) = r.info.as_mut() {
         let res = resource.as_deref().unwrap_or("core");
@@ -75,7 +80,10 @@ mod tests {
         assert!(is_secondary_limit(403, body));
         assert!(is_secondary_limit(429, body));
         assert!(!is_secondary_limit(404, body));
-        assert!(!is_secondary_limit(403, b"{\"message\":\"Resource not accessible\"}"));
+        assert!(!is_secondary_limit(
+            403,
+            b"{\"message\":\"Resource not accessible\"}"
+        ));
         assert!(!is_secondary_limit(403, b""));
     }
 }

@@ -112,7 +112,11 @@ mod tests {
         // A dialect that means epoch reads a small number as long past: zero, not a delta.
         assert_eq!(reset(s(30), now, ResetForm::EpochSecs), Duration::ZERO);
         assert_eq!(
-            reset(Duration::from_millis(1_750_000_001_500), now, ResetForm::EpochSecs),
+            reset(
+                Duration::from_millis(1_750_000_001_500),
+                now,
+                ResetForm::EpochSecs
+            ),
             Duration::from_millis(1500)
         );
     }
