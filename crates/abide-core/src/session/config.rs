@@ -5,8 +5,8 @@ use std::time::Duration;
 use crate::backoff::{Backoff, Jitter};
 use crate::budget::RetryBudgetConfig;
 use crate::classify::ClassifyOverrides;
-use crate::ratelimit::Dialect;
 use crate::pacer::PacerConfig;
+use crate::ratelimit::Dialect;
 use crate::retry_after::RetryAfterPolicy;
 
 /// When an item stops being retried automatically (it is then *deferred*: parked for a
