@@ -11,7 +11,10 @@
 //! Stable strings, safe to match on in logs, metrics and scripts:
 //! - `http_<status>`, e.g. `http_429`, `http_503`;
 //! - `http_<status>_retry_after` / `http_<status>_rate_limit_exhausted` when that header
-//!   turned a status into a throttle (e.g. `http_403_retry_after`);
+//!   turned a status into a throttle (e.g. `http_403_retry_after`; `retry-after-ms` counts
+//!   as `Retry-After`);
+//! - `http_<status>_secondary_rate_limit`: GitHub's secondary limit, told by the body text
+//!   (dialect `github`, given or detected; see [`crate::ratelimit::github`]);
 //! - `smpp_0x<hex>_<name>`, e.g. `smpp_0x58_throttled`, `smpp_0x0b_invdstadr`
 //!   (`unrecognised` for codes without a name);
 //! - `connect_error`, `timeout_after_send_replay_safe`,
@@ -25,8 +28,12 @@ use http::{HeaderMap, StatusCode};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
-use crate::ratelimit::{parse_rate_limit, RateLimitInfo};
-use crate::retry_after::{RetryAfterPolicy, RetryDelay};
+use crate::ratelimit::{self, github, Dialect, RateLimitInfo, Reading};
+use crate::retry_after::{escape_raw, RetryAfterPolicy, RetryDelay};
+
+/// Most response-body bytes worth keeping for classification (a prefix is enough for
+/// every body rule, e.g. GitHub's "secondary rate limit" text): 4 KiB.
+pub const MAX_CLASSIFY_BODY: usize = 4096;
 
 /// What came back from one attempt.
 #[derive(Debug, Clone, Copy)]
@@ -38,7 +45,8 @@ pub enum Observation<'a> {
         /// Response headers.
         headers: &'a HeaderMap,
         /// The start of the response body (empty when not read); some vendors say "rate
-        /// limited" only there.
+        /// limited" only there (GitHub's secondary limit). Up to [`MAX_CLASSIFY_BODY`] bytes
+        /// are enough.
         body: &'a [u8],
     },
     /// An SMPP response PDU's `command_status`.
@@ -269,14 +277,18 @@ pub struct ClassifyOverrides {
     pub smpp: BTreeMap<u32, VerdictClass>,
 }
 
-/// Classifies observations. Tables can be overridden per provider.
+/// Classifies observations. Tables can be overridden per provider; the rate-limit header
+/// [`Dialect`] can be named per provider.
 ///
 /// # Default
 /// HTTP (RFC 9110 §15): 2xx success; 401 refresh credentials; 429 throttle; 503 with
 /// `Retry-After` throttle; 408, 425, 500, 502, 503, 504 and other 5xx retry; 400, 403, 404,
 /// 405, 409, 410, 422 and other 4xx terminal, **except** that a 4xx (but 401) carrying
 /// `Retry-After` (any value, even `0` or garbage) or an exhausted rate-limit header is a
-/// throttle; 1xx, 3xx and anything outside 100–599 unknown.
+/// throttle; 1xx, 3xx and anything outside 100–599 unknown. With the `github` dialect (given
+/// or detected), a 403 or 429 whose body says "secondary rate limit" is a throttle that waits
+/// at least a minute. An exhausted rate limit without a reset takes its reset from
+/// `Retry-After` (on any status, successes included). Dialect: [`Dialect::Auto`].
 /// SMPP: see [`smpp::TABLE`]; codes not in it are unknown.
 /// Transport: connect errors retry; after-send failures retry only when replay-safe,
 /// otherwise terminal (a replay could duplicate the message).
@@ -302,6 +314,8 @@ pub struct Classifier {
     pub retry_after: RetryAfterPolicy,
     /// Per-provider table overrides.
     pub overrides: ClassifyOverrides,
+    /// How rate-limit headers are read.
+    pub dialect: Dialect,
 }
 
 impl Classifier {
@@ -316,6 +330,13 @@ impl Classifier {
     #[must_use]
     pub fn with_smpp(mut self, code: u32, class: VerdictClass) -> Self {
         self.overrides.smpp.insert(code, class);
+        self
+    }
+
+    /// Read rate-limit headers in `dialect` (default [`Dialect::Auto`]).
+    #[must_use]
+    pub fn with_dialect(mut self, dialect: Dialect) -> Self {
+        self.dialect = dialect;
         self
     }
 
@@ -343,10 +364,55 @@ impl Classifier {
     ) -> Verdict {
         match *obs {
             Observation::Http {
-                status, headers, ..
-            } => self.http(status, headers, now, rng),
+                status,
+                headers,
+                body,
+            } => self.http(status, headers, body, now, rng),
             Observation::Smpp { command_status } => self.smpp(command_status),
             Observation::Transport(t) => transport(t),
+        }
+    }
+
+    /// The server's own delay, floored and capped: `retry-after-ms` / `x-ms-retry-after-ms`
+    /// when readable (more precise, and checked first by the Azure SDKs), else
+    /// `Retry-After`. `None` when neither is sent. `rng` jitters an unparseable value.
+    pub fn server_delay(
+        &self,
+        headers: &HeaderMap,
+        now: SystemTime,
+        rng: &mut dyn RngCore,
+    ) -> Option<RetryDelay> {
+        let reading = ratelimit::read(headers, now, Dialect::Auto);
+        self.server_delay_with(headers, &reading, now, rng)
+    }
+
+    fn server_delay_with(
+        &self,
+        headers: &HeaderMap,
+        reading: &Reading,
+        now: SystemTime,
+        rng: &mut dyn RngCore,
+    ) -> Option<RetryDelay> {
+        if let Some(d) = reading.retry_after_ms {
+            let raw = ratelimit::azure::RETRY_AFTER_MS
+                .iter()
+                .find_map(|n| headers.get(*n))
+                .map(|v| escape_raw(v.as_bytes()));
+            return Some(self.retry_after.from_server_delay(d, raw));
+        }
+        self.retry_after.from_headers(headers, now, rng)
+    }
+
+    /// GitHub's documented minimum after a secondary limit that named no wait: one minute,
+    /// within [floor, cap]. The server asked for nothing, so no raw value; labelled floored.
+    fn secondary_wait(&self) -> RetryDelay {
+        let d = self
+            .retry_after
+            .from_server_delay(github::SECONDARY_MIN_WAIT, None);
+        RetryDelay {
+            reason: crate::retry_after::DelayReason::Floored,
+            retry_after: None,
+            ..d
         }
     }
 
@@ -354,22 +420,51 @@ impl Classifier {
         &self,
         status: StatusCode,
         headers: &HeaderMap,
+        body: &[u8],
         now: SystemTime,
         rng: &mut dyn RngCore,
     ) -> Verdict {
         let code = status.as_u16();
-        let rate_limit = parse_rate_limit(headers, now);
+        let reading = ratelimit::read(headers, now, self.dialect);
+        for m in &reading.malformed {
+            tracing::warn!(
+                header = %m.header,
+                raw = %m.raw,
+                dialect = %reading.dialect,
+                "malformed rate-limit header ignored"
+            );
+        }
+        let secondary =
+            reading.dialect == Dialect::Github && github::is_secondary_limit(code, body);
+        let mut rate_limit = reading.info.clone();
+        let exhausted = rate_limit.as_ref().is_some_and(RateLimitInfo::exhausted);
         let (class, reason) = match self.overrides.http.get(&code) {
             Some(&class) => (class, format!("http_{code}_override")),
+            None if secondary => (
+                VerdictClass::Throttle,
+                format!("http_{code}_secondary_rate_limit"),
+            ),
             None => {
-                let has_retry_after = headers.contains_key(http::header::RETRY_AFTER);
-                let exhausted = rate_limit.as_ref().is_some_and(RateLimitInfo::exhausted);
+                let has_retry_after = headers.contains_key(http::header::RETRY_AFTER)
+                    || reading.retry_after_ms.is_some();
                 http_default(code, has_retry_after, exhausted)
             }
         };
-        let retry_after = match class {
-            VerdictClass::Success | VerdictClass::Terminal => None,
-            _ => self.retry_after.from_headers(headers, now, rng),
+        let keeps_delay = !matches!(class, VerdictClass::Success | VerdictClass::Terminal);
+        let needs_reset = rate_limit
+            .as_ref()
+            .is_some_and(|i| i.exhausted() && i.reset.is_none());
+        let said = (keeps_delay || needs_reset)
+            .then(|| self.server_delay_with(headers, &reading, now, rng))
+            .flatten();
+        if let Some(info) = rate_limit.as_mut().filter(|_| needs_reset) {
+            // No quota left and no reset sent: the server's delay is when it comes back.
+            info.reset = said.as_ref().map(|d| d.delay);
+        }
+        let retry_after = match said {
+            _ if !keeps_delay => None,
+            None if secondary && !exhausted => Some(self.secondary_wait()),
+            said => said,
         };
         Verdict {
             class,

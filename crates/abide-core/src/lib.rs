@@ -25,7 +25,7 @@
 //! | [`clock`] | injected wall and monotonic time ([`SystemClock`], [`ManualClock`]) |
 //! | [`classify`] | what a response means: success, throttle, retry, refresh credentials, terminal, unknown ([`Classifier`], [`Verdict`]) |
 //! | [`retry_after`] | `Retry-After` (RFC 9110 §10.2.3) parsed and clamped to [floor, cap], with its reason ([`RetryAfterPolicy`]) |
-//! | [`ratelimit`] | `RateLimit` / `RateLimit-Policy` and `X-RateLimit-*` headers, clamped ([`parse_rate_limit`]) |
+//! | [`ratelimit`] | rate-limit header dialects (IETF, `X-RateLimit-*`, Azure, Shopify, Discord, GitHub), clamped ([`parse_rate_limit`], [`ratelimit::read`]) |
 //! | [`warnings`] | `Deprecation` (RFC 9745) and `Sunset` (RFC 8594) ([`parse_warnings`]) |
 //! | [`backoff`] | our own delay when the server gave none: capped exponential with jitter ([`Backoff`]) |
 //! | [`budget`] | whether one more retry is allowed at all, shared by every worker ([`RetryBudget`]) |
@@ -52,10 +52,11 @@ pub use backoff::{Backoff, Jitter};
 pub use budget::{BudgetSnapshot, RetryBudget, RetryBudgetConfig};
 pub use classify::{
     Classifier, ClassifyOverrides, Observation, TransportFailure, Verdict, VerdictClass,
+    MAX_CLASSIFY_BODY,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use pacer::{Pacer, PacerConfig, PacerSnapshot};
-pub use ratelimit::{parse_rate_limit, RateLimitInfo, RateLimitSource};
+pub use ratelimit::{parse_rate_limit, Dialect, RateLimitInfo, RateLimitSource};
 pub use retry_after::{DelayReason, RetryAfter, RetryAfterError, RetryAfterPolicy, RetryDelay};
 pub use session::{
     Answer, BudgetRole, Decision, DeferReason, Delivery, HandBackReason, ItemContext, RetryConfig,

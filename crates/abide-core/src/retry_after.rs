@@ -484,6 +484,26 @@ impl RetryAfterPolicy {
         )
     }
 
+    /// A delay the server gave outside `Retry-After` (`retry-after-ms`, a vendor's documented
+    /// minimum), clamped to [floor, cap] exactly like a `Retry-After` of that length; `raw`
+    /// is what was received, for the log.
+    pub fn from_server_delay(&self, delay: Duration, raw: Option<String>) -> RetryDelay {
+        let (floor, cap) = self.bounds();
+        let (clamped, reason) = if delay < floor {
+            (floor, DelayReason::Floored)
+        } else if delay > cap {
+            (cap, DelayReason::Capped)
+        } else {
+            (delay, DelayReason::Honoured)
+        };
+        RetryDelay {
+            delay: clamped,
+            reason,
+            raw,
+            retry_after: Some(delay),
+        }
+    }
+
     /// A delay computed by our own backoff when no `Retry-After` was sent, clamped to
     /// [floor, cap], with reason [`DelayReason::Absent`].
     pub fn from_backoff(&self, delay: Duration) -> RetryDelay {

@@ -9,6 +9,7 @@
 //! concurrency = 16                        # concurrent senders
 //! idempotency_key_header = "Idempotency-Key"
 //! timeout_secs = 10
+//! rate_limit_dialect = "auto"             # or ietf, x-ratelimit, azure, shopify, discord, github
 //!
 //! [provider.retry]
 //! max_attempts = 12          # per attempt window, then DEFERRED
@@ -44,7 +45,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use abide_core::{
-    Backoff, Classifier, ClassifyOverrides, Jitter, PacerConfig, RetryBudgetConfig, SessionConfig,
+    Backoff, Classifier, ClassifyOverrides, Dialect, Jitter, PacerConfig, RetryBudgetConfig,
+    SessionConfig,
 };
 use serde::Deserialize;
 
@@ -73,6 +75,7 @@ pub struct Config {
 /// - `retry`: see [`RetryConfig`]
 /// - `budget`: [`RetryBudgetConfig::default`]
 /// - `pacer`: see [`PacerSettings`]
+/// - `rate_limit_dialect`: `auto` (see [`abide_core::ratelimit`])
 /// - no credentials, no classification overrides, no failover
 #[derive(Clone, PartialEq)]
 pub struct ProviderConfig {
@@ -100,6 +103,10 @@ pub struct ProviderConfig {
     pub pacer: PacerSettings,
     /// Classification overrides for this provider.
     pub classify: ClassifyOverrides,
+    /// How this provider's rate-limit headers are read (TOML `rate_limit_dialect`): `auto`
+    /// detects only unambiguous names; name the vendor where the same names differ (a
+    /// GitHub 403 secondary limit, an epoch reset).
+    pub rate_limit_dialect: Dialect,
     /// Where pending items go after a while.
     pub failover: Option<FailoverConfig>,
 }
@@ -120,6 +127,7 @@ impl fmt::Debug for ProviderConfig {
             .field("retry", &self.retry)
             .field("pacer", &self.pacer)
             .field("classify", &self.classify)
+            .field("rate_limit_dialect", &self.rate_limit_dialect)
             .field("failover", &self.failover)
             .finish_non_exhaustive()
     }
@@ -128,7 +136,9 @@ impl fmt::Debug for ProviderConfig {
 impl ProviderConfig {
     /// The classifier for this provider: defaults plus overrides.
     pub fn classifier(&self) -> Classifier {
-        Classifier::default().with_overrides(self.classify.clone())
+        Classifier::default()
+            .with_overrides(self.classify.clone())
+            .with_dialect(self.rate_limit_dialect)
     }
 
     /// The rules of this provider's [`abide_core::Session`]: its retry caps, budget, pacer settings
@@ -149,6 +159,7 @@ impl ProviderConfig {
             },
             budget: self.budget,
             classify: self.classify.clone(),
+            rate_limit_dialect: self.rate_limit_dialect,
             use_rate_limit_headers: self.pacer.use_rate_limit_headers,
             ..SessionConfig::default()
         }
@@ -257,6 +268,7 @@ struct FileProvider {
     pacer: FilePacer,
     #[serde(default)]
     classify: ClassifyOverrides,
+    rate_limit_dialect: Option<String>,
     failover: Option<FileFailover>,
 }
 
@@ -539,6 +551,13 @@ fn validate_provider(p: FileProvider) -> Result<ProviderConfig> {
         )
     })?;
 
+    let rate_limit_dialect = match &p.rate_limit_dialect {
+        Some(v) => v
+            .parse::<Dialect>()
+            .map_err(|e| invalid(n, "rate_limit_dialect", e.to_string()))?,
+        None => Dialect::Auto,
+    };
+
     let d = RetryConfig::default();
     let r = p.retry;
     let retry = RetryConfig {
@@ -650,6 +669,7 @@ fn validate_provider(p: FileProvider) -> Result<ProviderConfig> {
         budget,
         pacer,
         classify: p.classify,
+        rate_limit_dialect,
         failover,
         name,
     })
@@ -702,6 +722,36 @@ mod tests {
         assert_eq!(b.concurrency, 4);
         assert_eq!(b.retry, RetryConfig::default());
         assert_eq!(b.pacer, PacerSettings::default());
+        assert_eq!(b.rate_limit_dialect, Dialect::Auto);
+    }
+
+    #[test]
+    fn rate_limit_dialect_is_read_and_checked() {
+        let with = |v: &str| {
+            Config::from_toml_str(&format!(
+                "[[provider]]\nname = \"gh\"\nbase_url = \"https://api.example\"\n\
+                 rate_limit_dialect = \"{v}\"\n"
+            ))
+        };
+        let c = with("github").unwrap();
+        let p = c.provider("gh").unwrap();
+        assert_eq!(p.rate_limit_dialect, Dialect::Github);
+        assert_eq!(p.classifier().dialect, Dialect::Github);
+        assert_eq!(p.session_config().rate_limit_dialect, Dialect::Github);
+        assert_eq!(
+            with("X-RateLimit")
+                .unwrap()
+                .provider("gh")
+                .unwrap()
+                .rate_limit_dialect,
+            Dialect::XRateLimit
+        );
+        let err = with("twitter").unwrap_err().to_string();
+        assert!(
+            err.contains("gh") && err.contains("rate_limit_dialect"),
+            "{err}"
+        );
+        assert!(err.contains("twitter") && err.contains("shopify"), "{err}");
     }
 
     #[test]

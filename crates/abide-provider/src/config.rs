@@ -44,6 +44,11 @@ pub struct ProviderConfig {
     pub behaviour: Behaviour,
     /// Behaviour changes, applied in order once their trigger is reached.
     pub schedule: Vec<ScheduleEntry>,
+    /// Rate-limit header style (TOML `headers = "x-ratelimit"`). `None`: IETF fields on
+    /// accepted answers and on honest (`retry-after = "seconds"`) throttles only. A style:
+    /// the fields in that style on every accepted answer and every 429, whatever the
+    /// `Retry-After` form (which then governs `Retry-After` alone).
+    pub headers: Option<HeaderStyle>,
 }
 
 impl Default for ProviderConfig {
@@ -58,6 +63,7 @@ impl Default for ProviderConfig {
             latency_ms: 0,
             behaviour: Behaviour::default(),
             schedule: Vec::new(),
+            headers: None,
         }
     }
 }
@@ -372,6 +378,18 @@ named_enum!(
         Smpp200 = "smpp-200",
         /// 429 with `Retry-After` and `{"command_status": N}`.
         Smpp429 = "smpp-429",
+    }
+);
+
+named_enum!(
+    /// The dialect of the rate-limit fields (see the `styles` module).
+    HeaderStyle("header style") {
+        /// `RateLimit-Policy` and `RateLimit` structured fields (current IETF draft).
+        Ietf = "ietf",
+        /// `RateLimit-Policy: 10;w=1`, `RateLimit-Limit`, `-Remaining`, `-Reset` (draft -06).
+        Draft6 = "draft-6",
+        /// `X-RateLimit-Limit`, `-Remaining`, `-Reset` in Unix epoch seconds.
+        XRateLimit = "x-ratelimit",
     }
 );
 

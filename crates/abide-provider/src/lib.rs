@@ -38,6 +38,7 @@ pub mod config;
 mod dates;
 mod server;
 mod stats;
+mod styles;
 
 use std::io;
 use std::net::SocketAddr;
@@ -48,8 +49,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 pub use config::{
-    parse_duration, Abuse, ApiKey, Behaviour, Limits, ProviderConfig, Rate, RetryAfterStyle,
-    ScheduleEntry, SuspensionStyle, ThrottleStyle, DEMO_KEY, MAX_SUSPEND_SECS,
+    parse_duration, Abuse, ApiKey, Behaviour, HeaderStyle, Limits, ProviderConfig, Rate,
+    RetryAfterStyle, ScheduleEntry, SuspensionStyle, ThrottleStyle, DEMO_KEY, MAX_SUSPEND_SECS,
 };
 pub use stats::{SecondCount, StatsSnapshot, HISTORY_SECS};
 

@@ -15,9 +15,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
-use crate::config::{Behaviour, Rate, RetryAfterStyle, SuspensionStyle, ThrottleStyle};
+use crate::config::{
+    Behaviour, HeaderStyle, Rate, RetryAfterStyle, SuspensionStyle, ThrottleStyle,
+};
 use crate::dates;
 use crate::stats::{Stats, StatsSnapshot};
+use crate::styles::restyle;
 use crate::{Error, ProviderConfig};
 
 /// Idempotency answers remembered (oldest forgotten first).
@@ -313,13 +316,16 @@ fn decide(app: &Arc<App>, headers: &HeaderMap, body: &[u8]) -> Result<Accepted, 
                     }
                 }
                 note_abuse(app, &mut st, &id.key, &caller, now);
-                let (status, res) = throttle(&b, &rej, wall);
+                let (status, res) = throttle(&b, &rej, wall, app.cfg.headers);
                 st.stats.reject(sec, rej.category(), status.as_u16(), true);
                 tracing::info!(gate = rej.category(), %caller, status = status.as_u16(), "request throttled");
                 return Err(res);
             }
             Ok(adm) => {
                 extra = adm.headers();
+                if let Some(style) = app.cfg.headers {
+                    restyle(&mut extra, style, wall);
+                }
                 guard = Some(adm.into_guard(Arc::clone(&app.gates)));
             }
         }
@@ -408,7 +414,12 @@ fn retry_after_value(style: RetryAfterStyle, rej: &Rejection, wall: SystemTime) 
     })
 }
 
-fn throttle(b: &Behaviour, rej: &Rejection, wall: SystemTime) -> (StatusCode, Response) {
+fn throttle(
+    b: &Behaviour,
+    rej: &Rejection,
+    wall: SystemTime,
+    style: Option<HeaderStyle>,
+) -> (StatusCode, Response) {
     let smpp = serde_json::json!({ "command_status": b.smpp_status });
     let (status, mut res) = match b.throttle {
         ThrottleStyle::Http403 => {
@@ -430,7 +441,19 @@ fn throttle(b: &Behaviour, rej: &Rejection, wall: SystemTime) -> (StatusCode, Re
             )
         }
     };
-    if b.retry_after == RetryAfterStyle::Seconds {
+    if let Some(style) = style {
+        // A chosen header style: the limits in that style on every throttle; Retry-After
+        // in whatever form the behaviour says (or none).
+        let mut h = rej.headers();
+        h.remove(header::RETRY_AFTER);
+        restyle(&mut h, style, wall);
+        res.headers_mut().extend(h);
+        if let Some(v) = retry_after_value(b.retry_after, rej, wall) {
+            if let Ok(v) = HeaderValue::from_str(&v) {
+                res.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+        }
+    } else if b.retry_after == RetryAfterStyle::Seconds {
         // The honest style also advertises the rejecting gates' RateLimit fields.
         res.headers_mut().extend(rej.headers());
     } else if let Some(v) = retry_after_value(b.retry_after, rej, wall) {

@@ -496,3 +496,70 @@ async fn concurrency_limit_and_in_flight_duplicates() {
     );
     slow.abort();
 }
+
+#[tokio::test]
+async fn header_styles_draft_6_and_x_ratelimit() {
+    for (style, names) in [
+        (
+            "draft-6",
+            &[
+                "ratelimit-policy",
+                "ratelimit-limit",
+                "ratelimit-remaining",
+                "ratelimit-reset",
+            ][..],
+        ),
+        (
+            "x-ratelimit",
+            &[
+                "x-ratelimit-limit",
+                "x-ratelimit-remaining",
+                "x-ratelimit-reset",
+            ][..],
+        ),
+    ] {
+        let p = start(&[
+            "--headers",
+            style,
+            "--key-rate",
+            "1/1h",
+            "--account-rate",
+            "off",
+            "--key-concurrency",
+            "off",
+            "--behaviour",
+            "retry-after=absent",
+        ]);
+        let ok = p.send("s1").await;
+        assert_eq!(ok.status(), StatusCode::ACCEPTED);
+        let refused = p.send("s2").await;
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        for r in [&ok, &refused] {
+            for n in names {
+                assert!(header(r, n).is_some(), "{style}: no {n} on {}", r.status());
+            }
+            assert_eq!(header(r, "ratelimit"), None, "{style}");
+        }
+        assert_eq!(header(&refused, "retry-after"), None, "{style}");
+        let remaining = if style == "draft-6" {
+            "ratelimit-remaining"
+        } else {
+            "x-ratelimit-remaining"
+        };
+        assert_eq!(header(&refused, remaining).as_deref(), Some("0"));
+        if style == "x-ratelimit" {
+            // Epoch seconds, about an hour ahead.
+            let reset: u64 = header(&refused, "x-ratelimit-reset")
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(reset > 1_700_000_000, "{reset}");
+        } else {
+            assert_eq!(
+                header(&refused, "ratelimit-policy").as_deref(),
+                Some("1;w=3600")
+            );
+            assert_eq!(header(&refused, "ratelimit-reset").as_deref(), Some("3600"));
+        }
+    }
+}

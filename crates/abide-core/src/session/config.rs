@@ -6,6 +6,7 @@ use crate::backoff::{Backoff, Jitter};
 use crate::budget::RetryBudgetConfig;
 use crate::classify::ClassifyOverrides;
 use crate::pacer::PacerConfig;
+use crate::ratelimit::Dialect;
 use crate::retry_after::RetryAfterPolicy;
 
 /// When an item stops being retried automatically (it is then *deferred*: parked for a
@@ -51,6 +52,7 @@ impl Default for RetryConfig {
 /// - `budget`: [`RetryBudgetConfig::default`]
 /// - `retry_after`: [`RetryAfterPolicy::default`] (floor 1 s, cap 10 min)
 /// - `classify`: no overrides
+/// - `rate_limit_dialect`: [`Dialect::Auto`]
 /// - `use_rate_limit_headers`: true
 /// - `budget_denied_delay`: 5 s (least wait of a retry the budget refused)
 /// - `hold_through_pause`: 2 s (a longer host pause hands the item back)
@@ -70,6 +72,8 @@ pub struct SessionConfig {
     pub retry_after: RetryAfterPolicy,
     /// Per-host overrides of the HTTP and SMPP tables.
     pub classify: ClassifyOverrides,
+    /// How the host's rate-limit headers are read (see [`crate::ratelimit`]).
+    pub rate_limit_dialect: Dialect,
     /// Follow the host's rate-limit headers (target rate, pause on an exhausted quota).
     /// Off for a host known to advertise wrong numbers: the pacer then learns from
     /// throttles alone. `Retry-After` is always obeyed.
@@ -97,6 +101,7 @@ impl Default for SessionConfig {
             budget: RetryBudgetConfig::default(),
             retry_after: RetryAfterPolicy::default(),
             classify: ClassifyOverrides::default(),
+            rate_limit_dialect: Dialect::Auto,
             use_rate_limit_headers: true,
             budget_denied_delay: Duration::from_secs(5),
             hold_through_pause: Duration::from_secs(2),

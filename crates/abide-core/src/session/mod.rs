@@ -118,7 +118,8 @@ impl Session {
     pub fn new(cfg: SessionConfig, now: Instant) -> Self {
         let classifier = Classifier::default()
             .with_retry_after_policy(cfg.retry_after.clone())
-            .with_overrides(cfg.classify.clone());
+            .with_overrides(cfg.classify.clone())
+            .with_dialect(cfg.rate_limit_dialect);
         Self {
             pacer: Arc::new(Pacer::new(cfg.pacer, now)),
             budget: Arc::new(RetryBudget::new(cfg.budget, now)),

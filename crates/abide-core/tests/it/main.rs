@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod dialects;
 mod props;
 mod ratelimit;
 mod retry_after;

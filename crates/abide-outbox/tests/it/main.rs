@@ -3,6 +3,7 @@
 
 mod connect;
 mod delivery;
+mod dialects;
 mod same_decisions;
 mod store_conformance;
 mod support;

@@ -1,15 +1,15 @@
 //! `abide inspect`: explain how abide reads one response (verdict, delay and its reason,
-//! rate limits, deprecation warnings) as stable JSON on stdout.
+//! rate limits in the dialect used, deprecation warnings) as stable JSON on stdout.
 
 use std::io::Read;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use abide_core::ratelimit::RateLimitInfo;
+use abide_core::ratelimit::{self, Malformed, RateLimitInfo};
 use abide_core::retry_after::escape_raw;
 use abide_core::{
-    parse_warnings, Backoff, Classifier, Clock, ManualClock, Observation, Pacer, PacerConfig,
-    SystemClock, VerdictClass, Warning,
+    parse_warnings, Backoff, Classifier, Clock, Dialect, ManualClock, Observation, Pacer,
+    PacerConfig, SystemClock, VerdictClass, Warning, MAX_CLASSIFY_BODY,
 };
 use anyhow::{bail, Context};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -24,9 +24,25 @@ INPUT
   Give the status with --status (or --smpp for an SMPP command_status) and headers with
   repeated --header 'Name: value' flags, or pipe a raw header block with --stdin (or `-`).
   The block may start with a status line such as `HTTP/1.1 429 Too Many Requests`; it ends
-  at the first empty line (a body after it is ignored). --status overrides the status line.
+  at the first empty line; the first 4 KiB of a body after it are read as the body (as the
+  outbox keeps them), unless --body is given. --status overrides the status line.
   Flags and stdin headers combine; a repeated header (two Retry-After lines) is kept.
-  The header block may be at most 1 MiB and 10000 lines; the body is never read.
+  The header block may be at most 1 MiB and 10000 lines.
+
+DIALECTS (--dialect, as rate_limit_dialect in the providers file)
+  auto (default)  detect from names that mean one thing: X-Shopify-Shop-Api-Call-Limit
+                  (shopify); X-RateLimit-Bucket/-Scope/-Global (discord);
+                  X-RateLimit-Resource or X-GitHub-Request-Id (github); else IETF RateLimit
+                  fields of any draft, then X-RateLimit-* / X-Rate-Limit-* (a reset above
+                  10^9 is epoch seconds, above 10^12 epoch milliseconds)
+  ietf            RateLimit / RateLimit-Policy, RateLimit-Limit/-Remaining/-Reset
+  x-ratelimit     X-RateLimit-* and X-Rate-Limit-*: Limit, Remaining, Used, Reset, Reset-After
+  azure           retry-after-ms / x-ms-retry-after-ms (read in every dialect),
+                  x-ms-ratelimit-remaining-*
+  shopify         X-Shopify-Shop-Api-Call-Limit: used/size, a leaky bucket draining in 20 s
+  discord         X-RateLimit-* with Bucket, Global, Scope; Reset-After preferred
+  github          X-RateLimit-* with Resource, Used, epoch Reset; a 403/429 whose body says
+                  \"secondary rate limit\" is a throttle waiting at least 60 s
 
 OUTPUT (one JSON object on stdout; field names and meanings are stable)
   verdict           success | throttle | retry | refresh_credentials | terminal | unknown
@@ -38,27 +54,33 @@ OUTPUT (one JSON object on stdout; field names and meanings are stable)
   pause_secs        seconds abide pauses every send to this host: a throttle's Retry-After
                     delay, or the reset of an exhausted rate limit (at most 600 s); null
                     when none. The next attempt waits the longer of delay_secs and this.
-  retry_after_raw   the Retry-After line(s) as received, joined with \", \" (control
+  retry_after_raw   the retry-after-ms (preferred) or Retry-After line(s) as received, joined with \", \" (control
                     characters as \\xNN, invalid UTF-8 as U+FFFD, cut with … after about
                     256 bytes); null when absent
-  retry_after_secs  what Retry-After parsed to before floor and cap (largest value, a date
+  retry_after_secs  what that header parsed to before floor and cap (largest value, a date
                     converted against --now); null when absent or unparseable. A value
                     over 18446744073709551615 s (u64) saturates there; JSON shows it as
                     1.8446744073709552e19 and sets retry_after_saturated
   retry_after_saturated  true when retry_after_secs is that saturated maximum, not the
                     number received (see retry_after_raw for it)
   rate_limit        null, or {source, policy, limit, remaining, reset_secs, window_secs,
-                    exhausted, advertised_rate_per_sec}
+                    exhausted, advertised_rate_per_sec, used, scope, leaky_bucket}.
+                    An exhausted limit without a reset takes its reset from Retry-After
   warnings          list of {kind: deprecation, at, link} and {kind: sunset, at}
   now               the clock used, RFC 3339
   status            the HTTP status, or null; smpp_command_status: the SMPP code, or null
+  dialect           the rate-limit dialect that read the headers (auto when none matched)
+  dialect_detected  true when --dialect auto chose it
+  rate_limit_warnings  list of {header, raw}: rate-limit headers present but unreadable,
+                    ignored
 
   An unparseable Retry-After waits 300 s plus a jitter of up to 60 s drawn from --seed
   (default 0, so the same input and --now always print the same output).
 
 EXIT STATUS
   0 when the response was read (whatever the verdict); 2 for bad input (a malformed
-  header line, a bad --now, --status or --smpp), with the offending line or flag named.";
+  header line, a bad --now, --status, --smpp or --dialect), with the offending line or
+  flag named.";
 
 /// Arguments of `abide inspect`.
 #[derive(Debug, clap::Args)]
@@ -85,6 +107,12 @@ pub(crate) struct Args {
     /// Seed for the jitter of an unparseable Retry-After (default 0: reproducible output).
     #[arg(long, value_name = "N", default_value_t = 0)]
     seed: u64,
+    /// Rate-limit header dialect: auto, ietf, x-ratelimit, azure, shopify, discord, github.
+    #[arg(long, value_name = "NAME", default_value = "auto")]
+    dialect: String,
+    /// The response body (its first 4 KiB are used, as the outbox keeps them).
+    #[arg(long, value_name = "TEXT")]
+    body: Option<String>,
 }
 
 /// The JSON printed on stdout. Field order is part of the contract.
@@ -103,6 +131,9 @@ struct Report {
     now: String,
     status: Option<u16>,
     smpp_command_status: Option<u32>,
+    dialect: Dialect,
+    dialect_detected: bool,
+    rate_limit_warnings: Vec<Malformed>,
 }
 
 #[derive(Debug, Serialize)]
@@ -111,6 +142,9 @@ struct RateLimitReport {
     info: RateLimitInfo,
     exhausted: bool,
     advertised_rate_per_sec: Option<f64>,
+    used: Option<u64>,
+    scope: Option<String>,
+    leaky_bucket: bool,
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -122,9 +156,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(s) => parse_now(s)?,
         None => SystemClock.now(),
     };
+    let dialect: Dialect = args
+        .dialect
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--dialect: {e}"))?;
 
     let mut headers = HeaderMap::new();
     let mut status_line = None;
+    let mut body: Vec<u8> = Vec::new();
     if from_stdin {
         // Only the header block matters: read no more than its limit (a body after it, or
         // an endless stream, is never read into memory).
@@ -133,7 +172,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             .take(MAX_BLOCK_BYTES as u64 + 1)
             .read_to_end(&mut input)
             .context("reading stdin")?;
-        status_line = parse_block(&input, &mut headers)?;
+        let (status, body_at) = parse_block(&input, &mut headers)?;
+        status_line = status;
+        if let Some(at) = body_at {
+            let rest = &input[at..];
+            body = rest[..rest.len().min(MAX_CLASSIFY_BODY)].to_vec();
+        }
+    }
+    if let Some(b) = &args.body {
+        let b = b.as_bytes();
+        body = b[..b.len().min(MAX_CLASSIFY_BODY)].to_vec();
     }
     for (i, h) in args.headers.iter().enumerate() {
         let (name, value) = parse_header_line(h.as_bytes())
@@ -153,6 +201,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             &headers,
             now,
             args.seed,
+            dialect,
         )
     } else {
         let status = match args.status.or(status_line) {
@@ -167,11 +216,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             &Observation::Http {
                 status: code,
                 headers: &headers,
-                body: b"",
+                body: &body,
             },
             &headers,
             now,
             args.seed,
+            dialect,
         )
     }?;
     let json = serde_json::to_string_pretty(&report).context("serialising the report")?;
@@ -184,18 +234,17 @@ fn build(
     headers: &HeaderMap,
     now: SystemTime,
     seed: u64,
+    dialect: Dialect,
 ) -> anyhow::Result<Report> {
-    let classifier = Classifier::default();
+    let classifier = Classifier::default().with_dialect(dialect);
+    let reading = ratelimit::read(headers, now, dialect);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let verdict = classifier.classify(obs, now, &mut rng);
 
     // What the server said, independent of whether the verdict uses it (a terminal 404
     // with Retry-After still shows the raw value). The RNG only jitters the delay, which
     // is not read here.
-    let said =
-        classifier
-            .retry_after
-            .from_headers(headers, now, &mut ChaCha8Rng::seed_from_u64(seed));
+    let said = classifier.server_delay(headers, now, &mut ChaCha8Rng::seed_from_u64(seed));
 
     let delay = match verdict.class {
         VerdictClass::Success | VerdictClass::Terminal => None,
@@ -236,11 +285,17 @@ fn build(
             exhausted: info.exhausted(),
             advertised_rate_per_sec: info.advertised_rate(),
             info,
+            used: reading.used,
+            scope: reading.scope.clone(),
+            leaky_bucket: reading.leaky_bucket,
         }),
         warnings: parse_warnings(headers),
         now: format_now(now)?,
         status,
         smpp_command_status,
+        dialect: reading.dialect,
+        dialect_detected: reading.detected,
+        rate_limit_warnings: reading.malformed,
     })
 }
 
@@ -285,23 +340,30 @@ fn append(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) -> anyh
         .with_context(|| format!("more than {MAX_HEADERS} header lines"))
 }
 
-/// Parse a raw header block into `headers`; returns the status of a leading status line.
+/// Parse a raw header block into `headers`; returns the status of a leading status line and
+/// where a body after the block starts, if the block ended.
 ///
 /// # Errors
 /// A malformed line (named by its number), more than [`MAX_HEADERS`] lines, or a block that
 /// has not ended within [`MAX_BLOCK_BYTES`].
-fn parse_block(input: &[u8], headers: &mut HeaderMap) -> anyhow::Result<Option<u16>> {
+fn parse_block(
+    input: &[u8],
+    headers: &mut HeaderMap,
+) -> anyhow::Result<(Option<u16>, Option<usize>)> {
     let mut status = None;
     let mut lines: Vec<(usize, Vec<u8>)> = Vec::new();
-    let mut ended = false;
+    let mut ended = None;
+    let mut offset = 0usize;
     for (i, raw) in input.split(|&b| b == b'\n').enumerate() {
         let n = i + 1;
+        // Where the next line starts (past this line's LF).
+        offset = (offset + raw.len() + 1).min(input.len());
         let line = raw.strip_suffix(b"\r").unwrap_or(raw);
         if line.is_empty() {
             if lines.is_empty() && status.is_none() {
                 continue; // leading blank lines
             }
-            ended = true;
+            ended = Some(offset);
             break; // end of the header block
         }
         if lines.is_empty() && status.is_none() && line.starts_with(b"HTTP/") {
@@ -322,7 +384,7 @@ fn parse_block(input: &[u8], headers: &mut HeaderMap) -> anyhow::Result<Option<u
         }
         lines.push((n, line.to_vec()));
     }
-    if !ended && input.len() > MAX_BLOCK_BYTES {
+    if ended.is_none() && input.len() > MAX_BLOCK_BYTES {
         bail!("stdin: the header block is larger than {MAX_BLOCK_BYTES} bytes");
     }
     for (n, line) in lines {
@@ -330,7 +392,7 @@ fn parse_block(input: &[u8], headers: &mut HeaderMap) -> anyhow::Result<Option<u
             parse_header_line(&line).with_context(|| format!("stdin line {n} {}", shown(&line)))?;
         append(headers, name, value).with_context(|| format!("stdin line {n}"))?;
     }
-    Ok(status)
+    Ok((status, ended))
 }
 
 /// `HTTP/1.1 429 Too Many Requests` or `HTTP/2 429`.
@@ -411,12 +473,11 @@ mod tests {
     #[test]
     fn block_with_status_line_crlf_and_fold() {
         let mut h = HeaderMap::new();
-        let s = parse_block(
-            b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 5\r\nX-Long: a\r\n  b\r\n\r\nbody: x\n",
-            &mut h,
-        )
-        .unwrap();
+        let input =
+            b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 5\r\nX-Long: a\r\n  b\r\n\r\nbody: x\n";
+        let (s, body_at) = parse_block(input, &mut h).unwrap();
         assert_eq!(s, Some(429));
+        assert_eq!(&input[body_at.unwrap()..], b"body: x\n");
         assert_eq!(h.get("retry-after").unwrap(), "5");
         assert_eq!(h.get("x-long").unwrap(), "a b");
         assert!(h.get("body").is_none());

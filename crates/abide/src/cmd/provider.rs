@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use abide_core::SystemClock;
 use abide_provider::{
-    parse_duration, ApiKey, ProviderConfig, Rate, ScheduleEntry, SuspensionStyle,
+    parse_duration, ApiKey, HeaderStyle, ProviderConfig, Rate, ScheduleEntry, SuspensionStyle,
 };
 use anyhow::Context;
 
@@ -34,6 +34,15 @@ LIMITS (flags override --config)
   concurrency, account_concurrency. An honest 429 carries Retry-After (delay-seconds,
   rounded up, at least 1), RateLimit-Policy, RateLimit and {\"error\":\"rate_limited\",
   \"reason\":\"key_rate\"}.
+
+HEADER STYLES: --headers STYLE (TOML headers = \"STYLE\")
+  ietf         RateLimit-Policy: \"key\";q=10;w=1 and RateLimit: \"key\";r=0;t=1 (current draft)
+  draft-6      RateLimit-Policy: 10;w=1, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset
+  x-ratelimit  X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (epoch seconds)
+  With a style, every accepted answer and every 429 carries the limits in it, whatever the
+  retry-after behaviour (retry-after=absent then leaves them the only guide). Resets are
+  rounded up to whole seconds. Without --headers, IETF fields go on accepted answers and on
+  honest (retry-after=seconds) throttles only.
 
 BEHAVIOURS: --behaviour FACET=VALUE[@WHEN] (repeatable, applied in order)
   WHEN is a time since start (500ms, 60s, 2m, 1h) or #N (from the N-th message request on,
@@ -133,6 +142,10 @@ pub(crate) struct Args {
     /// Retry-After) or `bare-403` (no Retry-After) [default: retry-after].
     #[arg(long, value_name = "STYLE")]
     suspension_style: Option<String>,
+    /// Rate-limit header style on every accepted answer and every 429: ietf, draft-6 or
+    /// x-ratelimit (see HEADER STYLES below) [default: IETF on honest throttles only].
+    #[arg(long, value_name = "STYLE")]
+    headers: Option<String>,
     /// Behaviour change FACET=VALUE[@WHEN], repeatable (see BEHAVIOURS below).
     #[arg(long = "behaviour", value_name = "FACET=VALUE[@WHEN]")]
     behaviours: Vec<String>,
@@ -210,6 +223,9 @@ fn config(a: &Args) -> anyhow::Result<ProviderConfig> {
     }
     if let Some(v) = &a.suspension_style {
         c.abuse.suspension = v.parse::<SuspensionStyle>()?;
+    }
+    if let Some(v) = &a.headers {
+        c.headers = Some(v.parse::<HeaderStyle>()?);
     }
     for b in &a.behaviours {
         c.schedule.push(b.parse::<ScheduleEntry>()?);

@@ -1,0 +1,344 @@
+//! Rate-limit dialects: every header family a client meets, read into one clamped
+//! [`RateLimitInfo`] for the classifier and the pacer.
+//!
+//! One module per family, each citing its source:
+//!
+//! | dialect | headers | module |
+//! |---|---|---|
+//! | `ietf` | `RateLimit` / `RateLimit-Policy` structured fields (current draft), the earlier `RateLimit-Limit` / `-Remaining` / `-Reset` (with or without a policy header) | [`ietf`] |
+//! | `x-ratelimit` | `X-RateLimit-*` and `X-Rate-Limit-*`: `-Limit`, `-Remaining`, `-Used`, `-Reset` (delta, epoch s or ms), `-Reset-After` | [`x_ratelimit`] |
+//! | `azure` | `retry-after-ms`, `x-ms-retry-after-ms`, `x-ms-ratelimit-remaining-*` | [`azure`] |
+//! | `shopify` | `X-Shopify-Shop-Api-Call-Limit: used/size` (leaky bucket) | [`shopify`] |
+//! | `discord` | `X-RateLimit-Bucket`, `-Global`, `-Scope`, `-Reset-After` | [`discord`] |
+//! | `github` | `X-RateLimit-Resource`, `-Used`, epoch `-Reset`; the 403 secondary limit (body text) | [`github`] |
+//!
+//! # Detection
+//! [`Dialect::Auto`] decides only from names that mean one thing (compared
+//! case-insensitively; `HeaderMap` stores them lower-case, as HTTP/2 sends them):
+//! `X-Shopify-Shop-Api-Call-Limit` is Shopify; `X-RateLimit-Bucket`, `-Scope` or `-Global`
+//! are Discord; `X-RateLimit-Resource` or `X-GitHub-Request-Id` are GitHub;
+//! `retry-after-ms` / `x-ms-retry-after-ms` are read in every dialect. Otherwise the generic
+//! families are tried in order (IETF, then `X-RateLimit-*`), and an `X-RateLimit-Reset`
+//! is a delta below 10⁹, Unix epoch seconds below 10¹², epoch milliseconds above. Where the
+//! same names mean different things per vendor (a GitHub 403 that is a throttle only by its
+//! body text, a reset that is always epoch seconds), name the dialect: the providers file's
+//! `rate_limit_dialect`, or `abide inspect --dialect`.
+//!
+//! # Clamps
+//! Negative, fractional-where-integer or garbage values are ignored (that field is `None`)
+//! and listed in [`Reading::malformed`]; nothing panics. Limit and remaining saturate at
+//! [`MAX_QUOTA`]; reset and window at [`MAX_RESET`]; a zero window is ignored; a reset in
+//! the past is zero. [`RateLimitInfo::advertised_rate`] lies within
+//! [[`MIN_ADVERTISED_RATE`], [`MAX_ADVERTISED_RATE`]].
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime};
+
+use http::HeaderMap;
+use serde::{Deserialize, Serialize};
+
+pub mod azure;
+pub mod discord;
+mod fields;
+pub mod github;
+pub mod ietf;
+pub mod shopify;
+pub mod x_ratelimit;
+
+use fields::Fields;
+
+/// Which header family a [`RateLimitInfo`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RateLimitSource {
+    /// IETF `RateLimit` / `RateLimit-Policy` structured fields.
+    Ietf,
+    /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`.
+    LegacyDraft,
+    /// `X-RateLimit-*` or `X-Rate-Limit-*` variants.
+    XRateLimit,
+    /// Azure's `x-ms-ratelimit-remaining-*`.
+    Azure,
+    /// Shopify's `X-Shopify-Shop-Api-Call-Limit` leaky bucket.
+    Shopify,
+    /// Discord's `X-RateLimit-*` with buckets and scopes.
+    Discord,
+    /// GitHub's `X-RateLimit-*` with resources.
+    Github,
+}
+
+/// What the server advertised about its quota, clamped.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RateLimitInfo {
+    /// Header family.
+    pub source: RateLimitSource,
+    /// Policy name: the IETF policy, GitHub's resource (`core`, `search`), Discord's bucket.
+    pub policy: Option<String>,
+    /// Quota units per window, at most [`MAX_QUOTA`].
+    pub limit: Option<u64>,
+    /// Units left in the current window, at most [`MAX_QUOTA`].
+    pub remaining: Option<u64>,
+    /// Time until the window resets (for a leaky bucket: until one more request fits),
+    /// clamped to at most [`MAX_RESET`].
+    #[serde(rename = "reset_secs", serialize_with = "crate::serde_secs::opt")]
+    pub reset: Option<Duration>,
+    /// Window length, if advertised (IETF `w`) or documented for the dialect, clamped.
+    #[serde(rename = "window_secs", serialize_with = "crate::serde_secs::opt")]
+    pub window: Option<Duration>,
+}
+
+/// Longest reset or window we believe (one day).
+pub const MAX_RESET: Duration = Duration::from_secs(86_400);
+
+/// Largest limit or remaining count we believe (10⁹ units).
+pub const MAX_QUOTA: u64 = 1_000_000_000;
+
+/// Lowest rate [`RateLimitInfo::advertised_rate`] returns, in requests per second.
+pub const MIN_ADVERTISED_RATE: f64 = 0.001;
+
+/// Highest rate [`RateLimitInfo::advertised_rate`] returns, in requests per second.
+pub const MAX_ADVERTISED_RATE: f64 = 100_000.0;
+
+impl RateLimitInfo {
+    /// True when the server says no quota is left (`remaining == 0`).
+    pub fn exhausted(&self) -> bool {
+        self.remaining == Some(0)
+    }
+
+    /// The sustainable request rate this advertises, in requests per second, if it can be
+    /// derived (limit / window). Clamped to
+    /// [[`MIN_ADVERTISED_RATE`], [`MAX_ADVERTISED_RATE`]].
+    pub fn advertised_rate(&self) -> Option<f64> {
+        let limit = self.limit?;
+        let window = self.window?.as_secs_f64();
+        if window <= 0.0 {
+            return None;
+        }
+        Some((limit as f64 / window).clamp(MIN_ADVERTISED_RATE, MAX_ADVERTISED_RATE))
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.limit.is_none()
+            && self.remaining.is_none()
+            && self.reset.is_none()
+            && self.window.is_none()
+    }
+
+    pub(crate) fn new(source: RateLimitSource) -> Self {
+        Self {
+            source,
+            policy: None,
+            limit: None,
+            remaining: None,
+            reset: None,
+            window: None,
+        }
+    }
+
+    /// `None` when nothing was read.
+    pub(crate) fn non_empty(self) -> Option<Self> {
+        (!self.is_empty()).then_some(self)
+    }
+}
+
+/// A rate-limit header dialect: how to read a response's headers. Names, as in the
+/// providers file and `abide inspect --dialect`: `auto`, `ietf`, `x-ratelimit`, `azure`,
+/// `shopify`, `discord`, `github`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "&'static str")]
+#[non_exhaustive]
+pub enum Dialect {
+    /// Detect from unambiguous header names, else try the generic families (module docs).
+    #[default]
+    Auto,
+    /// IETF structured fields and the earlier `RateLimit-*` draft ([`ietf`]).
+    Ietf,
+    /// `X-RateLimit-*` / `X-Rate-Limit-*` ([`x_ratelimit`]).
+    XRateLimit,
+    /// `retry-after-ms`, `x-ms-retry-after-ms`, `x-ms-ratelimit-remaining-*` ([`azure`]).
+    Azure,
+    /// `X-Shopify-Shop-Api-Call-Limit` ([`shopify`]).
+    Shopify,
+    /// Discord's buckets, scopes and `Reset-After` ([`discord`]).
+    Discord,
+    /// GitHub's resources and secondary limits ([`github`]).
+    Github,
+}
+
+impl Dialect {
+    /// Every dialect with its name.
+    pub const ALL: [(Dialect, &'static str); 7] = [
+        (Dialect::Auto, "auto"),
+        (Dialect::Ietf, "ietf"),
+        (Dialect::XRateLimit, "x-ratelimit"),
+        (Dialect::Azure, "azure"),
+        (Dialect::Shopify, "shopify"),
+        (Dialect::Discord, "discord"),
+        (Dialect::Github, "github"),
+    ];
+
+    /// Stable name, as written in the providers file.
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(d, _)| *d == self)
+            .map_or("auto", |(_, n)| n)
+    }
+}
+
+impl fmt::Display for Dialect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A dialect name that is not one of [`Dialect::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown rate-limit dialect {0:?}: expected one of auto, ietf, x-ratelimit, azure, shopify, discord, github")]
+pub struct UnknownDialect(pub String);
+
+impl FromStr for Dialect {
+    type Err = UnknownDialect;
+    /// # Errors
+    /// [`UnknownDialect`] naming the input.
+    fn from_str(s: &str) -> Result<Self, UnknownDialect> {
+        let lower = s.trim().to_ascii_lowercase();
+        Self::ALL
+            .iter()
+            .find(|(_, n)| *n == lower)
+            .map(|(d, _)| *d)
+            .ok_or_else(|| UnknownDialect(s.to_owned()))
+    }
+}
+
+impl TryFrom<String> for Dialect {
+    type Error = UnknownDialect;
+    fn try_from(s: String) -> Result<Self, UnknownDialect> {
+        s.parse()
+    }
+}
+
+impl From<Dialect> for &'static str {
+    fn from(d: Dialect) -> Self {
+        d.as_str()
+    }
+}
+
+/// A header that was present but could not be read; it was ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Malformed {
+    /// Header name, lower-case.
+    pub header: String,
+    /// The value as received, escaped and cut (see [`crate::retry_after::escape_raw`]).
+    pub raw: String,
+}
+
+/// Everything one dialect read from a response.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reading {
+    /// The dialect that read the headers (never [`Dialect::Auto`]: auto names what it chose).
+    pub dialect: Dialect,
+    /// True when [`Dialect::Auto`] chose it.
+    pub detected: bool,
+    /// The quota, clamped; `None` when no header of the dialect was readable.
+    pub info: Option<RateLimitInfo>,
+    /// Units used in the window, when the dialect says (`X-RateLimit-Used`, Shopify).
+    pub used: Option<u64>,
+    /// Discord's `X-RateLimit-Scope` (`user`, `global`, `shared`), or `global` for
+    /// `X-RateLimit-Global: true`.
+    pub scope: Option<String>,
+    /// True for a leaky bucket (Shopify): `reset` is then the time until one request fits.
+    pub leaky_bucket: bool,
+    /// A delay from the `retry-after-ms` family, at most [`MAX_RESET`] (not yet floored:
+    /// the classifier's `Retry-After` policy does that).
+    #[serde(serialize_with = "crate::serde_secs::opt")]
+    pub retry_after_ms: Option<Duration>,
+    /// Headers present but unreadable, ignored.
+    pub malformed: Vec<Malformed>,
+}
+
+/// Read rate-limit information from response headers in the [`Dialect::Auto`] dialect;
+/// `now` converts epoch resets. Returns `None` when no recognised header is present or
+/// none parses.
+pub fn parse_rate_limit(headers: &HeaderMap, now: SystemTime) -> Option<RateLimitInfo> {
+    read(headers, now, Dialect::Auto).info
+}
+
+/// Read `headers` in `dialect` (see the [module docs](self) for detection); `now` converts
+/// epoch resets. Never panics; every number is clamped.
+pub fn read(headers: &HeaderMap, now: SystemTime, dialect: Dialect) -> Reading {
+    let mut f = Fields::new(headers, now);
+    let (chosen, detected) = match dialect {
+        Dialect::Auto => (detect(headers), true),
+        d => (d, false),
+    };
+    let mut reading = Reading {
+        dialect: chosen,
+        detected,
+        info: None,
+        used: None,
+        scope: None,
+        leaky_bucket: false,
+        retry_after_ms: azure::retry_after_ms(&mut f),
+        malformed: Vec::new(),
+    };
+    match chosen {
+        Dialect::Auto => {
+            // Generic: the first family that yields anything wins.
+            reading.info = ietf::read(&mut f);
+            if reading.info.is_none() {
+                let x = x_ratelimit::read(&mut f, x_ratelimit::ResetForm::Guess);
+                reading.info = x.info;
+                reading.used = x.used;
+            }
+            reading.dialect = match reading.info.as_ref().map(|i| i.source) {
+                Some(RateLimitSource::Ietf | RateLimitSource::LegacyDraft) => Dialect::Ietf,
+                Some(_) => Dialect::XRateLimit,
+                None if reading.retry_after_ms.is_some() => Dialect::Azure,
+                None => Dialect::Auto,
+            };
+        }
+        Dialect::Ietf => reading.info = ietf::read(&mut f),
+        Dialect::XRateLimit => {
+            let x = x_ratelimit::read(&mut f, x_ratelimit::ResetForm::Guess);
+            reading.info = x.info;
+            reading.used = x.used;
+        }
+        Dialect::Azure => reading.info = azure::read(&mut f),
+        Dialect::Shopify => {
+            let s = shopify::read(&mut f);
+            reading.info = s.info;
+            reading.used = s.used;
+            reading.leaky_bucket = reading.info.is_some();
+        }
+        Dialect::Discord => {
+            let d = discord::read(&mut f);
+            reading.info = d.info;
+            reading.scope = d.scope;
+        }
+        Dialect::Github => {
+            let g = github::read(&mut f);
+            reading.info = g.info;
+            reading.used = g.used;
+        }
+    }
+    reading.malformed = f.into_malformed();
+    reading
+}
+
+/// The dialect whose header names are present and mean one thing; [`Dialect::Auto`] when
+/// none is (the generic families are then tried).
+fn detect(headers: &HeaderMap) -> Dialect {
+    let has = |n: &str| headers.contains_key(n);
+    if has(shopify::CALL_LIMIT) {
+        Dialect::Shopify
+    } else if discord::MARKERS.iter().any(|n| has(n)) {
+        Dialect::Discord
+    } else if github::MARKERS.iter().any(|n| has(n)) {
+        Dialect::Github
+    } else {
+        Dialect::Auto
+    }
+}
