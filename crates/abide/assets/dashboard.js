@@ -153,6 +153,16 @@
     });
   }
 
+  // Results of actions stay listed (newest first): the row they came from may vanish at
+  // the next poll (a requeued item leaves DEFERRED).
+  function logAction(text) {
+    var li = document.createElement("li");
+    li.textContent = new Date().toLocaleTimeString() + " " + text;
+    var list = $("actions");
+    list.insertBefore(li, list.firstChild);
+    while (list.children.length > 20) list.removeChild(list.lastChild);
+  }
+
   function requeue(id, button, out) {
     button.disabled = true;
     out.textContent = "requeueing…";
@@ -164,15 +174,17 @@
       return r.json().catch(function () { return {}; }).then(function (body) {
         if (r.ok) {
           out.textContent = "requeued (" + body.requeued + ")";
-          status("Item " + id + " requeued.");
+          logAction("Requeued " + id + ": " + body.requeued + " item(s) back to QUEUED.");
         } else {
           out.textContent = "refused: HTTP " + r.status + (r.status === 401 ? " (enter the API token)" : "");
-          status("Requeue of " + id + " refused: HTTP " + r.status + ".");
+          logAction("Requeue of " + id + " refused: HTTP " + r.status +
+            (r.status === 401 ? " (the API token is needed)." : "."));
           button.disabled = false;
         }
       });
     }).catch(function (e) {
       out.textContent = "failed: " + e.message;
+      logAction("Requeue of " + id + " failed: " + e.message + ".");
       button.disabled = false;
     });
   }

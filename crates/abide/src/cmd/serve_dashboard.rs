@@ -264,6 +264,8 @@ fn render(data: Option<&Value>, data_needs_token: bool) -> String {
 <h2 id="h-recent">Recent failed and deferred items</h2>
 <table class="grid" id="recent"><caption>Newest first; a deferred item can be requeued (needs the token)</caption>
 <thead><tr><th scope="col">Item</th><th scope="col">Provider</th><th scope="col">State</th><th scope="col">Reason</th><th scope="col">Last remote code</th><th scope="col">Attempts</th><th scope="col">Action</th></tr></thead><tbody></tbody></table>
+<h3 id="h-actions">Actions</h3>
+<ul id="actions" aria-labelledby="h-actions" aria-live="polite"></ul>
 </section>
 </main>
 <footer><p>Charts: uPlot (MIT, <a href="/assets/uplot-LICENSE.txt">licence</a>). Metrics: <a href="/metrics">/metrics</a>.</p></footer>
