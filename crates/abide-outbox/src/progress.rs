@@ -226,3 +226,55 @@ impl Progress {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use abide_core::{DelayReason, RetryDelay, VerdictClass};
+
+    fn verdict(class: VerdictClass, reason: &str, raw: Option<&str>) -> Verdict {
+        Verdict {
+            class,
+            reason: reason.to_owned(),
+            retry_after: raw.map(|r| RetryDelay {
+                delay: Duration::from_secs(7),
+                reason: DelayReason::Honoured,
+                raw: Some(r.to_owned()),
+                retry_after: Some(Duration::from_secs(7)),
+            }),
+            rate_limit: None,
+        }
+    }
+
+    #[test]
+    fn a_throttle_is_remembered_with_its_raw_retry_after_and_a_success_keeps_it() {
+        let s = Stats::default();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        assert_eq!(s.last_pause(), None);
+        let until = t0 + Duration::from_secs(7);
+        s.note_pause(&verdict(VerdictClass::Throttle, "http_429", Some("7")), t0, Some(until));
+        // A later success (no Retry-After) does not erase what paused us.
+        s.note_pause(&verdict(VerdictClass::Success, "http_202", None), until, None);
+        let p = s.last_pause().expect("recorded");
+        assert_eq!(p.reason, "http_429");
+        assert_eq!(p.retry_after_raw.as_deref(), Some("7"));
+        assert_eq!((p.at, p.until), (t0, Some(until)));
+        let json = serde_json::to_value(&p).expect("serialises");
+        assert_eq!(json["at"], "2027-01-15T08:00:00Z");
+        assert_eq!(json["until"], "2027-01-15T08:00:07Z");
+        // A throttle without Retry-After replaces it, raw None.
+        s.note_pause(&verdict(VerdictClass::Throttle, "smpp_0x58_throttled", None), until, None);
+        let p = s.last_pause().expect("recorded");
+        assert_eq!((p.reason.as_str(), p.retry_after_raw), ("smpp_0x58_throttled", None));
+    }
+
+    #[test]
+    fn the_latest_sunset_is_kept() {
+        let s = Stats::default();
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_000);
+        s.note_warnings(&[]);
+        assert_eq!(s.sunset(), None);
+        s.note_warnings(&[Warning::Sunset { at }]);
+        assert_eq!(s.sunset(), Some(at));
+    }
+}
