@@ -44,7 +44,10 @@ impl Stats {
             return;
         }
         let raw = verdict.retry_after.as_ref().and_then(|r| r.raw.clone());
-        *self.last_pause.lock().unwrap_or_else(PoisonError::into_inner) = Some(LastPause {
+        *self
+            .last_pause
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(LastPause {
             reason: verdict.reason.clone(),
             retry_after_raw: raw,
             at,
@@ -252,9 +255,17 @@ mod tests {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         assert_eq!(s.last_pause(), None);
         let until = t0 + Duration::from_secs(7);
-        s.note_pause(&verdict(VerdictClass::Throttle, "http_429", Some("7")), t0, Some(until));
+        s.note_pause(
+            &verdict(VerdictClass::Throttle, "http_429", Some("7")),
+            t0,
+            Some(until),
+        );
         // A later success (no Retry-After) does not erase what paused us.
-        s.note_pause(&verdict(VerdictClass::Success, "http_202", None), until, None);
+        s.note_pause(
+            &verdict(VerdictClass::Success, "http_202", None),
+            until,
+            None,
+        );
         let p = s.last_pause().expect("recorded");
         assert_eq!(p.reason, "http_429");
         assert_eq!(p.retry_after_raw.as_deref(), Some("7"));
@@ -263,9 +274,16 @@ mod tests {
         assert_eq!(json["at"], "2027-01-15T08:00:00Z");
         assert_eq!(json["until"], "2027-01-15T08:00:07Z");
         // A throttle without Retry-After replaces it, raw None.
-        s.note_pause(&verdict(VerdictClass::Throttle, "smpp_0x58_throttled", None), until, None);
+        s.note_pause(
+            &verdict(VerdictClass::Throttle, "smpp_0x58_throttled", None),
+            until,
+            None,
+        );
         let p = s.last_pause().expect("recorded");
-        assert_eq!((p.reason.as_str(), p.retry_after_raw), ("smpp_0x58_throttled", None));
+        assert_eq!(
+            (p.reason.as_str(), p.retry_after_raw),
+            ("smpp_0x58_throttled", None)
+        );
     }
 
     #[test]
