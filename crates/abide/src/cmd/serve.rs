@@ -53,9 +53,10 @@ HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
                            abide_provider_throttle_ratio, abide_provider_pause_remaining_seconds,
                            abide_provider_sunset_timestamp_seconds, abide_dispatcher_X_total
                            for X in attempts, delivered, throttled, retries_scheduled,
-                           retry_budget_denied, failed, deferred. Open by default (counts only,
-                           no item data) so a scraper needs no secret; --metrics-auth puts it
-                           (and the dashboard's data) behind the token. Old names, renamed:
+                           retry_budget_denied, failed, deferred, transport_failures. Open by
+                           default (counts only, no item data) so a scraper needs no secret;
+                           --metrics-auth puts it (and the dashboard's data) behind the
+                           token. Old names, renamed:
                            abide_provider_pace_per_second, _throttle_rate, _paused_seconds and
                            abide_dispatcher_total{what} (README \"Operate\").
   GET  /                   The dashboard (HTML; read-only without the token, actions send it):

@@ -124,6 +124,10 @@ pub(crate) const METRICS: &[Metric] = &[
         "abide_dispatcher_deferred_total",
         "Items that ended DEFERRED.",
     ),
+    counter(
+        "abide_dispatcher_transport_failures_total",
+        "Requests that got no answer (connection refused or reset, timeout).",
+    ),
 ];
 
 /// Register the help lines (once, after the recorder is installed).
@@ -189,6 +193,10 @@ pub(crate) fn record(snap: Option<&Snapshot>, live: Option<&Progress>) {
             ),
             ("abide_dispatcher_failed_total", t.terminal_failures),
             ("abide_dispatcher_deferred_total", t.deferred),
+            (
+                "abide_dispatcher_transport_failures_total",
+                t.transport_failures,
+            ),
         ] {
             metrics::counter!(name, "provider" => x.name.clone()).absolute(n);
         }
