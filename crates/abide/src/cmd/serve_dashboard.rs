@@ -248,8 +248,8 @@ fn render(data: Option<&Value>, data_needs_token: bool) -> String {
 </section>
 <section aria-labelledby="h-providers">
 <h2 id="h-providers">Providers</h2>
-<table class="grid" id="providers"><caption>Pace, learned ceiling and advertised limit (requests per second); the last pause the provider imposed</caption>
-<thead><tr><th scope="col">Provider</th><th scope="col">Pace</th><th scope="col">Learned ceiling</th><th scope="col">Advertised</th><th scope="col">Pause left (s)</th><th scope="col">Last pause reason</th><th scope="col">Raw Retry-After</th><th scope="col">Heard at</th></tr></thead>
+<table class="grid" id="providers"><caption>Pace, learned ceiling and advertised limit (requests per second); the last throttle each provider sent, with the Retry-After exactly as heard</caption>
+<thead><tr><th scope="col">Provider</th><th scope="col">Pace</th><th scope="col">Learned ceiling</th><th scope="col">Advertised</th><th scope="col">Pause left (s)</th><th scope="col">Last throttle</th><th scope="col">Raw Retry-After</th><th scope="col">Heard at</th></tr></thead>
 <tbody>{providers}</tbody></table>
 <div id="provider-charts"></div>
 <figure><div id="chart-throttle" class="chart" role="img" aria-label="Throttled fraction of responses per provider over time"></div>
