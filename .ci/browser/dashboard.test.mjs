@@ -53,6 +53,18 @@ async function api(base, method, path, body, token) {
   return { status: r.status, body: await r.json().catch(() => null) };
 }
 
+/** `page.waitForFunction`, failing with what the page showed (and a screenshot). */
+async function until(page, what, fn, arg) {
+  try {
+    await page.waitForFunction(fn, arg, { timeout: WAIT_MS });
+  } catch (e) {
+    const shown = await page.evaluate(() => ["status", "providers", "recent", "actions"]
+      .map((id) => `${id}: ${document.getElementById(id)?.innerText}`).join("\n")).catch(() => "?");
+    await page.screenshot({ path: join(OUT, "dashboard-failure.png"), fullPage: true }).catch(() => {});
+    throw new Error(`waiting for ${what}: ${e.message}\n${shown}`);
+  }
+}
+
 test("dashboard shows live pace, states, throttles; requeue needs the token", { timeout: 300_000 }, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "abide-dashboard-"));
   mkdirSync(OUT, { recursive: true });
@@ -132,32 +144,32 @@ concurrency = 1
 
   // State counts update: SUBMITTED grows while the page is open.
   const submitted = async () => Number(await page.textContent("#count-submitted")) || 0;
-  await page.waitForFunction(() => Number(document.querySelector("#count-submitted").textContent) > 0, null, { timeout: WAIT_MS });
+  await until(page, "SUBMITTED above 0", () => Number(document.querySelector("#count-submitted").textContent) > 0, null);
   const first = await submitted();
-  await page.waitForFunction((n) => Number(document.querySelector("#count-submitted").textContent) > n, first, { timeout: WAIT_MS });
+  await until(page, "SUBMITTED to grow", (n) => Number(document.querySelector("#count-submitted").textContent) > n, first);
   assert.ok((await submitted()) > first);
 
   // The pace chart of sms draws and keeps receiving points (its advertised limit shows).
   const pace = page.locator('.chart[data-provider="sms"]');
   await pace.waitFor({ timeout: WAIT_MS });
   const paceId = await pace.getAttribute("id");
-  await page.waitForFunction((id) => Number(document.getElementById(id).getAttribute("data-points")) >= 3, paceId, { timeout: WAIT_MS });
+  await until(page, "3 points on the sms pace chart", (id) => Number(document.getElementById(id).getAttribute("data-points")) >= 3, paceId);
   const points = Number(await pace.getAttribute("data-points"));
-  await page.waitForFunction(([id, n]) => Number(document.getElementById(id).getAttribute("data-points")) > n, [paceId, points], { timeout: WAIT_MS });
+  await until(page, "more points on the sms pace chart", ([id, n]) => Number(document.getElementById(id).getAttribute("data-points")) > n, [paceId, points]);
   assert.equal(await pace.locator("canvas").count(), 1, "uPlot drew a canvas");
-  await page.waitForFunction((id) => /pace \d.*advertised \d/.test(document.getElementById(id + "-caption").textContent), paceId, { timeout: WAIT_MS });
+  await until(page, "pace and advertised limit in the sms caption", (id) => /pace \d.*advertised \d/.test(document.getElementById(id + "-caption").textContent), paceId);
 
   // The throttle shows, with the raw Retry-After heard (an HTTP-date: ends in GMT).
-  await page.waitForFunction(() => {
+  await until(page, "a raw Retry-After (HTTP-date) for sms-bulk", () => {
     const r = document.querySelector('#providers tr[data-provider="sms-bulk"] .retry-after');
     return r && /GMT/.test(r.textContent);
-  }, null, { timeout: WAIT_MS });
+  }, null);
   const row = page.locator('#providers tr[data-provider="sms-bulk"]');
   assert.equal(await row.locator(".pause-reason").textContent(), "http_429");
   assert.match(await row.locator(".retry-after").textContent(), /^[A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT$/);
   // Its learned ceiling shows on its pace chart, next to the pace.
   const bulkChart = await page.locator('.chart[data-provider="sms-bulk"]').getAttribute("id");
-  await page.waitForFunction((id) => /learned ceiling \d/.test(document.getElementById(id + "-caption").textContent), bulkChart, { timeout: WAIT_MS });
+  await until(page, "a learned ceiling for sms-bulk", (id) => /learned ceiling \d/.test(document.getElementById(id + "-caption").textContent), bulkChart);
   // The throttle chart has a series per provider.
   assert.match(await page.textContent("#chart-throttle-caption"), /sms-bulk \d/);
   await page.screenshot({ path: join(OUT, "dashboard-throttled.png"), fullPage: true });
@@ -168,7 +180,7 @@ concurrency = 1
   const id = await deferredRow.getAttribute("data-id");
   const rowOf = page.locator(`#recent tr[data-id="${id}"]`);
   await rowOf.locator("button.requeue").click();
-  const action = (re) => page.waitForFunction(([re, i]) => new RegExp(re).test(document.getElementById("actions").textContent) && document.getElementById("actions").textContent.includes(i), [re, id], { timeout: WAIT_MS });
+  const action = (re) => until(page, `"${re}" in the actions list`, ([re, i]) => new RegExp(re).test(document.getElementById("actions").textContent) && document.getElementById("actions").textContent.includes(i), [re, id]);
   await action("refused: HTTP 401");
   const still = await api(base, "GET", `/v1/items/${id}`, null, TOKEN);
   assert.equal(still.body.item.state, "DEFERRED", "a refused requeue changed nothing");
@@ -179,6 +191,10 @@ concurrency = 1
   await page.keyboard.type(TOKEN);
   await page.keyboard.press("Enter");
   await rowOf.locator("button.requeue").focus();
+  // Polls keep the focus where the operator put it (rows are not rebuilt).
+  const polls = Number(await page.getAttribute("body", "data-updates"));
+  await until(page, "two more polls", (n) => Number(document.body.getAttribute("data-updates")) >= n + 2, polls);
+  assert.equal(await page.evaluate(() => document.activeElement?.className), "requeue", "focus kept across polls");
   await page.keyboard.press("Enter");
   await action("Requeued .*: 1 item");
   await page.screenshot({ path: join(OUT, "dashboard-requeued.png"), fullPage: true });

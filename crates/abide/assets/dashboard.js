@@ -229,7 +229,12 @@
       tr.appendChild(td);
       rows.push(tr);
     });
-    tbody.replaceChildren.apply(tbody, rows);
+    // Move only what changed: a row taken out of the document loses keyboard focus, and
+    // the operator may be on its Requeue button.
+    rows.forEach(function (tr, i) {
+      if (tbody.rows[i] !== tr) tbody.insertBefore(tr, tbody.rows[i] || null);
+    });
+    while (tbody.rows.length > rows.length) tbody.removeChild(tbody.rows[rows.length]);
   }
 
   function update(d) {
@@ -292,6 +297,7 @@
   }
 
   var failures = 0;
+  var polls = 0;
   function poll() {
     fetch("/dashboard/state.json", { headers: authHeaders(), cache: "no-store" })
       .then(function (r) {
@@ -307,7 +313,8 @@
         update(d);
         failures = 0;
         status("Live: updating every " + interval / 1000 + " s.");
-        document.body.setAttribute("data-updates", String(hist.t.length));
+        polls += 1;
+        document.body.setAttribute("data-updates", String(polls));
       })
       .catch(function (e) {
         failures += 1;
