@@ -59,7 +59,7 @@ pub use model::{
     AttemptRecord, Body, Completion, Counts, Enqueued, Item, ListFilter, NewItem, Outcome,
     RemoteCode, Request, RequeueFilter, StoredAttempt,
 };
-pub use progress::{Progress, ProviderProgress, Totals};
+pub use progress::{LastPause, Progress, ProviderProgress, Totals};
 pub use sleep::{ManualSleeper, Sleeper, TokioSleeper};
 pub use state::{transition, Event, IllegalTransition, State};
 pub use store::{AnyStore, PostgresStore, SqliteStore, Store};

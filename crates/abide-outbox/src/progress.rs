@@ -1,9 +1,11 @@
 //! Live counters and the [`Progress`] snapshot a CLI renders.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
+use abide_core::{Verdict, Warning};
+use serde::{Serialize, Serializer};
 
 use crate::model::Counts;
 
@@ -22,11 +24,55 @@ pub(crate) struct Stats {
     pub(crate) in_flight: AtomicU64,
     pub(crate) on_wire: AtomicU64,
     pub(crate) transport_failures: AtomicU64,
+    /// What the provider said the last time it paused us.
+    pub(crate) last_pause: Mutex<Option<LastPause>>,
+    /// The latest `Sunset` date the provider announced.
+    pub(crate) sunset: Mutex<Option<SystemTime>>,
 }
 
 impl Stats {
     pub(crate) fn bump(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Remember a throttle verdict (or any verdict carrying `Retry-After`) heard at `at`,
+    /// with the end of the pause the pacer then holds (`until`, wall clock), so an operator
+    /// sees why a provider is paused and what exactly it said.
+    pub(crate) fn note_pause(&self, verdict: &Verdict, at: SystemTime, until: Option<SystemTime>) {
+        let throttle = verdict.class == abide_core::VerdictClass::Throttle;
+        if !throttle && verdict.retry_after.is_none() {
+            return;
+        }
+        let raw = verdict.retry_after.as_ref().and_then(|r| r.raw.clone());
+        *self
+            .last_pause
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(LastPause {
+            reason: verdict.reason.clone(),
+            retry_after_raw: raw,
+            at,
+            until,
+        });
+    }
+
+    /// Remember the latest `Sunset` (RFC 8594) among `warnings`.
+    pub(crate) fn note_warnings(&self, warnings: &[Warning]) {
+        for w in warnings {
+            if let Warning::Sunset { at } = w {
+                *self.sunset.lock().unwrap_or_else(PoisonError::into_inner) = Some(*at);
+            }
+        }
+    }
+
+    pub(crate) fn last_pause(&self) -> Option<LastPause> {
+        self.last_pause
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn sunset(&self) -> Option<SystemTime> {
+        *self.sunset.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn totals(&self) -> Totals {
@@ -81,6 +127,40 @@ pub struct Totals {
     pub transport_failures: u64,
 }
 
+/// The last pause a provider imposed: what it answered and until when. Times serialise as
+/// RFC 3339 (UTC).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LastPause {
+    /// The verdict's reason code (`http_429`, `smpp_0x58_throttled`, ...).
+    pub reason: String,
+    /// The `Retry-After` value exactly as received (escaped, cut after
+    /// [`abide_core::retry_after::MAX_RAW_LEN`] bytes); `None` when the answer had none.
+    pub retry_after_raw: Option<String>,
+    /// When the answer arrived.
+    #[serde(serialize_with = "rfc3339")]
+    pub at: SystemTime,
+    /// When the pause it caused ends (or ended); `None` when the pacer did not pause.
+    #[serde(serialize_with = "rfc3339_opt")]
+    pub until: Option<SystemTime>,
+}
+
+fn format_rfc3339(t: SystemTime) -> String {
+    time::OffsetDateTime::from(t)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| "9999-12-31T23:59:59Z".to_owned())
+}
+
+fn rfc3339<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_rfc3339(*t))
+}
+
+fn rfc3339_opt<S: Serializer>(t: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => rfc3339(t, s),
+        None => s.serialize_none(),
+    }
+}
+
 /// One provider's live state.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProviderProgress {
@@ -90,10 +170,21 @@ pub struct ProviderProgress {
     pub rate: f64,
     /// Target pace learned from rate-limit headers, requests per second.
     pub target_rate: Option<f64>,
+    /// The limit the pacer estimated from throttles (its learned ceiling), requests per
+    /// second; `None` before the first throttle.
+    pub ceiling: Option<f64>,
+    /// The rate the provider's rate-limit headers advertise (limit / window, before the
+    /// configured headroom), requests per second.
+    pub advertised_rate: Option<f64>,
     /// Remaining pause imposed by the provider (`Retry-After`, exhausted limit).
     pub paused_for: Option<Duration>,
     /// Fraction of responses over the pacer's window that were throttles.
     pub throttle_rate: f64,
+    /// The last pause the provider imposed (reason, raw `Retry-After`, end), if any yet.
+    pub last_pause: Option<LastPause>,
+    /// The `Sunset` date (RFC 8594) the provider last announced, if any.
+    #[serde(serialize_with = "rfc3339_opt")]
+    pub sunset: Option<SystemTime>,
     /// Items per state currently targeting this provider.
     pub counts: Counts,
     /// What was done for this provider.
@@ -136,5 +227,72 @@ impl Progress {
         } else {
             self.totals.delivered as f64 / secs
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use abide_core::{DelayReason, RetryDelay, VerdictClass};
+
+    fn verdict(class: VerdictClass, reason: &str, raw: Option<&str>) -> Verdict {
+        Verdict {
+            class,
+            reason: reason.to_owned(),
+            retry_after: raw.map(|r| RetryDelay {
+                delay: Duration::from_secs(7),
+                reason: DelayReason::Honoured,
+                raw: Some(r.to_owned()),
+                retry_after: Some(Duration::from_secs(7)),
+            }),
+            rate_limit: None,
+        }
+    }
+
+    #[test]
+    fn a_throttle_is_remembered_with_its_raw_retry_after_and_a_success_keeps_it() {
+        let s = Stats::default();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        assert_eq!(s.last_pause(), None);
+        let until = t0 + Duration::from_secs(7);
+        s.note_pause(
+            &verdict(VerdictClass::Throttle, "http_429", Some("7")),
+            t0,
+            Some(until),
+        );
+        // A later success (no Retry-After) does not erase what paused us.
+        s.note_pause(
+            &verdict(VerdictClass::Success, "http_202", None),
+            until,
+            None,
+        );
+        let p = s.last_pause().expect("recorded");
+        assert_eq!(p.reason, "http_429");
+        assert_eq!(p.retry_after_raw.as_deref(), Some("7"));
+        assert_eq!((p.at, p.until), (t0, Some(until)));
+        let json = serde_json::to_value(&p).expect("serialises");
+        assert_eq!(json["at"], "2027-01-15T08:00:00Z");
+        assert_eq!(json["until"], "2027-01-15T08:00:07Z");
+        // A throttle without Retry-After replaces it, raw None.
+        s.note_pause(
+            &verdict(VerdictClass::Throttle, "smpp_0x58_throttled", None),
+            until,
+            None,
+        );
+        let p = s.last_pause().expect("recorded");
+        assert_eq!(
+            (p.reason.as_str(), p.retry_after_raw),
+            ("smpp_0x58_throttled", None)
+        );
+    }
+
+    #[test]
+    fn the_latest_sunset_is_kept() {
+        let s = Stats::default();
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_000);
+        s.note_warnings(&[]);
+        assert_eq!(s.sunset(), None);
+        s.note_warnings(&[Warning::Sunset { at }]);
+        assert_eq!(s.sunset(), Some(at));
     }
 }

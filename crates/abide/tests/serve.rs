@@ -164,8 +164,11 @@ async fn serve_enqueues_delivers_and_reports() {
     .unwrap();
     assert_eq!(r.status(), 413, "{:?}", r.text().await);
     // A body over the limit gets JSON naming the limit, not axum's plain text.
+    // On a client of its own: the server answers before reading the body and drops the
+    // connection, which a pooled connection of `c` would then hit (IncompleteMessage).
     let big = vec![b' '; 17 << 20];
-    let r = auth(c.post(format!("{base}/v1/items")).body(big))
+    let lone = reqwest::Client::new();
+    let r = auth(lone.post(format!("{base}/v1/items")).body(big))
         .send()
         .await
         .unwrap();
@@ -185,6 +188,50 @@ async fn serve_enqueues_delivers_and_reports() {
         "{text}"
     );
     assert!(!text.contains("s3cret"));
+    // Prometheus conventions (issue 14): one counter per decision, units in gauge names.
+    assert!(
+        text.contains("abide_dispatcher_delivered_total{provider=\"sms\"}"),
+        "{text}"
+    );
+    assert!(text.contains("abide_provider_pace_requests_per_second{provider=\"sms\"}"));
+    assert!(text.contains("abide_remote_responses_total{remote=\"http_429\"} 0"));
+    assert!(
+        !text.contains("abide_dispatcher_total{"),
+        "old name still exported"
+    );
+
+    // The dashboard: page and data open (read-only), no secret in either; requeue needs
+    // the token (checked above).
+    let page = c.get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .contains("frame-ancestors 'none'"));
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains(r#"<td id="count-submitted" data-state="submitted">200</td>"#),
+        "{html}"
+    );
+    let js = c
+        .get(format!("{base}/assets/uplot.min.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(js.status(), 200);
+    assert!(js.text().await.unwrap().contains("uPlot"));
+    let d: Value = c
+        .get(format!("{base}/dashboard/state.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(d["counts"]["submitted"], 200, "{d}");
+    assert_eq!(d["providers"][0]["name"], "sms", "{d}");
+    assert!(d["recent"].as_array().unwrap().is_empty(), "{d}");
+    assert!(!d.to_string().contains("s3cret"));
 
     assert_eq!(p.stats().duplicates, 0);
     // SIGTERM: graceful stop (the client still holds keep-alive connections), exit 0.

@@ -326,8 +326,12 @@ impl<S: Store> Dispatcher<S> {
                 name: rt.cfg.name.clone(),
                 rate: pacer.rate(),
                 target_rate: pacer.target(),
+                ceiling: pacer.ceiling(),
+                advertised_rate: pacer.target().map(|t| t / pacer.config().headroom),
                 paused_for: pacer.paused_until(mono).map(|u| u - mono),
                 throttle_rate: pacer.throttle_rate(mono),
+                last_pause: rt.stats.last_pause(),
+                sunset: rt.stats.sunset(),
                 counts: inner.store.counts_by_state(Some(&rt.cfg.name)).await?,
                 totals: t,
             });

@@ -143,6 +143,12 @@ async fn attempt<S: Store>(
         let (mono, now) = (inner.clock.monotonic(), inner.clock.now());
         let answer = delivery.on_answer(session, mono, now, &response.observation(), rng);
         let verdict = &answer.verdict;
+        // For operators: what paused this provider, raw, and any `Sunset` it announced.
+        let until = session.pacer().paused_until(mono).map(|u| now + (u - mono));
+        rt.stats.note_pause(verdict, now, until);
+        if let crate::transport::Response::Http { headers, .. } = &response {
+            rt.stats.note_warnings(&abide_core::parse_warnings(headers));
+        }
         Stats::bump(&rt.stats.attempts);
         match verdict.class {
             VerdictClass::Throttle => Stats::bump(&rt.stats.throttled),

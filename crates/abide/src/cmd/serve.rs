@@ -14,7 +14,7 @@ use std::io::Write as _;
 
 use super::deliver::{init_logs, signal, Outbox};
 use super::serve_api::{self, Api};
-use super::{db, send};
+use super::{db, send, serve_metrics};
 
 const LONG_ABOUT: &str = "\
 Run the outbox as a daemon: an HTTP API to enqueue and inspect items, the dispatcher
@@ -48,11 +48,22 @@ HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
   POST /v1/requeue         DEFERRED -> QUEUED; body {} or {\"provider\":\"sms\",\"ids\":[...]}.
                            At most 10000 ids (413 beyond). 200 {\"requeued\": N}.
   GET  /metrics            Prometheus text: abide_items{state}, abide_oldest_pending_age_seconds,
-                           abide_remote_responses_total{remote}, abide_provider_pace_per_second,
-                           abide_provider_throttle_rate, abide_provider_paused_seconds,
-                           abide_dispatcher_total{provider,what}. Open by default (counts only,
-                           no item data) so a scraper needs no secret; --metrics-auth puts it
-                           behind the token.
+                           abide_remote_responses_total{remote}, and per provider
+                           abide_provider_{pace,target,ceiling,advertised}_requests_per_second,
+                           abide_provider_throttle_ratio, abide_provider_pause_remaining_seconds,
+                           abide_provider_sunset_timestamp_seconds, abide_dispatcher_X_total
+                           for X in attempts, delivered, throttled, retries_scheduled,
+                           retry_budget_denied, failed, deferred, transport_failures. Open by
+                           default (counts only, no item data) so a scraper needs no secret;
+                           --metrics-auth puts it (and the dashboard's data) behind the
+                           token. Old names, renamed:
+                           abide_provider_pace_per_second, _throttle_rate, _paused_seconds and
+                           abide_dispatcher_total{what} (README \"Operate\").
+  GET  /                   The dashboard (HTML; read-only without the token, actions send it):
+                           items per state, oldest waiting item, per provider pace / learned
+                           ceiling / advertised limit, throttles, the last pause with its raw
+                           Retry-After, attempts per remote status, recent FAILED/DEFERRED
+                           items with a requeue button. Data: GET /dashboard/state.json.
   GET  /healthz            ok (open).
 
 AUTH
@@ -132,6 +143,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .context("installing the Prometheus recorder")?;
+    serve_metrics::describe();
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);

@@ -22,7 +22,8 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::input;
-use super::report::{decided, Snapshot};
+use super::report::Snapshot;
+use super::{serve_dashboard, serve_metrics};
 
 /// Most items one `POST /v1/items`, and most ids one `POST /v1/requeue`, may carry.
 pub(crate) const MAX_BATCH: usize = 10_000;
@@ -44,6 +45,16 @@ pub(crate) struct Api {
     pub(crate) metrics_auth: bool,
 }
 
+impl Api {
+    /// The dispatcher's latest snapshot (none before the first refresh).
+    pub(crate) fn live(&self) -> Option<Progress> {
+        self.progress
+            .read()
+            .map(|p| p.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+}
+
 impl std::fmt::Debug for Api {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Api")
@@ -63,14 +74,19 @@ fn ct_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The router. `/healthz` is always open; `/metrics` is open unless `metrics_auth`.
+/// The router. `/healthz` and the dashboard page (`/`, `/assets/*`) are always open;
+/// `/metrics` and the dashboard's data are open unless `metrics_auth`.
 pub(crate) fn router(api: Api) -> Router {
     let authed = Router::new()
         .route("/v1/items", post(enqueue))
         .route("/v1/items/{id}", get(item))
         .route("/v1/stats", get(stats))
         .route("/v1/requeue", post(requeue));
-    let metrics_route = Router::new().route("/metrics", get(metrics));
+    // The dashboard's data is as open as /metrics (counts, provider state, ids and reasons
+    // of failed and deferred items; never request data).
+    let metrics_route = Router::new()
+        .route("/metrics", get(metrics))
+        .merge(serve_dashboard::data_routes());
     let (authed, open) = if api.metrics_auth {
         (authed.merge(metrics_route), Router::new())
     } else {
@@ -78,6 +94,7 @@ pub(crate) fn router(api: Api) -> Router {
     };
     let authed = authed.layer(middleware::from_fn_with_state(api.clone(), auth));
     open.merge(authed)
+        .merge(serve_dashboard::page_routes())
         .route("/healthz", get(|| async { "ok" }))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(api)
@@ -267,35 +284,24 @@ async fn item(State(api): State<Api>, Path(id): Path<String>) -> Response {
 
 /// `GET /v1/stats`: the database view plus the dispatcher's live per-provider view.
 async fn stats(State(api): State<Api>) -> Response {
-    let snap = match Snapshot::load(&api.store, now(&api)).await {
-        Ok(s) => s,
-        Err(e) => return internal(e),
-    };
-    let live = api
-        .progress
-        .read()
-        .map(|p| p.clone())
-        .unwrap_or_else(|e| e.into_inner().clone());
+    match stats_value(&api).await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+/// The body of `/v1/stats` (the dashboard's data adds recent items to it).
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn stats_value(api: &Api) -> anyhow::Result<Value> {
+    let snap = Snapshot::load(&api.store, now(api)).await?;
+    let live = api.live();
     let providers: Vec<Value> = live
         .as_ref()
-        .map(|p| {
-            p.providers
-                .iter()
-                .map(|x| {
-                    json!({
-                        "name": x.name,
-                        "pace_per_sec": x.rate,
-                        "target_rate_per_sec": x.target_rate,
-                        "paused_for_secs": x.paused_for.map(|d| d.as_secs_f64()),
-                        "throttle_rate": x.throttle_rate,
-                        "counts": x.counts,
-                        "totals": x.totals,
-                    })
-                })
-                .collect()
-        })
+        .map(|p| p.providers.iter().map(provider_value).collect())
         .unwrap_or_default();
-    Json(json!({
+    Ok(json!({
         "counts": snap.counts,
         "items": snap.items,
         "oldest_pending_age_secs": snap.oldest_pending_age_secs,
@@ -310,7 +316,22 @@ async fn stats(State(api): State<Api>) -> Response {
             "throttles_per_request": p.throttles_per_request(),
         })),
     }))
-    .into_response()
+}
+
+fn provider_value(x: &abide_outbox::ProviderProgress) -> Value {
+    json!({
+        "name": x.name,
+        "pace_per_sec": x.rate,
+        "target_rate_per_sec": x.target_rate,
+        "ceiling_per_sec": x.ceiling,
+        "advertised_rate_per_sec": x.advertised_rate,
+        "paused_for_secs": x.paused_for.map(|d| d.as_secs_f64()),
+        "last_pause": x.last_pause,
+        "sunset": x.sunset.map(super::serve_dashboard::rfc3339),
+        "throttle_rate": x.throttle_rate,
+        "counts": x.counts,
+        "totals": x.totals,
+    })
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -358,33 +379,9 @@ async fn requeue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
 
 /// `GET /metrics`: Prometheus text. Database gauges are refreshed on every scrape.
 async fn metrics(State(api): State<Api>) -> Response {
-    if let Ok(s) = Snapshot::load(&api.store, now(&api)).await {
-        for st in abide_outbox::State::ALL {
-            metrics::gauge!("abide_items", "state" => st.as_str()).set(s.counts.get(st) as f64);
-        }
-        metrics::gauge!("abide_oldest_pending_age_seconds")
-            .set(s.oldest_pending_age_secs.unwrap_or(0.0));
-        for (code, n) in &s.remote_counts {
-            metrics::counter!("abide_remote_responses_total", "remote" => code.clone())
-                .absolute(*n);
-        }
-    }
-    let live = api.progress.read().ok().and_then(|p| p.clone());
-    if let Some(p) = live {
-        for x in &p.providers {
-            let name = x.name.clone();
-            metrics::gauge!("abide_provider_pace_per_second", "provider" => name.clone())
-                .set(x.rate);
-            metrics::gauge!("abide_provider_throttle_rate", "provider" => name.clone())
-                .set(x.throttle_rate);
-            metrics::gauge!("abide_provider_paused_seconds", "provider" => name.clone())
-                .set(x.paused_for.map_or(0.0, |d| d.as_secs_f64()));
-            for (what, n) in decided(&x.totals) {
-                metrics::counter!("abide_dispatcher_total", "provider" => name.clone(), "what" => what)
-                    .absolute(n);
-            }
-        }
-    }
+    let snap = Snapshot::load(&api.store, now(&api)).await.ok();
+    let live = api.live();
+    serve_metrics::record(snap.as_ref(), live.as_ref());
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         api.metrics.render(),
