@@ -154,6 +154,13 @@ pub(crate) fn decide(
         Some(d) => d.clone(),
         None => clamp.from_backoff(rules.backoff.delay(window_attempts.max(1), None, rng)),
     };
+    // GitHub's secondary limit: "wait at least one minute", longer on repeats
+    // (docs.github.com, "Rate limits for the REST API", "Exceeding the rate limit").
+    if verdict.reason.ends_with("_secondary_rate_limit") {
+        let doublings = window_attempts.saturating_sub(1).min(4);
+        let repeat = crate::ratelimit::github::SECONDARY_MIN_WAIT * (1 << doublings);
+        delay.delay = delay.delay.max(repeat.min(clamp.cap));
+    }
     // Never schedule an item before the host's pause ends.
     if let Some(p) = pause_left {
         delay.delay = delay.delay.max(p);
@@ -278,6 +285,19 @@ mod tests {
             r.to_string(),
             "maximum age 3600s reached (last: test_retry)"
         );
+    }
+
+    #[test]
+    fn a_repeated_secondary_limit_waits_longer_each_time() {
+        let mut v = verdict(VerdictClass::Throttle, Some(Duration::from_secs(60)));
+        v.reason = "http_403_secondary_rate_limit".into();
+        let waits: Vec<_> = (0..3)
+            .map(|n| match run(&item(n), 1, 10, None, &v).0 {
+                Decision::Retry { after } => after.as_secs(),
+                d => panic!("{d:?}"),
+            })
+            .collect();
+        assert_eq!(waits, [60, 120, 240]);
     }
 
     #[test]
