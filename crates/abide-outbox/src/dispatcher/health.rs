@@ -49,6 +49,13 @@ impl StoreHealth {
             .map(|since| now.saturating_duration_since(since))
     }
 
+    /// Since when results have been failing to be written, and the last error.
+    pub(super) fn fault(&self) -> Option<(Instant, String)> {
+        let s = self.lock();
+        s.failing_since
+            .map(|since| (since, s.last_error.clone().unwrap_or_default()))
+    }
+
     /// Whether results cannot be written right now.
     pub(super) fn failing(&self) -> bool {
         self.lock().failing_since.is_some()

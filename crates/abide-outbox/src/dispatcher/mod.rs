@@ -256,6 +256,17 @@ impl<S: Store> Dispatcher<S> {
         })
     }
 
+    /// When results cannot be written (disk full, database read-only or unreachable): for
+    /// how long, and the last database error. Nothing is claimed or sent meanwhile; a
+    /// service reports itself unhealthy.
+    pub fn store_fault(&self) -> Option<(Duration, String)> {
+        let now = self.inner.clock.monotonic();
+        self.inner
+            .health
+            .fault()
+            .map(|(since, e)| (now.saturating_duration_since(since), e))
+    }
+
     /// The store.
     pub fn store(&self) -> &S {
         &self.inner.store

@@ -64,7 +64,7 @@ HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
                            ceiling / advertised limit, throttles, the last pause with its raw
                            Retry-After, attempts per remote status, recent FAILED/DEFERRED
                            items with a requeue button. Data: GET /dashboard/state.json.
-  GET  /healthz            ok (open).
+  GET  /healthz            ok, or 503 while results cannot be written (open).
 
 AUTH
   The token is read once at start from the environment variable named by --token-env (never
@@ -156,11 +156,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         let opts = DispatcherOptions {
             lease: args.lease,
+            // A service stays up through a store fault: it stops sending and reports 503
+            // on /healthz until the database accepts writes again.
+            store_fault_limit: Duration::MAX,
             ..DispatcherOptions::default()
         };
         let d = Dispatcher::new(outbox.store.clone(), cfg.clone(), Arc::clone(&clock), opts)?;
         let progress = Arc::new(RwLock::new(None));
+        let fault = d.clone();
         let api = Api {
+            store_fault: Arc::new(move || fault.store_fault()),
             store: outbox.store.clone(),
             config: Arc::new(cfg),
             clock,

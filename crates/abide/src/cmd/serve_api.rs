@@ -4,7 +4,7 @@
 //! sitting.
 
 use std::sync::{Arc, RwLock};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use abide_core::Clock;
 use abide_outbox::{echo, AnyStore, Config, Progress, RequeueFilter, Store};
@@ -43,6 +43,9 @@ pub(crate) struct Api {
     pub(crate) metrics: PrometheusHandle,
     /// Whether `/metrics` needs the token too.
     pub(crate) metrics_auth: bool,
+    /// How long results have been failing to be written, and why (the dispatcher's
+    /// store breaker): `/healthz` answers 503 meanwhile.
+    pub(crate) store_fault: Arc<dyn Fn() -> Option<(Duration, String)> + Send + Sync>,
 }
 
 impl Api {
@@ -95,9 +98,24 @@ pub(crate) fn router(api: Api) -> Router {
     let authed = authed.layer(middleware::from_fn_with_state(api.clone(), auth));
     open.merge(authed)
         .merge(serve_dashboard::page_routes())
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(healthz))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(api)
+}
+
+/// `ok`, or 503 while results cannot be written (nothing is sent meanwhile).
+async fn healthz(State(api): State<Api>) -> Response {
+    match (api.store_fault)() {
+        None => "ok".into_response(),
+        Some((lasted, cause)) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_fault",
+            format!(
+                "results cannot be written to the database (for {} s: {cause}); sending is paused",
+                lasted.as_secs()
+            ),
+        ),
+    }
 }
 
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
@@ -381,7 +399,8 @@ async fn requeue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
 async fn metrics(State(api): State<Api>) -> Response {
     let snap = Snapshot::load(&api.store, now(&api)).await.ok();
     let live = api.live();
-    serve_metrics::record(snap.as_ref(), live.as_ref());
+    let fault = (api.store_fault)().map(|(lasted, _)| lasted);
+    serve_metrics::record(snap.as_ref(), live.as_ref(), fault);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         api.metrics.render(),

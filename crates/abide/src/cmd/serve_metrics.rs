@@ -62,10 +62,15 @@ pub(crate) const PAUSE_REMAINING: &str = "abide_provider_pause_remaining_seconds
 /// The `remote` label of an HTTP 429 answer.
 const HTTP_429: &str = "http_429";
 pub(crate) const SUNSET: &str = "abide_provider_sunset_timestamp_seconds";
+pub(crate) const STORE_FAULT: &str = "abide_store_fault_seconds";
 
 /// Every metric `abide serve` exports.
 pub(crate) const METRICS: &[Metric] = &[
     gauge(ITEMS, "Items in the outbox per state (what abide decided)."),
+    gauge(
+        STORE_FAULT,
+        "How long results have failed to be written to the database (0 when healthy); nothing is sent meanwhile.",
+    ),
     gauge(
         OLDEST_PENDING_AGE,
         "Age of the oldest QUEUED or PENDING item, 0 when none waits.",
@@ -140,8 +145,14 @@ pub(crate) fn describe() {
     }
 }
 
-/// Set every metric from the database `snap` and the dispatcher's `live` snapshot.
-pub(crate) fn record(snap: Option<&Snapshot>, live: Option<&Progress>) {
+/// Set every metric from the database `snap`, the dispatcher's `live` snapshot and how
+/// long results have been failing to be written (`store_fault`).
+pub(crate) fn record(
+    snap: Option<&Snapshot>,
+    live: Option<&Progress>,
+    store_fault: Option<std::time::Duration>,
+) {
+    metrics::gauge!(STORE_FAULT).set(store_fault.map_or(0.0, |d| d.as_secs_f64()));
     if let Some(s) = snap {
         for st in ItemState::ALL {
             metrics::gauge!(ITEMS, "state" => st.as_str()).set(s.counts.get(st) as f64);
