@@ -43,11 +43,11 @@ use http::{Extensions, HeaderMap, StatusCode};
 use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_middleware::{Middleware, Next};
 
-pub use abide_tower::{
-    engine, BoxError, ConfigError, LastAnswer, ManualSleeper, Policy, PolicyBuilder,
-    RequestInfo, Sleeper, StopReason, Stopped, TokioSleeper, WaitCause,
-};
 use abide_tower::engine::{drive, Attempts, Outgoing, Reply, SendFailure};
+pub use abide_tower::{
+    engine, BoxError, ConfigError, LastAnswer, ManualSleeper, Policy, PolicyBuilder, RequestInfo,
+    Sleeper, StopReason, Stopped, TokioSleeper, WaitCause,
+};
 
 /// The middleware. Build it from a [`Policy`]; `Default` uses [`Policy::default`].
 ///

@@ -313,8 +313,8 @@ pub async fn drive<A: Attempts>(
                     }
                     // A throttle or a refused connection says the request was not acted on;
                     // any other failure might have been.
-                    let not_acted_on = answer.verdict.class == VerdictClass::Throttle
-                        || response.is_none();
+                    let not_acted_on =
+                        answer.verdict.class == VerdictClass::Throttle || response.is_none();
                     if !replay_safe && !not_acted_on {
                         return Err(trace.stop(StopReason::NotReplaySafe, now));
                     }

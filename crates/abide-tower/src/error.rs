@@ -139,9 +139,9 @@ impl fmt::Display for StopReason {
             StopReason::BodyNotReplayable => {
                 f.write_str("the request body cannot be copied, so it is never retried")
             }
-            StopReason::NotReplaySafe => f.write_str(
-                "a non-idempotent request without an idempotency key is not replayed",
-            ),
+            StopReason::NotReplaySafe => {
+                f.write_str("a non-idempotent request without an idempotency key is not replayed")
+            }
         }
     }
 }

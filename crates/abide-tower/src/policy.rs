@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use abide_core::{
-    Backoff, BudgetSnapshot, Clock, ClassifyOverrides, Jitter, PacerSnapshot, SessionConfig,
+    Backoff, BudgetSnapshot, ClassifyOverrides, Clock, Jitter, PacerSnapshot, SessionConfig,
     SystemClock, VerdictClass,
 };
 use http::{HeaderMap, HeaderName, Method};

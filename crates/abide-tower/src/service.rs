@@ -162,12 +162,10 @@ where
                     response,
                     body: bytes::Bytes::new(),
                 }),
-                Err(error) => {
-                    Err(SendFailure {
-                        connect: refused(error.as_ref()),
-                        error,
-                    })
-                }
+                Err(error) => Err(SendFailure {
+                    connect: refused(error.as_ref()),
+                    error,
+                }),
             }
         }
     }
