@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo bench -p abide-reqwest --bench throughput -- [--runs 3] [--requests 2000]
-//!     [--tasks 40] [--limit 100]
+//!     [--tasks 40] [--limit 100] [--abide-only]
 //! ```
 //! Per client: 429s per logical request, delivered ÷ (time × limit), requests lost
 //! (logical requests that did not end in a 2xx), provider requests per logical request.
@@ -25,6 +25,7 @@ use reqwest_retry::RetryTransientMiddleware;
 #[derive(Clone, Copy)]
 enum Kind {
     Abide,
+    AbideNoHeaders,
     ReqwestRetry,
     Plain,
 }
@@ -33,6 +34,7 @@ impl Kind {
     fn name(self) -> &'static str {
         match self {
             Kind::Abide => "abide-reqwest",
+            Kind::AbideNoHeaders => "abide, no RL hdr",
             Kind::ReqwestRetry => "reqwest-retry",
             Kind::Plain => "plain reqwest",
         }
@@ -42,6 +44,11 @@ impl Kind {
         let b = ClientBuilder::new(reqwest::Client::new());
         match self {
             Kind::Abide => b.with(AbideMiddleware::new(Policy::default())).build(),
+            // Rate-limit headers ignored: the pace is learned from 429s alone.
+            Kind::AbideNoHeaders => {
+                let p = Policy::builder().with_rate_limit_headers(false).build();
+                b.with(AbideMiddleware::new(p.unwrap())).build()
+            }
             // Its documented default set-up: exponential backoff, 3 retries.
             Kind::ReqwestRetry => b
                 .with(RetryTransientMiddleware::new_with_policy(
@@ -125,18 +132,32 @@ async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
-    let (runs, n, tasks) = (arg("--runs", 3), arg("--requests", 2000), arg("--tasks", 40));
+    let (runs, n, tasks) = (
+        arg("--runs", 3),
+        arg("--requests", 2000),
+        arg("--tasks", 40),
+    );
     let limit = arg("--limit", 100) as u32;
     println!("{n} logical requests, {tasks} tasks, provider {limit}/s burst 10, 20 ms latency");
     println!(
-        "{:<14} {:>3} {:>8} {:>10} {:>12} {:>6} {:>11}",
+        "{:<16} {:>3} {:>8} {:>10} {:>12} {:>6} {:>11}",
         "client", "run", "time s", "429/req", "of limit", "lost", "sent/req"
     );
     for run_no in 1..=runs {
-        for kind in [Kind::Abide, Kind::ReqwestRetry, Kind::Plain] {
+        let kinds: &[Kind] = if std::env::args().any(|a| a == "--abide-only") {
+            &[Kind::Abide, Kind::AbideNoHeaders]
+        } else {
+            &[
+                Kind::Abide,
+                Kind::AbideNoHeaders,
+                Kind::ReqwestRetry,
+                Kind::Plain,
+            ]
+        };
+        for &kind in kinds {
             let o = run(kind, n, tasks, limit).await;
             println!(
-                "{:<14} {:>3} {:>8.1} {:>10.4} {:>12.3} {:>6} {:>11.3}",
+                "{:<16} {:>3} {:>8.1} {:>10.4} {:>12.3} {:>6} {:>11.3}",
                 kind.name(),
                 run_no,
                 o.secs,

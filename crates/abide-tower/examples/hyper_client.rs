@@ -24,20 +24,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The three lines.
     let policy = Policy::builder().with_max_attempts(3).build()?;
     let hyper = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let mut client = ServiceBuilder::new().layer(AbideLayer::new(policy)).service(hyper);
+    let mut client = ServiceBuilder::new()
+        .layer(AbideLayer::new(policy))
+        .service(hyper);
 
     for i in 0..4 {
         let req = http::Request::post(format!("{}/v1/messages", provider.url()))
             .header("authorization", format!("Bearer {DEMO_KEY}"))
             .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(format!(r#"{{"to":"+1","text":"{i}"}}"#))))?;
+            .body(Full::new(Bytes::from(format!(
+                r#"{{"to":"+1","text":"{i}"}}"#
+            ))))?;
         match client.ready().await?.call(req).await {
             Ok(r) => println!("message {i}: {}", r.status()),
             Err(e) => println!("message {i}: {e}"),
         }
     }
     let s = provider.stats();
-    println!("provider saw {} requests, {} accepted", s.requests, s.accepted);
+    println!(
+        "provider saw {} requests, {} accepted",
+        s.requests, s.accepted
+    );
     provider.shutdown().await?;
     Ok(())
 }

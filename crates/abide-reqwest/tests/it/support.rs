@@ -60,10 +60,13 @@ pub(crate) fn stopped(r: Result<reqwest::Response, reqwest_middleware::Error>) -
     format!("{}|{}", s.reason.code(), s)
 }
 
+/// A scripted answer: status and headers.
+pub(crate) type Answer = (StatusCode, Vec<(&'static str, String)>);
+
 /// A scripted server: answers in order (the last one repeats), records request headers.
 #[derive(Clone, Default)]
 pub(crate) struct Script {
-    pub(crate) answers: Arc<Mutex<Vec<(StatusCode, Vec<(&'static str, String)>)>>>,
+    pub(crate) answers: Arc<Mutex<Vec<Answer>>>,
     pub(crate) seen: Arc<Mutex<Vec<HeaderMap>>>,
 }
 

@@ -44,7 +44,10 @@ fn message<B: From<Bytes>>(p: &RunningProvider) -> Request<B> {
         .unwrap()
 }
 
-async fn call<S, B>(svc: &mut S, req: Request<B>) -> Result<http::Response<hyper::body::Incoming>, Stopped>
+async fn call<S, B>(
+    svc: &mut S,
+    req: Request<B>,
+) -> Result<http::Response<hyper::body::Incoming>, Stopped>
 where
     S: Service<Request<B>, Response = http::Response<hyper::body::Incoming>, Error = Stopped>,
 {
@@ -55,18 +58,29 @@ where
 async fn a_throttle_seen_through_one_clone_pauses_every_clone_and_task() {
     let clock = clock();
     let p = provider("[limits]\nkey_rate = \"1/10s\"\n", &clock).await;
-    let policy = policy(&clock).with_max_wait(Duration::from_secs(5)).build().unwrap();
+    let policy = policy(&clock)
+        .with_max_wait(Duration::from_secs(5))
+        .build()
+        .unwrap();
     let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let mut a = ServiceBuilder::new()
         .layer(AbideLayer::new(policy.clone()))
         .service(client.clone());
-    assert_eq!(call(&mut a, message(&p)).await.unwrap().status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        call(&mut a, message(&p)).await.unwrap().status(),
+        StatusCode::ACCEPTED
+    );
     // 429 with Retry-After: 10, longer than max_wait: stopped at once.
     let e = call(&mut a, message(&p)).await.unwrap_err();
     assert!(matches!(e.reason, StopReason::WaitTooLong { .. }), "{e}");
-    assert_eq!(e.last.as_ref().unwrap().status, Some(StatusCode::TOO_MANY_REQUESTS));
+    assert_eq!(
+        e.last.as_ref().unwrap().status,
+        Some(StatusCode::TOO_MANY_REQUESTS)
+    );
     // Another service from another layer, in another task: same policy, same host pause.
-    let mut b = ServiceBuilder::new().layer(AbideLayer::new(policy)).service(client);
+    let mut b = ServiceBuilder::new()
+        .layer(AbideLayer::new(policy))
+        .service(client);
     let req = message(&p);
     let e = tokio::spawn(async move { call(&mut b, req).await.unwrap_err() })
         .await
@@ -83,11 +97,17 @@ async fn a_503_is_retried_with_a_copied_body() {
     let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let mut svc = AbideLayer::new(policy(&clock).build().unwrap()).layer_on(client);
     let t0 = clock.monotonic();
-    assert_eq!(call(&mut svc, message(&p)).await.unwrap().status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        call(&mut svc, message(&p)).await.unwrap().status(),
+        StatusCode::ACCEPTED
+    );
     let r = call(&mut svc, message(&p)).await.unwrap();
     assert_eq!(r.status(), StatusCode::ACCEPTED);
     let waited = clock.monotonic() - t0;
-    assert!(waited >= Duration::from_secs(1) && waited <= Duration::from_secs(10), "{waited:?}");
+    assert!(
+        waited >= Duration::from_secs(1) && waited <= Duration::from_secs(10),
+        "{waited:?}"
+    );
     let s = p.stats();
     assert_eq!((s.requests, s.accepted, s.duplicates), (3, 2, 0));
 }
@@ -103,7 +123,10 @@ async fn a_body_that_cannot_be_copied_is_sent_once() {
     let req = req.map(|b| b.boxed());
     let e = call(&mut svc, req).await.unwrap_err();
     assert_eq!(e.reason, StopReason::BodyNotReplayable, "{e}");
-    assert_eq!(e.last.as_ref().unwrap().status, Some(StatusCode::SERVICE_UNAVAILABLE));
+    assert_eq!(
+        e.last.as_ref().unwrap().status,
+        Some(StatusCode::SERVICE_UNAVAILABLE)
+    );
     assert_eq!(p.stats().requests, 1);
 }
 
