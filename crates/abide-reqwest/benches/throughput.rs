@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo bench -p abide-reqwest --bench throughput -- [--runs 3] [--requests 2000]
-//!     [--tasks 40] [--limit 100] [--abide-only]
+//!     [--tasks 40] [--limit 100] [--abide-only] [--initial-rate N]
 //! ```
 //! Per client: 429s per logical request, delivered ÷ (time × limit), requests lost
 //! (logical requests that did not end in a 2xx), provider requests per logical request.
@@ -40,13 +40,19 @@ impl Kind {
         }
     }
 
-    fn client(self) -> ClientWithMiddleware {
+    fn client(self, initial_rate: Option<f64>) -> ClientWithMiddleware {
         let b = ClientBuilder::new(reqwest::Client::new());
+        let mut policy = Policy::builder();
+        if let Some(r) = initial_rate {
+            policy = policy.with_initial_rate(r);
+        }
         match self {
-            Kind::Abide => b.with(AbideMiddleware::new(Policy::default())).build(),
+            Kind::Abide => b
+                .with(AbideMiddleware::new(policy.build().unwrap()))
+                .build(),
             // Rate-limit headers ignored: the pace is learned from 429s alone.
             Kind::AbideNoHeaders => {
-                let p = Policy::builder().with_rate_limit_headers(false).build();
+                let p = policy.with_rate_limit_headers(false).build();
                 b.with(AbideMiddleware::new(p.unwrap())).build()
             }
             // Its documented default set-up: exponential backoff, 3 retries.
@@ -67,7 +73,7 @@ struct Outcome {
     requests: u64,
 }
 
-async fn run(kind: Kind, n: usize, tasks: usize, limit: u32) -> Outcome {
+async fn run(kind: Kind, n: usize, tasks: usize, limit: u32, initial: Option<f64>) -> Outcome {
     let toml = format!(
         "latency_ms = 20\n[limits]\nkey_rate = \"{limit}/s\"\nkey_burst = 10\n\
          account_rate = \"100000/s\"\nkey_concurrency = 10000\n"
@@ -78,7 +84,7 @@ async fn run(kind: Kind, n: usize, tasks: usize, limit: u32) -> Outcome {
         .await
         .unwrap();
     let url = format!("{}/v1/messages", p.url());
-    let client = kind.client();
+    let client = kind.client(initial);
     let next = Arc::new(AtomicUsize::new(0));
     let delivered = Arc::new(AtomicUsize::new(0));
     let t0 = clock.monotonic();
@@ -138,6 +144,11 @@ async fn main() {
         arg("--tasks", 40),
     );
     let limit = arg("--limit", 100) as u32;
+    // abide's starting pace (default: the policy's, 10/s).
+    let initial = match arg("--initial-rate", 0) {
+        0 => None,
+        r => Some(r as f64),
+    };
     println!("{n} logical requests, {tasks} tasks, provider {limit}/s burst 10, 20 ms latency");
     println!(
         "{:<16} {:>3} {:>8} {:>10} {:>12} {:>6} {:>11}",
@@ -155,7 +166,7 @@ async fn main() {
             ]
         };
         for &kind in kinds {
-            let o = run(kind, n, tasks, limit).await;
+            let o = run(kind, n, tasks, limit, initial).await;
             println!(
                 "{:<16} {:>3} {:>8.1} {:>10.4} {:>12.3} {:>6} {:>11.3}",
                 kind.name(),
