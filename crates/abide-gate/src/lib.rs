@@ -24,8 +24,9 @@
 //! ```
 //!
 //! ## Map
-//! - [`Gate`], [`RateQuota`], [`Scope`]: what a gate limits (GCRA rate window or
-//!   concurrency slots) and what it is keyed on (API key or account).
+//! - [`Gate`], [`RateQuota`], [`Algorithm`], [`Scope`]: what a gate limits (a rate counted
+//!   by GCRA, fixed window or sliding window; or concurrency slots) and what it is keyed on
+//!   (API key or account).
 //! - [`GateSet`]: gates decided together; [`Admission`] (with [`Lease`]s) or [`Rejection`]
 //!   (with `Retry-After`, `RateLimit-Policy`, `RateLimit` and a reason-only JSON body);
 //!   [`GateSet::quota`] inspects without charging.
@@ -42,11 +43,12 @@ mod gate;
 mod headers;
 mod layer;
 mod metrics;
+mod rate;
 mod service;
 mod set;
 mod trace;
 
-pub use gate::{Gate, RateQuota, Scope, MAX_LEASE, MAX_WINDOW};
+pub use gate::{Algorithm, Gate, RateQuota, Scope, MAX_LEASE, MAX_WINDOW};
 pub use headers::{rate_limit_values, retry_after_secs, GateStatus, RATELIMIT, RATELIMIT_POLICY};
 pub use layer::{bearer_token, BearerKeys, GateLayer, Identify, Identity};
 pub use metrics::{GateCounts, GateMetrics};
@@ -64,6 +66,9 @@ pub enum Error {
     /// A gate name or category that is not a lowercase token (`[a-z0-9_-]{1,64}`).
     #[error("invalid gate name or category {0:?}: use [a-z0-9_-], 1 to 64 characters")]
     InvalidName(String),
+    /// A rate algorithm name that is not `gcra`, `fixed-window` or `sliding-window`.
+    #[error("unknown rate algorithm {0:?}: expected gcra, fixed-window or sliding-window")]
+    UnknownAlgorithm(String),
     /// Two gates with the same name.
     #[error("duplicate gate name {0:?}")]
     DuplicateGate(String),

@@ -13,6 +13,7 @@ use crate::gate::{valid_token, Gate, Kind, MAX_LEASE};
 use crate::headers::{
     rate_limit_values, retry_after_secs, GateStatus, RATELIMIT, RATELIMIT_POLICY,
 };
+use crate::rate::{self, Cell};
 use crate::{safe_trace, Error, Scope};
 
 /// Rate entries kept before stale ones (already back to a full bucket) are swept.
@@ -78,7 +79,7 @@ impl fmt::Debug for GateSet {
         let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         f.debug_struct("GateSet")
             .field("gates", &self.gates)
-            .field("rate_entries", &st.tat.len())
+            .field("rate_entries", &st.cells.len())
             .field("slot_entries", &st.slots.len())
             .finish_non_exhaustive()
     }
@@ -86,22 +87,10 @@ impl fmt::Debug for GateSet {
 
 #[derive(Default)]
 struct State {
-    /// GCRA theoretical arrival time per (gate, scope id).
-    tat: HashMap<(usize, String), Instant>,
+    /// Rate state per (gate, scope id).
+    cells: HashMap<(usize, String), Cell>,
     /// Concurrency reservations per (gate, scope id), keyed by trace.
     slots: HashMap<(usize, String), HashMap<String, Slot>>,
-}
-
-impl State {
-    /// GCRA's theoretical arrival time for `key` at `now`: an idle (or never seen) caller
-    /// is at `now`, never in the past.
-    fn tat_at(&self, key: &(usize, String), now: Instant) -> Instant {
-        self.tat
-            .get(key)
-            .copied()
-            .filter(|t| *t > now)
-            .unwrap_or(now)
-    }
 }
 
 #[derive(Debug)]
@@ -234,7 +223,7 @@ fn insert_rate_limit(h: &mut HeaderMap, statuses: &[GateStatus]) {
 enum Pending {
     Rate {
         key: (usize, String),
-        tat: Instant,
+        cell: Cell,
     },
     Slot {
         key: (usize, String),
@@ -284,8 +273,12 @@ impl GateSet {
         let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
         let trace = trace.map_or_else(|| format!("#anon-{ticket}"), str::to_owned);
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if st.tat.len() > SWEEP_AT {
-            st.tat.retain(|_, tat| *tat > now);
+        if st.cells.len() > SWEEP_AT {
+            let gates = &self.gates;
+            st.cells.retain(|(i, _), c| match &gates[*i].kind {
+                Kind::Rate(q) => !c.idle(q, now),
+                Kind::Concurrency { .. } => false,
+            });
         }
         let mut pending = Vec::new();
         let mut statuses = Vec::new();
@@ -297,25 +290,21 @@ impl GateSet {
             let skey = (i, id.to_owned());
             match &g.kind {
                 Kind::Rate(q) => {
-                    let (t, tau) = (q.interval(), q.tolerance());
-                    let tat = st.tat_at(&skey, now);
-                    let allow_at = tat.checked_sub(tau).unwrap_or(now);
-                    if now < allow_at {
-                        rejected.push(status(g, q.limit(), 0, Some(q.window()), allow_at - now));
-                    } else {
-                        let new_tat = tat + t;
-                        let remaining = units(now + tau + t, new_tat, t);
-                        statuses.push(status(
-                            g,
-                            q.limit(),
-                            remaining,
-                            Some(q.window()),
-                            new_tat - now,
-                        ));
-                        pending.push(Pending::Rate {
-                            key: skey,
-                            tat: new_tat,
-                        });
+                    let cell = st.cells.get(&skey).copied().unwrap_or_default();
+                    match rate::admit(q, cell, now) {
+                        Err(v) => {
+                            rejected.push(status(g, q.limit(), 0, Some(q.window()), v.reset));
+                        }
+                        Ok((cell, v)) => {
+                            statuses.push(status(
+                                g,
+                                q.limit(),
+                                v.remaining,
+                                Some(q.window()),
+                                v.reset,
+                            ));
+                            pending.push(Pending::Rate { key: skey, cell });
+                        }
                     }
                 }
                 Kind::Concurrency {
@@ -361,8 +350,8 @@ impl GateSet {
         let mut leases = Vec::new();
         for p in pending {
             match p {
-                Pending::Rate { key, tat } => {
-                    st.tat.insert(key, tat);
+                Pending::Rate { key, cell } => {
+                    st.cells.insert(key, cell);
                 }
                 Pending::Slot {
                     key,
@@ -429,10 +418,9 @@ impl GateSet {
             let skey = (i, id.to_owned());
             match &g.kind {
                 Kind::Rate(q) => {
-                    let (t, tau) = (q.interval(), q.tolerance());
-                    let tat = st.tat_at(&skey, now);
-                    let remaining = units(now + tau + t, tat, t);
-                    out.push(status(g, q.limit(), remaining, Some(q.window()), tat - now));
+                    let cell = st.cells.get(&skey).copied().unwrap_or_default();
+                    let v = rate::peek(q, cell, now);
+                    out.push(status(g, q.limit(), v.remaining, Some(q.window()), v.reset));
                 }
                 Kind::Concurrency { limit, .. } => {
                     let used = st
@@ -453,12 +441,6 @@ fn scope_id<'a>(scope: Scope, key: &'a str, account: Option<&'a str>) -> Option<
         Scope::Key => Some(key),
         Scope::Account => account,
     }
-}
-
-/// Whole intervals `t` between `to` and `from` (0 when `from` is not after `to`).
-fn units(from: Instant, to: Instant, t: Duration) -> u32 {
-    let span = from.saturating_duration_since(to).as_nanos();
-    u32::try_from(span / t.as_nanos().max(1)).unwrap_or(u32::MAX)
 }
 
 fn status(

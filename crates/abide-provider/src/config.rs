@@ -5,6 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use abide_gate::Algorithm;
 use serde::Deserialize;
 
 use crate::Error;
@@ -13,7 +14,7 @@ use crate::Error;
 ///
 /// # Default
 /// One key `demo-key` (account `demo`); per key 10/s with burst 10 and 4 concurrent
-/// requests; per account 50/s with burst 50; leases 30 s; no abuse protection; no latency;
+/// requests; per account 50/s with burst 50; rates counted by GCRA; leases 30 s; no abuse protection; no latency;
 /// behaviour [`Behaviour::default`]; empty schedule.
 ///
 /// # Examples
@@ -183,6 +184,10 @@ pub struct Limits {
     pub account_concurrency: Option<u32>,
     /// A concurrency slot not released within this many seconds is freed.
     pub lease_secs: u64,
+    /// How the key and account rates count: `gcra` (default), `fixed-window` or
+    /// `sliding-window` (window algorithms take a whole quota in a burst and ignore the
+    /// bursts above).
+    pub algorithm: Algorithm,
 }
 
 impl Default for Limits {
@@ -201,6 +206,7 @@ impl Default for Limits {
             key_concurrency: Some(4),
             account_concurrency: None,
             lease_secs: 30,
+            algorithm: Algorithm::Gcra,
         }
     }
 }
@@ -590,5 +596,17 @@ mod tests {
         assert_eq!(c.schedule[0].throttle, Some(ThrottleStyle::Smpp200));
         assert!(!format!("{c:?}").contains("sk_secret"));
         assert!(ProviderConfig::from_toml_str("nonsense = 1").is_err());
+    }
+
+    #[test]
+    fn toml_chooses_the_rate_algorithm() {
+        assert_eq!(ProviderConfig::default().limits.algorithm, Algorithm::Gcra);
+        for a in Algorithm::ALL {
+            let toml = format!("[limits]\nalgorithm = \"{a}\"\n");
+            let c = ProviderConfig::from_toml_str(&toml).unwrap();
+            assert_eq!(c.limits.algorithm, a);
+        }
+        let e = ProviderConfig::from_toml_str("[limits]\nalgorithm = \"leaky\"\n").unwrap_err();
+        assert!(e.to_string().contains("leaky"), "{e}");
     }
 }

@@ -48,6 +48,7 @@ use abide_core::Clock;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub use abide_gate::Algorithm;
 pub use config::{
     parse_duration, Abuse, ApiKey, Behaviour, HeaderStyle, Limits, ProviderConfig, Rate,
     RetryAfterStyle, ScheduleEntry, SuspensionStyle, ThrottleStyle, DEMO_KEY, MAX_SUSPEND_SECS,

@@ -76,7 +76,8 @@ fn gate_set(cfg: &ProviderConfig) -> Result<GateSet, Error> {
     };
     let quota = |r: Rate, burst: Option<u32>, what: &str| -> Result<RateQuota, Error> {
         let q = RateQuota::new(nz(r.count, what)?, r.per).map_err(Error::Gate)?;
-        Ok(q.with_burst(nz(burst.unwrap_or(r.count), what)?))
+        Ok(q.with_burst(nz(burst.unwrap_or(r.count), what)?)
+            .with_algorithm(l.algorithm))
     };
     let lease = Duration::from_secs(l.lease_secs.max(1));
     let mut b = GateSet::builder();

@@ -126,6 +126,11 @@ fn help_documents_every_behaviour() {
         "--account-concurrency",
         "--lease",
         "--latency",
+        "--algorithm",
+        "gcra",
+        "fixed-window",
+        "sliding-window",
+        "algorithm = ",
         "--config",
         "retry-after=STYLE",
         "imf-fixdate",
@@ -562,4 +567,51 @@ async fn header_styles_draft_6_and_x_ratelimit() {
             assert_eq!(header(&refused, "ratelimit-reset").as_deref(), Some("3600"));
         }
     }
+}
+
+#[tokio::test]
+async fn window_algorithms_take_a_whole_quota_in_a_burst() {
+    // GCRA with burst 1 would refuse the second request and ask for 1200 s (one interval);
+    // the window algorithms ignore the burst, take all 3, then wait for their window.
+    for (algorithm, retry_after) in [("fixed-window", "3600"), ("sliding-window", "4800")] {
+        let p = start(&[
+            "--key-rate",
+            "3/1h",
+            "--key-burst",
+            "1",
+            "--account-rate",
+            "off",
+            "--key-concurrency",
+            "off",
+            "--algorithm",
+            algorithm,
+        ]);
+        for i in 0..3 {
+            let r = p.send(&format!("m{i}")).await;
+            assert_eq!(r.status(), StatusCode::ACCEPTED, "{algorithm} #{i}");
+        }
+        let r = p.send("m3").await;
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS, "{algorithm}");
+        // Sliding: the current window ends in 3600 s, then its weight must fall to 2 of 3,
+        // another 1200 s.
+        assert_eq!(header(&r, "retry-after").as_deref(), Some(retry_after));
+        assert_eq!(
+            header(&r, "ratelimit-policy").as_deref(),
+            Some("\"key\";q=3;w=3600")
+        );
+        assert_eq!(
+            header(&r, "ratelimit").as_deref(),
+            Some(format!("\"key\";r=0;t={retry_after}").as_str())
+        );
+        assert_eq!(
+            r.json::<Value>().await.unwrap(),
+            json!({"error": "rate_limited", "reason": "key_rate"})
+        );
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_abide"))
+        .args(["provider", "--algorithm", "leaky-bucket"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("leaky-bucket"));
 }
