@@ -41,6 +41,7 @@
 
 mod gate;
 mod headers;
+mod identity;
 mod layer;
 mod metrics;
 mod rate;
@@ -50,7 +51,8 @@ mod trace;
 
 pub use gate::{Algorithm, Gate, RateQuota, Scope, MAX_LEASE, MAX_WINDOW};
 pub use headers::{rate_limit_values, retry_after_secs, GateStatus, RATELIMIT, RATELIMIT_POLICY};
-pub use layer::{bearer_token, BearerKeys, GateLayer, Identify, Identity};
+pub use identity::{bearer_token, BearerKeys, Identify, Identity};
+pub use layer::GateLayer;
 pub use metrics::{GateCounts, GateMetrics};
 pub use service::{quota_response, rejection_response, GateService, ResponseFuture};
 pub use set::{Admission, GateSet, GateSetBuilder, Lease, LeaseGuard, Rejection};
