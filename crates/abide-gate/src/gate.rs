@@ -265,6 +265,16 @@ impl Gate {
     }
 }
 
+impl Gate {
+    /// Quota units (`q`) and, for a rate gate, the window (`w`).
+    pub(crate) fn limit_and_window(&self) -> (u32, Option<Duration>) {
+        match &self.kind {
+            Kind::Rate(q) => (q.limit(), Some(q.window())),
+            Kind::Concurrency { limit, .. } => (limit.get(), None),
+        }
+    }
+}
+
 pub(crate) fn valid_token(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64

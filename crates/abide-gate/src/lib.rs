@@ -39,6 +39,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod admission;
 mod gate;
 mod headers;
 mod identity;
@@ -47,15 +48,17 @@ mod metrics;
 mod rate;
 mod service;
 mod set;
+mod shard;
 mod trace;
 
+pub use admission::{Admission, Lease, LeaseGuard, Rejection};
 pub use gate::{Algorithm, Gate, RateQuota, Scope, MAX_LEASE, MAX_WINDOW};
 pub use headers::{rate_limit_values, retry_after_secs, GateStatus, RATELIMIT, RATELIMIT_POLICY};
 pub use identity::{bearer_token, BearerKeys, Identify, Identity};
 pub use layer::GateLayer;
 pub use metrics::{GateCounts, GateMetrics};
 pub use service::{quota_response, rejection_response, GateService, ResponseFuture};
-pub use set::{Admission, GateSet, GateSetBuilder, Lease, LeaseGuard, Rejection};
+pub use set::{GateSet, GateSetBuilder};
 pub use trace::{request_trace, safe_trace};
 
 /// Errors of abide-gate (configuration only: a refusal is a [`Rejection`], not an error).
