@@ -36,6 +36,8 @@
 //! - [`retry_after_secs`], [`GateStatus`]: header formatting (RFC 9110 §10.2.3,
 //!   draft-ietf-httpapi-ratelimit-headers).
 //! - [`safe_trace`]: what logs may say about a caller (never the raw key).
+//! - `RedisGates` (feature `redis`): the same gates kept in Redis, one Lua script per
+//!   decision, so several instances enforce one limit.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -46,6 +48,8 @@ mod identity;
 mod layer;
 mod metrics;
 mod rate;
+#[cfg(feature = "redis")]
+mod redis;
 mod service;
 mod set;
 mod shard;
@@ -57,6 +61,8 @@ pub use headers::{rate_limit_values, retry_after_secs, GateStatus, RATELIMIT, RA
 pub use identity::{bearer_token, BearerKeys, Identify, Identity};
 pub use layer::GateLayer;
 pub use metrics::{GateCounts, GateMetrics};
+#[cfg(feature = "redis")]
+pub use redis::{RedisGates, SharedAdmission, SharedLease, SharedLeaseGuard, StoreError};
 pub use service::{quota_response, rejection_response, GateService, ResponseFuture};
 pub use set::{GateSet, GateSetBuilder};
 pub use trace::{request_trace, safe_trace};

@@ -15,7 +15,8 @@ use crate::Error;
 /// # Default
 /// One key `demo-key` (account `demo`); per key 10/s with burst 10 and 4 concurrent
 /// requests; per account 50/s with burst 50; rates counted by GCRA; leases 30 s; no abuse protection; no latency;
-/// behaviour [`Behaviour::default`]; empty schedule.
+/// behaviour [`Behaviour::default`]; empty schedule; gates in memory (Redis prefix
+/// `abide:provider`).
 ///
 /// # Examples
 /// ```
@@ -50,6 +51,29 @@ pub struct ProviderConfig {
     /// the fields in that style on every accepted answer and every 429, whatever the
     /// `Retry-After` form (which then governs `Retry-After` alone).
     pub headers: Option<HeaderStyle>,
+    /// Keep the gates in Redis at this URL (`redis://127.0.0.1:6379`), so every provider
+    /// instance with the same URL and [`ProviderConfig::redis_prefix`] enforces one set of
+    /// limits. `None`: in memory. `Debug` hides a password in the URL.
+    pub redis_url: Option<RedisUrl>,
+    /// Prefix of the provider's keys in Redis.
+    pub redis_prefix: String,
+}
+
+/// A Redis URL whose `Debug` leaves out the user information (it may hold a password).
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct RedisUrl(pub String);
+
+impl fmt::Debug for RedisUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.split_once("://") {
+            Some((scheme, rest)) => {
+                let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+                write!(f, "{scheme}://{host}")
+            }
+            None => f.write_str("<redis url>"),
+        }
+    }
 }
 
 impl Default for ProviderConfig {
@@ -65,6 +89,8 @@ impl Default for ProviderConfig {
             behaviour: Behaviour::default(),
             schedule: Vec::new(),
             headers: None,
+            redis_url: None,
+            redis_prefix: "abide:provider".to_owned(),
         }
     }
 }
@@ -595,6 +621,8 @@ mod tests {
         assert_eq!(c.abuse.threshold, 3);
         assert_eq!(c.schedule[0].throttle, Some(ThrottleStyle::Smpp200));
         assert!(!format!("{c:?}").contains("sk_secret"));
+        let url = RedisUrl("redis://user:hunter2@127.0.0.1:6379/0".into());
+        assert_eq!(format!("{url:?}"), "redis://127.0.0.1:6379/0");
         assert!(ProviderConfig::from_toml_str("nonsense = 1").is_err());
     }
 

@@ -615,3 +615,76 @@ async fn window_algorithms_take_a_whole_quota_in_a_burst() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("leaky-bucket"));
 }
+
+/// Redis on 127.0.0.1:6379, or `false` after printing why the caller is skipped (unless
+/// `ABIDE_REQUIRE_SERVICES=1`, which makes its absence a failure).
+fn redis_here(test: &str) -> bool {
+    let addr = "127.0.0.1:6379".parse().unwrap();
+    match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+        Ok(_) => true,
+        Err(e) if std::env::var("ABIDE_REQUIRE_SERVICES").as_deref() != Ok("1") => {
+            println!("SKIPPED: {test}: no Redis at 127.0.0.1:6379 ({e})");
+            false
+        }
+        Err(e) => panic!("ABIDE_REQUIRE_SERVICES=1 but Redis is unreachable: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn two_providers_on_one_redis_enforce_one_limit() {
+    if !redis_here("two_providers_on_one_redis_enforce_one_limit") {
+        return;
+    }
+    // Other tests and engineers share this Redis: a prefix of this run's own.
+    let prefix = format!(
+        "abide-test:provider:{}:{}",
+        std::process::id(),
+        wall_now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let args = [
+        "--key-rate",
+        "5/1h",
+        "--account-rate",
+        "off",
+        "--key-concurrency",
+        "2",
+        "--redis",
+        "redis://127.0.0.1:6379",
+        "--redis-prefix",
+        &prefix,
+    ];
+    let (a, b) = (start(&args), start(&args));
+    let mut accepted = 0;
+    for i in 0..20 {
+        let p = if i % 2 == 0 { &a } else { &b };
+        let r = p.send(&format!("m{i}")).await;
+        match r.status() {
+            StatusCode::ACCEPTED => accepted += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                // 5 per hour with a burst of 5: the next one in 720 s, whichever instance.
+                assert_eq!(header(&r, "retry-after").as_deref(), Some("720"), "#{i}");
+                assert_eq!(
+                    header(&r, "ratelimit-policy").as_deref(),
+                    Some("\"key\";q=5;w=3600")
+                );
+                assert_eq!(
+                    r.json::<Value>().await.unwrap(),
+                    json!({"error": "rate_limited", "reason": "key_rate"})
+                );
+            }
+            s => panic!("#{i}: unexpected {s}"),
+        }
+    }
+    // limit + burst would allow 10 in the first hour; both instances together took the
+    // burst once, not once each.
+    assert_eq!(accepted, 5);
+    let (sa, sb) = (a.stats().await, b.stats().await);
+    assert_eq!(
+        sa["accepted"].as_u64().unwrap() + sb["accepted"].as_u64().unwrap(),
+        5
+    );
+    assert_eq!(sa["in_flight"], 0);
+}

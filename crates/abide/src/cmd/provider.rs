@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use abide_core::SystemClock;
 use abide_provider::{
-    parse_duration, Algorithm, ApiKey, HeaderStyle, ProviderConfig, Rate, ScheduleEntry,
+    parse_duration, Algorithm, ApiKey, HeaderStyle, ProviderConfig, Rate, RedisUrl, ScheduleEntry,
     SuspensionStyle,
 };
 use anyhow::Context;
@@ -81,8 +81,16 @@ ABUSE PROTECTION
   abuse systems do: a client cannot tell a block from a refusal, and abide fails the items
   unless its providers file says [provider.classify.http] 403 = \"throttle\".
 
+SHARED LIMITS (--redis redis://127.0.0.1:6379)
+  Several provider instances started with the same --redis URL, --redis-prefix and limits
+  enforce one set of gates: each decision is one Lua script in Redis (time from the Redis
+  server), concurrency slots are leases that expire there if an instance dies. Every
+  authenticated request is counted, duplicates included. If Redis cannot decide, the
+  answer is 503 with Retry-After: 1, never an unlimited pass.
+
 CONFIG FILE (--config provider.toml)
   latency_ms = 0
+  redis_url = \"redis://127.0.0.1:6379\"   # redis_prefix = \"abide:provider\"
   [[api_keys]]
   key = \"demo-key\"
   account = \"demo\"
@@ -160,6 +168,13 @@ pub(crate) struct Args {
     /// x-ratelimit (see HEADER STYLES below) [default: IETF on honest throttles only].
     #[arg(long, value_name = "STYLE")]
     headers: Option<String>,
+    /// Keep the gates in Redis at URL, so every instance with the same URL and prefix
+    /// enforces one set of limits (see SHARED LIMITS below) [default: in memory].
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
+    /// Prefix of the gate keys in Redis [default: abide:provider].
+    #[arg(long, value_name = "PREFIX")]
+    redis_prefix: Option<String>,
     /// Behaviour change FACET=VALUE[@WHEN], repeatable (see BEHAVIOURS below).
     #[arg(long = "behaviour", value_name = "FACET=VALUE[@WHEN]")]
     behaviours: Vec<String>,
@@ -243,6 +258,12 @@ fn config(a: &Args) -> anyhow::Result<ProviderConfig> {
     }
     if let Some(v) = &a.headers {
         c.headers = Some(v.parse::<HeaderStyle>()?);
+    }
+    if let Some(v) = &a.redis {
+        c.redis_url = Some(RedisUrl(v.clone()));
+    }
+    if let Some(v) = &a.redis_prefix {
+        c.redis_prefix = v.clone();
     }
     for b in &a.behaviours {
         c.schedule.push(b.parse::<ScheduleEntry>()?);
