@@ -12,7 +12,8 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use smallvec::SmallVec;
 
 use crate::headers::{
-    ceil_secs, rate_limit_values, retry_after_secs, GateStatus, RATELIMIT, RATELIMIT_POLICY,
+    ceil_secs, rate_limit_fields, rate_limit_values, retry_after_secs, GateStatus, Member,
+    RATELIMIT, RATELIMIT_POLICY,
 };
 use crate::shard::TraceId;
 use crate::{Gate, GateSet};
@@ -26,6 +27,8 @@ use crate::{Gate, GateSet};
 #[derive(Clone, PartialEq, Eq)]
 pub struct Lease {
     pub(crate) gate: usize,
+    /// The shard holding the slot (saves hashing the scope id again on release).
+    pub(crate) shard: usize,
     pub(crate) scope_id: Arc<str>,
     pub(crate) trace: TraceId,
     pub(crate) ticket: u64,
@@ -85,7 +88,22 @@ impl Admission<'_> {
     /// `RateLimit-Policy` and `RateLimit` for a successful response.
     pub fn headers(&self) -> HeaderMap {
         let mut h = HeaderMap::new();
-        insert_rate_limit(&mut h, &self.statuses());
+        let gates = self.set.gates();
+        let members = self.tallies.iter().map(|t| {
+            let g = &gates[t.gate];
+            let (limit, window) = g.limit_and_window();
+            Member {
+                name: &g.name,
+                limit,
+                window_secs: window.map(ceil_secs),
+                remaining: t.remaining,
+                reset: t.reset,
+            }
+        });
+        if let Some((policy, limit)) = rate_limit_fields(members) {
+            h.insert(HeaderName::from_static(RATELIMIT_POLICY), policy);
+            h.insert(HeaderName::from_static(RATELIMIT), limit);
+        }
         h
     }
 

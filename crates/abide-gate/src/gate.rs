@@ -167,14 +167,20 @@ impl RateQuota {
         self.burst.get()
     }
 
-    /// Time between two requests at the sustained rate (GCRA's emission interval).
-    pub(crate) fn interval(&self) -> Duration {
-        self.window / self.limit.get()
+    /// The window in nanoseconds (at most 365 days, so it fits a `u64` with room to add).
+    pub(crate) fn window_ns(&self) -> u64 {
+        u64::try_from(self.window.as_nanos()).unwrap_or(u64::MAX / 4)
     }
 
-    /// How far ahead of the schedule a caller may run (GCRA's tolerance).
-    pub(crate) fn tolerance(&self) -> Duration {
-        self.interval() * (self.burst.get() - 1)
+    /// Time between two requests at the sustained rate (GCRA's emission interval), in
+    /// nanoseconds.
+    pub(crate) fn interval_ns(&self) -> u64 {
+        self.window_ns() / u64::from(self.limit.get())
+    }
+
+    /// How far ahead of the schedule a caller may run (GCRA's tolerance), in nanoseconds.
+    pub(crate) fn tolerance_ns(&self) -> u64 {
+        self.interval_ns() * u64::from(self.burst.get() - 1)
     }
 }
 

@@ -16,15 +16,17 @@
 //!
 //! Window algorithms ignore `burst`: their burst is the whole quota.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::gate::{Algorithm, RateQuota};
 
-/// What one caller has spent at one rate gate. `at` is GCRA's TAT or the current window's
-/// start; `None` means never seen (or idle long enough to be forgotten).
+/// What one caller has spent at one rate gate. Times are nanoseconds since the set's epoch
+/// (plain integers: the hot path does no `Instant` arithmetic). `at` is GCRA's TAT (0:
+/// never seen) or the current window's start (meaningful only while `count` > 0; a stored
+/// window cell always has counted a request).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Cell {
-    pub(crate) at: Option<Instant>,
+    pub(crate) at: u64,
     /// Requests counted in the previous window (sliding window only).
     pub(crate) prev: u32,
     /// Requests counted in the current window (window algorithms).
@@ -39,26 +41,32 @@ pub(crate) struct View {
     pub(crate) reset: Duration,
 }
 
+fn view(remaining: u32, reset_ns: u64) -> View {
+    View {
+        remaining,
+        reset: Duration::from_nanos(reset_ns),
+    }
+}
+
 impl Cell {
     /// True when the cell no longer limits anything at `now`, so it may be forgotten.
-    pub(crate) fn idle(&self, q: &RateQuota, now: Instant) -> bool {
-        match (q.algorithm(), self.at) {
-            (_, None) => true,
-            (Algorithm::Gcra, Some(tat)) => tat <= now,
-            (_, Some(start)) => now.saturating_duration_since(start) >= q.window() * 2,
+    pub(crate) fn idle(&self, q: &RateQuota, now: u64) -> bool {
+        match q.algorithm() {
+            Algorithm::Gcra => self.at <= now,
+            _ => self.count == 0 || now.saturating_sub(self.at) >= q.window_ns() * 2,
         }
     }
 
     /// The window state rolled forward to `now` (windows follow each other from `start`).
-    fn rolled(&self, w: Duration, now: Instant) -> (Instant, u32, u32) {
-        let Some(start) = self.at else {
+    fn rolled(&self, w: u64, now: u64) -> (u64, u32, u32) {
+        if self.count == 0 {
             return (now, 0, 0);
-        };
-        let e = now.saturating_duration_since(start);
+        }
+        let e = now.saturating_sub(self.at);
         if e < w {
-            (start, self.prev, self.count)
+            (self.at, self.prev, self.count)
         } else if e < w * 2 {
-            (start + w, self.count, 0)
+            (self.at + w, self.count, 0)
         } else {
             (now, 0, 0)
         }
@@ -67,7 +75,7 @@ impl Cell {
 
 /// Try to admit one request at `now`: `Ok` with the charged cell and the view after it, or
 /// `Err` with the wait until this gate would admit (`remaining` 0). Charges nothing on `Err`.
-pub(crate) fn admit(q: &RateQuota, cell: Cell, now: Instant) -> Result<(Cell, View), View> {
+pub(crate) fn admit(q: &RateQuota, cell: Cell, now: u64) -> Result<(Cell, View), View> {
     match q.algorithm() {
         Algorithm::Gcra => gcra(q, cell, now),
         Algorithm::FixedWindow => fixed(q, cell, now),
@@ -76,142 +84,103 @@ pub(crate) fn admit(q: &RateQuota, cell: Cell, now: Instant) -> Result<(Cell, Vi
 }
 
 /// The view at `now` without charging (a quota endpoint).
-pub(crate) fn peek(q: &RateQuota, cell: Cell, now: Instant) -> View {
-    let w = q.window();
+pub(crate) fn peek(q: &RateQuota, cell: Cell, now: u64) -> View {
+    let w = q.window_ns();
     match q.algorithm() {
         Algorithm::Gcra => {
-            let (t, tau) = (q.interval(), q.tolerance());
-            let tat = cell.at.filter(|t| *t > now).unwrap_or(now);
-            View {
-                remaining: units(now + tau + t, tat, t),
-                reset: tat - now,
-            }
+            let (t, tau) = (q.interval_ns(), q.tolerance_ns());
+            let tat = cell.at.max(now);
+            view(units(now + tau + t, tat, t), tat - now)
         }
         Algorithm::FixedWindow => {
             let (start, _, count) = cell.rolled(w, now);
-            View {
-                remaining: q.limit().saturating_sub(count),
-                reset: if count == 0 {
-                    Duration::ZERO
-                } else {
-                    (start + w).saturating_duration_since(now)
-                },
-            }
+            let reset = if count == 0 {
+                0
+            } else {
+                (start + w).saturating_sub(now)
+            };
+            view(q.limit().saturating_sub(count), reset)
         }
         Algorithm::SlidingWindow => {
             let (start, prev, count) = cell.rolled(w, now);
-            sliding_view(
-                q.limit(),
-                w,
-                now.saturating_duration_since(start),
-                prev,
-                count,
-            )
+            sliding_view(q.limit(), w, now.saturating_sub(start), prev, count)
         }
     }
 }
 
-fn gcra(q: &RateQuota, cell: Cell, now: Instant) -> Result<(Cell, View), View> {
-    let (t, tau) = (q.interval(), q.tolerance());
-    let tat = cell.at.filter(|t| *t > now).unwrap_or(now);
-    let allow_at = tat.checked_sub(tau).unwrap_or(now);
+fn gcra(q: &RateQuota, cell: Cell, now: u64) -> Result<(Cell, View), View> {
+    let (t, tau) = (q.interval_ns(), q.tolerance_ns());
+    let tat = cell.at.max(now);
+    let allow_at = tat.saturating_sub(tau);
     if now < allow_at {
-        return Err(View {
-            remaining: 0,
-            reset: allow_at - now,
-        });
+        return Err(view(0, allow_at - now));
     }
     let new_tat = tat + t;
     let cell = Cell {
-        at: Some(new_tat),
+        at: new_tat,
         ..Cell::default()
     };
-    Ok((
-        cell,
-        View {
-            remaining: units(now + tau + t, new_tat, t),
-            reset: new_tat - now,
-        },
-    ))
+    Ok((cell, view(units(now + tau + t, new_tat, t), new_tat - now)))
 }
 
-fn fixed(q: &RateQuota, cell: Cell, now: Instant) -> Result<(Cell, View), View> {
-    let w = q.window();
+fn fixed(q: &RateQuota, cell: Cell, now: u64) -> Result<(Cell, View), View> {
+    let w = q.window_ns();
     let (start, _, count) = cell.rolled(w, now);
-    let end = (start + w).saturating_duration_since(now);
+    let end = (start + w).saturating_sub(now);
     if count >= q.limit() {
-        return Err(View {
-            remaining: 0,
-            reset: end,
-        });
+        return Err(view(0, end));
     }
     let count = count + 1;
     let cell = Cell {
-        at: Some(start),
+        at: start,
         prev: 0,
         count,
     };
-    Ok((
-        cell,
-        View {
-            remaining: q.limit() - count,
-            reset: end,
-        },
-    ))
+    Ok((cell, view(q.limit() - count, end)))
 }
 
-fn sliding(q: &RateQuota, cell: Cell, now: Instant) -> Result<(Cell, View), View> {
-    let (w, limit) = (q.window(), q.limit());
+fn sliding(q: &RateQuota, cell: Cell, now: u64) -> Result<(Cell, View), View> {
+    let (w, limit) = (q.window_ns(), q.limit());
     let (start, prev, count) = cell.rolled(w, now);
-    let e = now.saturating_duration_since(start);
+    let e = now.saturating_sub(start);
     if let Some(wait) = sliding_wait(limit, w, e, prev, count) {
-        return Err(View {
-            remaining: 0,
-            reset: wait,
-        });
+        return Err(view(0, wait));
     }
     let count = count + 1;
     let cell = Cell {
-        at: Some(start),
+        at: start,
         prev,
         count,
     };
     Ok((cell, sliding_view(limit, w, e, prev, count)))
 }
 
-/// Nanoseconds as u128 (windows are at most 365 days, so products stay far below u128::MAX).
-fn ns(d: Duration) -> u128 {
-    d.as_nanos()
-}
-
-fn from_ns(n: u128) -> Duration {
-    Duration::from_nanos(u64::try_from(n).unwrap_or(u64::MAX))
-}
-
 /// `prev·(w−e)/w + count` is the sliding estimate; one more request fits while
-/// `prev·(w−e) + (count+1)·w ≤ limit·w`. `None` when it fits now, else the wait.
-fn sliding_wait(limit: u32, w: Duration, e: Duration, prev: u32, count: u32) -> Option<Duration> {
-    let (wn, en) = (ns(w), ns(e));
+/// `prev·(w−e) + (count+1)·w ≤ limit·w`. `None` when it fits now, else the wait in
+/// nanoseconds. (u128: windows are at most 365 days, so products stay far below its max.)
+fn sliding_wait(limit: u32, w: u64, e: u64, prev: u32, count: u32) -> Option<u64> {
+    let (wn, en) = (u128::from(w), u128::from(e));
     let (l, p, c) = (u128::from(limit), u128::from(prev), u128::from(count));
-    if p * (wn - en) + (c + 1) * wn <= l * wn {
+    let wait = if p * (wn - en) + (c + 1) * wn <= l * wn {
         return None;
-    }
-    if c < l {
+    } else if c < l {
         // Only the previous window's weight blocks: wait until it has slid far enough.
         // prev > 0 here, else the request would fit.
         let keep = (l - c - 1) * wn / p;
-        return Some(from_ns((wn - en).saturating_sub(keep)));
-    }
-    // The current window is full: wait for it to end, then until its weight (it becomes
-    // the previous window) leaves room for one.
-    let keep = (l - 1) * wn / c;
-    Some(from_ns((wn - en) + (wn - keep)))
+        (wn - en).saturating_sub(keep)
+    } else {
+        // The current window is full: wait for it to end, then until its weight (it becomes
+        // the previous window) leaves room for one.
+        let keep = (l - 1) * wn / c;
+        (wn - en) + (wn - keep)
+    };
+    Some(u64::try_from(wait).unwrap_or(u64::MAX))
 }
 
 /// Units left (the whole quota minus the estimate, rounded down) and the time until nothing
 /// counted is left in the sliding window.
-fn sliding_view(limit: u32, w: Duration, e: Duration, prev: u32, count: u32) -> View {
-    let (wn, en) = (ns(w), ns(e));
+fn sliding_view(limit: u32, w: u64, e: u64, prev: u32, count: u32) -> View {
+    let (wn, en) = (u128::from(w), u128::from(e));
     let used = u128::from(prev) * (wn - en) + u128::from(count) * wn;
     let left = (u128::from(limit) * wn).saturating_sub(used) / wn;
     let reset = if count > 0 {
@@ -219,28 +188,28 @@ fn sliding_view(limit: u32, w: Duration, e: Duration, prev: u32, count: u32) -> 
     } else if prev > 0 {
         w - e
     } else {
-        Duration::ZERO
+        0
     };
-    View {
-        remaining: u32::try_from(left).unwrap_or(u32::MAX),
-        reset,
-    }
+    view(u32::try_from(left).unwrap_or(u32::MAX), reset)
 }
 
 /// Whole intervals `t` between `to` and `from` (0 when `from` is not after `to`).
-fn units(from: Instant, to: Instant, t: Duration) -> u32 {
-    let span = from.saturating_duration_since(to).as_nanos();
-    u32::try_from(span / t.as_nanos().max(1)).unwrap_or(u32::MAX)
+fn units(from: u64, to: u64, t: u64) -> u32 {
+    u32::try_from(from.saturating_sub(to) / t.max(1)).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use abide_core::{Clock, ManualClock};
     use std::num::NonZeroU32;
 
-    fn start() -> Instant {
-        ManualClock::new(std::time::UNIX_EPOCH).monotonic()
+    /// An instant well after the epoch, in nanoseconds.
+    fn start() -> u64 {
+        7_000_000_000
+    }
+
+    fn ms(n: u64) -> u64 {
+        n * 1_000_000
     }
 
     fn quota(limit: u32, window_ms: u64, a: Algorithm) -> RateQuota {
@@ -253,7 +222,7 @@ mod tests {
     }
 
     /// Admit `n` at `now`, returning the cell; panics if one is refused.
-    fn fill(q: &RateQuota, mut cell: Cell, now: Instant, n: u32) -> Cell {
+    fn fill(q: &RateQuota, mut cell: Cell, now: u64, n: u32) -> Cell {
         for _ in 0..n {
             cell = admit(q, cell, now).unwrap().0;
         }
@@ -265,25 +234,25 @@ mod tests {
         let q = quota(10, 1000, Algorithm::FixedWindow);
         let t0 = start();
         let cell = fill(&q, Cell::default(), t0, 9);
-        let (cell, v) = admit(&q, cell, t0 + Duration::from_millis(999)).unwrap();
+        let (cell, v) = admit(&q, cell, t0 + ms(999)).unwrap();
         assert_eq!(v.remaining, 0);
         assert_eq!(v.reset, Duration::from_millis(1));
-        let no = admit(&q, cell, t0 + Duration::from_millis(999)).unwrap_err();
+        let no = admit(&q, cell, t0 + ms(999)).unwrap_err();
         assert_eq!(no.reset, Duration::from_millis(1));
         // 1 ns before the boundary: still refused; at it, a whole new quota.
-        let just_before = t0 + Duration::from_millis(1000) - Duration::from_nanos(1);
+        let just_before = t0 + ms(1000) - 1;
         assert_eq!(
             admit(&q, cell, just_before).unwrap_err().reset,
             Duration::from_nanos(1)
         );
-        let at = t0 + Duration::from_millis(1000);
+        let at = t0 + ms(1000);
         let cell = fill(&q, cell, at, 10);
         assert_eq!(
             admit(&q, cell, at).unwrap_err().reset,
             Duration::from_secs(1)
         );
         // Windows keep their phase: the next one starts at 2 s, not at a later request.
-        let (_, v) = admit(&q, cell, t0 + Duration::from_millis(2500)).unwrap();
+        let (_, v) = admit(&q, cell, t0 + ms(2500)).unwrap();
         assert_eq!((v.remaining, v.reset), (9, Duration::from_millis(500)));
     }
 
@@ -299,9 +268,9 @@ mod tests {
             }
         );
         let cell = fill(&q, Cell::default(), t0, 2);
-        let v = peek(&q, cell, t0 + Duration::from_millis(400));
+        let v = peek(&q, cell, t0 + ms(400));
         assert_eq!((v.remaining, v.reset), (1, Duration::from_millis(600)));
-        assert_eq!(peek(&q, cell, t0 + Duration::from_millis(400)), v);
+        assert_eq!(peek(&q, cell, t0 + ms(400)), v);
     }
 
     #[test]
@@ -314,20 +283,20 @@ mod tests {
         let no = admit(&q, cell, t0).unwrap_err();
         assert_eq!(no.reset, Duration::from_millis(1100));
         // At 1.0 s the previous window still weighs 10: refused, 100 ms to go.
-        let at = t0 + Duration::from_millis(1000);
+        let at = t0 + ms(1000);
         assert_eq!(
             admit(&q, cell, at).unwrap_err().reset,
             Duration::from_millis(100)
         );
         // At 1.1 s: weight 9, one fits; then 9 + 1 = 10 refuses again, for another 100 ms.
-        let at = t0 + Duration::from_millis(1100);
+        let at = t0 + ms(1100);
         let (cell, v) = admit(&q, cell, at).unwrap();
         assert_eq!(v.remaining, 0);
         assert_eq!(v.reset, Duration::from_millis(1900));
         let no = admit(&q, cell, at).unwrap_err();
         assert_eq!(no.reset, Duration::from_millis(100));
         // Half way through: weight 5 + 1 counted leaves 4.
-        let at = t0 + Duration::from_millis(1500);
+        let at = t0 + ms(1500);
         assert_eq!(peek(&q, cell, at).remaining, 4);
         let cell = fill(&q, cell, at, 4);
         assert!(admit(&q, cell, at).is_err());
@@ -338,9 +307,9 @@ mod tests {
         let q = quota(5, 1000, Algorithm::SlidingWindow);
         let t0 = start();
         let cell = fill(&q, Cell::default(), t0, 5);
-        assert!(!cell.idle(&q, t0 + Duration::from_millis(1999)));
-        assert!(cell.idle(&q, t0 + Duration::from_millis(2000)));
-        let at = t0 + Duration::from_millis(2000);
+        assert!(!cell.idle(&q, t0 + ms(1999)));
+        assert!(cell.idle(&q, t0 + ms(2000)));
+        let at = t0 + ms(2000);
         assert_eq!(peek(&q, cell, at).remaining, 5);
         let _ = fill(&q, cell, at, 5);
     }
@@ -362,13 +331,14 @@ mod tests {
                     Ok((c, _)) => cell = c,
                     Err(v) => {
                         assert!(v.reset > Duration::ZERO, "{a:?} step {step}");
-                        let before = now + v.reset - Duration::from_nanos(1);
+                        let wait = u64::try_from(v.reset.as_nanos()).unwrap();
+                        let before = now + wait - 1;
                         assert!(admit(&q, cell, before).is_err(), "{a:?} step {step}");
-                        cell = admit(&q, cell, now + v.reset).unwrap().0;
-                        now += v.reset;
+                        cell = admit(&q, cell, now + wait).unwrap().0;
+                        now += wait;
                     }
                 }
-                now += Duration::from_millis(step % 5 * 37);
+                now += ms(step % 5 * 37);
             }
         }
     }

@@ -8,7 +8,7 @@
 
 use std::fmt;
 use std::hash::BuildHasher;
-use std::sync::MutexGuard;
+use std::sync::{MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use smallvec::{smallvec, SmallVec};
@@ -81,6 +81,7 @@ impl GateSetBuilder {
             shards: (0..SHARDS).map(|_| Padded::default()).collect(),
             route: hashbrown::DefaultHashBuilder::default(),
             traces: std::hash::RandomState::new(),
+            epoch: OnceLock::new(),
         })
     }
 }
@@ -101,6 +102,9 @@ pub struct GateSet {
     /// Hashes traces into [`TraceId`]s with a per-set secret seed, so callers cannot choose
     /// traces that collide.
     traces: std::hash::RandomState,
+    /// The first instant a decision saw: state keeps nanoseconds since it, so the hot path
+    /// does integer arithmetic instead of `Instant` arithmetic.
+    epoch: OnceLock<Instant>,
 }
 
 impl fmt::Debug for GateSet {
@@ -122,6 +126,8 @@ impl fmt::Debug for GateSet {
 struct Locked<'s> {
     key: MutexGuard<'s, Shard>,
     key_shard: usize,
+    /// The account's shard index (the key's when they share one or without an account).
+    account_shard: usize,
     /// The account's shard when it is another one.
     account: Option<MutexGuard<'s, Shard>>,
 }
@@ -129,7 +135,7 @@ struct Locked<'s> {
 /// What an admitting gate will write once every gate has admitted.
 enum Charge {
     Rate { gate: usize, cell: Cell },
-    Slot { gate: usize, expires: Instant },
+    Slot { gate: usize, expires: u64 },
 }
 
 impl GateSet {
@@ -141,6 +147,12 @@ impl GateSet {
     /// The gates, in evaluation order.
     pub fn gates(&self) -> &[Gate] {
         &self.gates
+    }
+
+    /// `now` in nanoseconds since the epoch (an instant before it counts as the epoch).
+    fn ns(&self, now: Instant) -> u64 {
+        let epoch = *self.epoch.get_or_init(|| now);
+        u64::try_from(now.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX / 4)
     }
 
     fn shard_of(&self, id: &str) -> usize {
@@ -158,6 +170,7 @@ impl GateSet {
             None => Locked {
                 key: self.shards[ks].lock(),
                 key_shard: ks,
+                account_shard: ks,
                 account: None,
             },
             Some(a) if a < ks => {
@@ -165,6 +178,7 @@ impl GateSet {
                 Locked {
                     key: self.shards[ks].lock(),
                     key_shard: ks,
+                    account_shard: a,
                     account,
                 }
             }
@@ -173,6 +187,7 @@ impl GateSet {
                 Locked {
                     key,
                     key_shard: ks,
+                    account_shard: a,
                     account: Some(self.shards[a].lock()),
                 }
             }
@@ -193,7 +208,7 @@ impl GateSet {
     }
 
     /// Whether a rate cell at local index `i` of `scope` limits nothing any more.
-    fn cell_idle(&self, scope: Scope, i: usize, c: &Cell, now: Instant) -> bool {
+    fn cell_idle(&self, scope: Scope, i: usize, c: &Cell, now: u64) -> bool {
         let list = match scope {
             Scope::Key => &self.key_gates,
             Scope::Account => &self.account_gates,
@@ -231,12 +246,14 @@ impl GateSet {
         trace: Option<&str>,
         now: Instant,
     ) -> Result<Admission<'_>, Rejection> {
+        let now = self.ns(now);
         let mut locked = self.lock(key, account);
         let ticket = {
             let t = locked.key.ticket();
             // Unique across shards: an account's slots hold tickets drawn in key shards.
             ((locked.key_shard as u64) << 56) | (t & ((1 << 56) - 1))
         };
+        let (ks, accs) = (locked.key_shard, locked.account_shard);
         let idle_k = |i: usize, c: &Cell| self.cell_idle(Scope::Key, i, c, now);
         let idle_a = |i: usize, c: &Cell| self.cell_idle(Scope::Account, i, c, now);
         let Locked {
@@ -286,7 +303,7 @@ impl GateSet {
                     },
                     GateState::Slots(slots),
                 ) => {
-                    let soonest = shard::expire(slots, now);
+                    let soonest = shard::expire(slots, now).map(Duration::from_nanos);
                     let id = self.trace_id(g.scope, key, trace, ticket);
                     let held = slots.iter().any(|s| s.trace == id);
                     let used = u32::try_from(slots.len()).unwrap_or(u32::MAX);
@@ -299,7 +316,9 @@ impl GateSet {
                         });
                         charges.push(Charge::Slot {
                             gate: i,
-                            expires: now + *lease,
+                            expires: now.saturating_add(
+                                u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX),
+                            ),
                         });
                     } else {
                         let wait = soonest.map_or(*retry_hint, |e| std::cmp::min(e, *retry_hint));
@@ -357,6 +376,10 @@ impl GateSet {
             }
             leases.push(Lease {
                 gate,
+                shard: match scope {
+                    Scope::Key => ks,
+                    Scope::Account => accs,
+                },
                 scope_id: entry.id.clone(),
                 trace: id,
                 ticket,
@@ -385,7 +408,10 @@ impl GateSet {
         let Some(g) = self.gates.get(lease.gate) else {
             return false;
         };
-        let mut shard = self.shards[self.shard_of(&lease.scope_id)].lock();
+        let Some(shard) = self.shards.get(lease.shard) else {
+            return false;
+        };
+        let mut shard = shard.lock();
         let map = match g.scope {
             Scope::Key => &mut shard.keys,
             Scope::Account => &mut shard.accounts,
@@ -414,6 +440,7 @@ impl GateSet {
     /// anything**: a quota endpoint must answer while the caller is exhausted and must not
     /// change the quota it reports.
     pub fn quota(&self, key: &str, account: Option<&str>, now: Instant) -> Vec<crate::GateStatus> {
+        let now = self.ns(now);
         let locked = self.lock(key, account);
         let accounts = match &locked.account {
             Some(a) => &a.accounts,

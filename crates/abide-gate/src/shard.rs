@@ -3,7 +3,6 @@
 //! on a caller already seen allocates nothing.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
 
 use hashbrown::hash_map::EntryRef;
 use hashbrown::HashMap;
@@ -31,7 +30,8 @@ pub(crate) struct Slot {
     pub(crate) trace: TraceId,
     /// One ticket per acquisition still held; the slot is free when none is left.
     pub(crate) tickets: SmallVec<[u64; 2]>,
-    pub(crate) expires: Instant,
+    /// Nanoseconds since the set's epoch.
+    pub(crate) expires: u64,
 }
 
 /// One gate's state for one caller.
@@ -51,7 +51,7 @@ pub(crate) struct Entry {
 
 impl Entry {
     /// True when no gate limits this caller any more, so it may be forgotten.
-    fn idle(&self, is_idle: &dyn Fn(usize, &Cell) -> bool, now: Instant) -> bool {
+    fn idle(&self, is_idle: &dyn Fn(usize, &Cell) -> bool, now: u64) -> bool {
         self.gates.iter().enumerate().all(|(i, g)| match g {
             GateState::Rate(c) => is_idle(i, c),
             GateState::Slots(s) => s.iter().all(|s| s.expires <= now),
@@ -98,7 +98,7 @@ pub(crate) fn entry<'m>(
     id: &str,
     fresh: impl FnOnce() -> Box<[GateState]>,
     is_idle: &dyn Fn(usize, &Cell) -> bool,
-    now: Instant,
+    now: u64,
 ) -> &'m mut Entry {
     if map.len() >= SWEEP_AT && !map.contains_key(id) {
         map.retain(|_, e| !e.idle(is_idle, now));
@@ -112,8 +112,9 @@ pub(crate) fn entry<'m>(
     }
 }
 
-/// Drop the expired slots of a concurrency gate; the soonest expiry left, if any.
-pub(crate) fn expire(slots: &mut Vec<Slot>, now: Instant) -> Option<Duration> {
+/// Drop the expired slots of a concurrency gate; the time to the soonest expiry left, if
+/// any, in nanoseconds.
+pub(crate) fn expire(slots: &mut Vec<Slot>, now: u64) -> Option<u64> {
     slots.retain(|s| s.expires > now);
     slots.iter().map(|s| s.expires - now).min()
 }
