@@ -225,7 +225,44 @@ where
     })
 }
 
+/// CPU time per decision on each thread, one thread alone and two at once (1000 keys each).
+/// On a machine shared with other builds, wall-clock throughput of two threads says as much
+/// about the scheduler as about the gate; what contention costs shows as CPU per decision
+/// rising when a second thread decides on the same set.
+fn cpu_per_decision() {
+    let t0 = base();
+    for n in [1usize, 2] {
+        let g = three_gates();
+        let ks: Vec<_> = (0..n).map(|t| keys(&format!("t{t}-"), 1000)).collect();
+        let iters = 2_000_000u64;
+        let start = Barrier::new(n);
+        let per: Vec<f64> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..n)
+                .map(|t| {
+                    let (g, ks, start) = (&g, &ks, &start);
+                    s.spawn(move || {
+                        start.wait();
+                        let cpu = cpu_time::ThreadTime::now();
+                        for i in 0..iters {
+                            let (k, a) = &ks[t][i as usize % 1000];
+                            black_box(decide(g, k, a, t0 + Duration::from_micros(i)));
+                        }
+                        cpu.elapsed().as_nanos() as f64 / iters as f64
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap_or(f64::NAN)).collect()
+        });
+        let per: Vec<String> = per.iter().map(|ns| format!("{ns:.0} ns")).collect();
+        println!(
+            "cpu per three-gate decision, {n} thread(s) at once: {}",
+            per.join(", ")
+        );
+    }
+}
+
 fn threads(c: &mut Criterion) {
+    cpu_per_decision();
     let mut grp = c.benchmark_group("threads");
     let t0 = base();
     for n in [1usize, 2] {
