@@ -251,7 +251,9 @@ fn cpu_per_decision() {
                     })
                 })
                 .collect();
-            hs.into_iter().map(|h| h.join().unwrap_or(f64::NAN)).collect()
+            hs.into_iter()
+                .map(|h| h.join().unwrap_or(f64::NAN))
+                .collect()
         });
         let per: Vec<String> = per.iter().map(|ns| format!("{ns:.0} ns")).collect();
         println!(
