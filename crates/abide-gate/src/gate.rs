@@ -1,6 +1,8 @@
 //! Gate definitions: what a gate limits and what it is keyed on.
 
+use std::fmt;
 use std::num::NonZeroU32;
+use std::str::FromStr;
 use std::time::Duration;
 
 use crate::Error;
@@ -22,18 +24,85 @@ pub const MAX_WINDOW: Duration = Duration::from_secs(365 * 86_400);
 /// Longest concurrency lease a [`Gate`] accepts (one day): a slot held longer is a leak.
 pub const MAX_LEASE: Duration = Duration::from_secs(86_400);
 
-/// A sustained rate with a burst, enforced by GCRA (the generic cell rate algorithm, a
-/// token bucket without a refill timer).
+/// How a rate gate counts.
 ///
-/// `limit` requests per `window` on average; up to `burst` back to back from idle.
+/// All three answer with the same `429`, `Retry-After` (whole seconds, rounded up, at least 1)
+/// and `RateLimit` / `RateLimit-Policy` fields; they differ in how much a caller may send in
+/// a burst and when the quota comes back. Deserialises from its [`Algorithm::as_str`] name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub enum Algorithm {
+    /// GCRA (the generic cell rate algorithm, a token bucket without a refill timer):
+    /// `limit` per `window` on average, `burst` back to back from idle, one request's worth
+    /// back every `window / limit`.
+    #[default]
+    Gcra,
+    /// Fixed window: `limit` per window, the count reset when the window ends (the counter
+    /// most web frameworks ship). A whole quota fits at the end of one window and another at
+    /// the start of the next.
+    FixedWindow,
+    /// Sliding window counter: the current window's count plus the previous window's,
+    /// weighted by how much of it the sliding window still covers, stays within `limit`.
+    SlidingWindow,
+}
+
+impl Algorithm {
+    /// Every algorithm, in the order of [`Algorithm::as_str`] names.
+    pub const ALL: [Algorithm; 3] = [Self::Gcra, Self::FixedWindow, Self::SlidingWindow];
+
+    /// The stable name: `gcra`, `fixed-window` or `sliding-window`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Gcra => "gcra",
+            Self::FixedWindow => "fixed-window",
+            Self::SlidingWindow => "sliding-window",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Algorithm {
+    type Err = Error;
+
+    /// Parses [`Algorithm::as_str`] names.
+    ///
+    /// # Errors
+    /// [`Error::UnknownAlgorithm`] naming the input.
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Self::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| Error::UnknownAlgorithm(s.to_owned()))
+    }
+}
+
+impl TryFrom<String> for Algorithm {
+    type Error = Error;
+
+    fn try_from(s: String) -> Result<Self, Error> {
+        s.parse()
+    }
+}
+
+/// A sustained rate with a burst, enforced by an [`Algorithm`] (GCRA unless chosen).
+///
+/// `limit` requests per `window`; under GCRA up to `burst` back to back from idle (window
+/// algorithms allow the whole `limit` in a burst and ignore `burst`).
 ///
 /// # Default
-/// `burst` equals `limit` unless set with [`RateQuota::with_burst`].
+/// `burst` equals `limit` unless set with [`RateQuota::with_burst`]; the algorithm is
+/// [`Algorithm::Gcra`] unless set with [`RateQuota::with_algorithm`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateQuota {
     limit: NonZeroU32,
     window: Duration,
     burst: NonZeroU32,
+    algorithm: Algorithm,
 }
 
 impl RateQuota {
@@ -52,6 +121,7 @@ impl RateQuota {
             limit,
             window,
             burst: limit,
+            algorithm: Algorithm::Gcra,
         })
     }
 
@@ -61,6 +131,7 @@ impl RateQuota {
             limit: n,
             window: Duration::from_secs(1),
             burst: n,
+            algorithm: Algorithm::Gcra,
         }
     }
 
@@ -68,6 +139,17 @@ impl RateQuota {
     pub fn with_burst(mut self, burst: NonZeroU32) -> Self {
         self.burst = burst;
         self
+    }
+
+    /// Count with `algorithm` instead of GCRA.
+    pub fn with_algorithm(mut self, algorithm: Algorithm) -> Self {
+        self.algorithm = algorithm;
+        self
+    }
+
+    /// The counting algorithm.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
     }
 
     /// Requests per window.
@@ -85,14 +167,20 @@ impl RateQuota {
         self.burst.get()
     }
 
-    /// Time between two requests at the sustained rate (GCRA's emission interval).
-    pub(crate) fn interval(&self) -> Duration {
-        self.window / self.limit.get()
+    /// The window in nanoseconds (at most 365 days, so it fits a `u64` with room to add).
+    pub(crate) fn window_ns(&self) -> u64 {
+        u64::try_from(self.window.as_nanos()).unwrap_or(u64::MAX / 4)
     }
 
-    /// How far ahead of the schedule a caller may run (GCRA's tolerance).
-    pub(crate) fn tolerance(&self) -> Duration {
-        self.interval() * (self.burst.get() - 1)
+    /// Time between two requests at the sustained rate (GCRA's emission interval), in
+    /// nanoseconds.
+    pub(crate) fn interval_ns(&self) -> u64 {
+        self.window_ns() / u64::from(self.limit.get())
+    }
+
+    /// How far ahead of the schedule a caller may run (GCRA's tolerance), in nanoseconds.
+    pub(crate) fn tolerance_ns(&self) -> u64 {
+        self.interval_ns() * u64::from(self.burst.get() - 1)
     }
 }
 
@@ -180,6 +268,16 @@ impl Gate {
     /// Scope.
     pub fn scope(&self) -> Scope {
         self.scope
+    }
+}
+
+impl Gate {
+    /// Quota units (`q`) and, for a rate gate, the window (`w`).
+    pub(crate) fn limit_and_window(&self) -> (u32, Option<Duration>) {
+        match &self.kind {
+            Kind::Rate(q) => (q.limit(), Some(q.window())),
+            Kind::Concurrency { limit, .. } => (limit.get(), None),
+        }
     }
 }
 

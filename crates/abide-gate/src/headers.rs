@@ -79,15 +79,56 @@ impl GateStatus {
 /// `RateLimit-Policy` and `RateLimit` values for several gates (structured-field lists).
 /// Returns `None` when `statuses` is empty.
 pub fn rate_limit_values(statuses: &[GateStatus]) -> Option<(HeaderValue, HeaderValue)> {
-    if statuses.is_empty() {
+    rate_limit_fields(statuses.iter().map(|s| Member {
+        name: &s.name,
+        limit: s.limit,
+        window_secs: s.window_secs,
+        remaining: s.remaining,
+        reset: s.reset,
+    }))
+}
+
+/// One gate's part of the `RateLimit` fields.
+pub(crate) struct Member<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) limit: u32,
+    pub(crate) window_secs: Option<u64>,
+    pub(crate) remaining: u32,
+    pub(crate) reset: Duration,
+}
+
+/// Both field values written straight into two strings (no per-member strings).
+pub(crate) fn rate_limit_fields<'a>(
+    members: impl Iterator<Item = Member<'a>>,
+) -> Option<(HeaderValue, HeaderValue)> {
+    use std::fmt::Write;
+    let (mut policy, mut limit) = (String::with_capacity(96), String::with_capacity(96));
+    for m in members {
+        if !policy.is_empty() {
+            policy.push_str(", ");
+            limit.push_str(", ");
+        }
+        // Writing into a String cannot fail.
+        let _ = match m.window_secs {
+            Some(w) => write!(policy, "\"{}\";q={};w={w}", m.name, m.limit),
+            None => write!(policy, "\"{}\";q={}", m.name, m.limit),
+        };
+        let _ = write!(
+            limit,
+            "\"{}\";r={};t={}",
+            m.name,
+            m.remaining,
+            ceil_secs(m.reset)
+        );
+    }
+    if policy.is_empty() {
         return None;
     }
-    let policy: Vec<String> = statuses.iter().map(GateStatus::policy_member).collect();
-    let limit: Vec<String> = statuses.iter().map(GateStatus::limit_member).collect();
     // Names are validated to be lowercase tokens at build time, so both are visible ASCII.
-    let policy = HeaderValue::from_str(&policy.join(", ")).ok()?;
-    let limit = HeaderValue::from_str(&limit.join(", ")).ok()?;
-    Some((policy, limit))
+    Some((
+        HeaderValue::try_from(policy).ok()?,
+        HeaderValue::try_from(limit).ok()?,
+    ))
 }
 
 /// Field name `RateLimit-Policy`.

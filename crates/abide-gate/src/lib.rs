@@ -24,8 +24,9 @@
 //! ```
 //!
 //! ## Map
-//! - [`Gate`], [`RateQuota`], [`Scope`]: what a gate limits (GCRA rate window or
-//!   concurrency slots) and what it is keyed on (API key or account).
+//! - [`Gate`], [`RateQuota`], [`Algorithm`], [`Scope`]: what a gate limits (a rate counted
+//!   by GCRA, fixed window or sliding window; or concurrency slots) and what it is keyed on
+//!   (API key or account).
 //! - [`GateSet`]: gates decided together; [`Admission`] (with [`Lease`]s) or [`Rejection`]
 //!   (with `Retry-After`, `RateLimit-Policy`, `RateLimit` and a reason-only JSON body);
 //!   [`GateSet::quota`] inspects without charging.
@@ -35,23 +36,35 @@
 //! - [`retry_after_secs`], [`GateStatus`]: header formatting (RFC 9110 §10.2.3,
 //!   draft-ietf-httpapi-ratelimit-headers).
 //! - [`safe_trace`]: what logs may say about a caller (never the raw key).
+//! - `RedisGates` (feature `redis`): the same gates kept in Redis, one Lua script per
+//!   decision, so several instances enforce one limit.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod admission;
 mod gate;
 mod headers;
+mod identity;
 mod layer;
 mod metrics;
+mod rate;
+#[cfg(feature = "redis")]
+mod redis;
 mod service;
 mod set;
+mod shard;
 mod trace;
 
-pub use gate::{Gate, RateQuota, Scope, MAX_LEASE, MAX_WINDOW};
+pub use admission::{Admission, Lease, LeaseGuard, Rejection};
+pub use gate::{Algorithm, Gate, RateQuota, Scope, MAX_LEASE, MAX_WINDOW};
 pub use headers::{rate_limit_values, retry_after_secs, GateStatus, RATELIMIT, RATELIMIT_POLICY};
-pub use layer::{bearer_token, BearerKeys, GateLayer, Identify, Identity};
+pub use identity::{bearer_token, BearerKeys, Identify, Identity};
+pub use layer::GateLayer;
 pub use metrics::{GateCounts, GateMetrics};
+#[cfg(feature = "redis")]
+pub use redis::{RedisGates, SharedAdmission, SharedLease, SharedLeaseGuard, StoreError};
 pub use service::{quota_response, rejection_response, GateService, ResponseFuture};
-pub use set::{Admission, GateSet, GateSetBuilder, Lease, LeaseGuard, Rejection};
+pub use set::{GateSet, GateSetBuilder};
 pub use trace::{request_trace, safe_trace};
 
 /// Errors of abide-gate (configuration only: a refusal is a [`Rejection`], not an error).
@@ -64,6 +77,9 @@ pub enum Error {
     /// A gate name or category that is not a lowercase token (`[a-z0-9_-]{1,64}`).
     #[error("invalid gate name or category {0:?}: use [a-z0-9_-], 1 to 64 characters")]
     InvalidName(String),
+    /// A rate algorithm name that is not `gcra`, `fixed-window` or `sliding-window`.
+    #[error("unknown rate algorithm {0:?}: expected gcra, fixed-window or sliding-window")]
+    UnknownAlgorithm(String),
     /// Two gates with the same name.
     #[error("duplicate gate name {0:?}")]
     DuplicateGate(String),

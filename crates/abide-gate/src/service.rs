@@ -1,5 +1,6 @@
 //! [`GateService`]: the service produced by [`crate::GateLayer`].
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -10,9 +11,33 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body::{Frame, SizeHint};
 
-use crate::layer::Shared;
+use abide_core::Clock;
+
+use crate::identity::{Identify, Identity};
+use crate::metrics::GateMetrics;
 use crate::trace::{request_trace, safe_trace};
 use crate::{GateSet, LeaseGuard, Rejection};
+
+#[derive(Clone)]
+/// What every clone of a layer and its services shares.
+pub(crate) struct Shared {
+    pub(crate) gates: Arc<GateSet>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) identify: Arc<dyn Identify>,
+    pub(crate) quota_path: Option<String>,
+    pub(crate) exempt: Vec<String>,
+    pub(crate) metrics: Arc<GateMetrics>,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("gates", &self.gates)
+            .field("quota_path", &self.quota_path)
+            .field("exempt", &self.exempt)
+            .finish_non_exhaustive()
+    }
+}
 
 /// A boxed, sendable response future.
 pub type ResponseFuture<E> = Pin<Box<dyn Future<Output = Result<Response<Body>, E>> + Send>>;
@@ -144,7 +169,7 @@ pub fn rejection_response(rejection: &Rejection) -> Response<Body> {
 /// without an identity. For servers that gate by hand instead of through [`crate::GateLayer`].
 pub fn quota_response(
     gates: &GateSet,
-    identity: Option<&crate::Identity>,
+    identity: Option<&Identity>,
     now: std::time::Instant,
 ) -> Response<Body> {
     let json = HeaderValue::from_static("application/json");

@@ -1,22 +1,23 @@
-//! [`GateSet`]: several gates decided together, with one lock, so a request is either
-//! admitted by every gate or charged to none.
+//! [`GateSet`]: several gates decided together, so a request is either admitted by every
+//! gate or charged to none.
+//!
+//! Callers are spread over [`SHARDS`] independently locked shards by a hash of their key
+//! (and of their account): a decision locks at most two shards, always in index order, and
+//! holds them only while it computes. Requests from different callers rarely wait for each
+//! other; a caller already seen costs no allocation.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::hash::BuildHasher;
+use std::sync::{MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use smallvec::{smallvec, SmallVec};
 
+use crate::admission::{status, Tally};
 use crate::gate::{valid_token, Gate, Kind, MAX_LEASE};
-use crate::headers::{
-    rate_limit_values, retry_after_secs, GateStatus, RATELIMIT, RATELIMIT_POLICY,
-};
-use crate::{safe_trace, Error, Scope};
-
-/// Rate entries kept before stale ones (already back to a full bucket) are swept.
-const SWEEP_AT: usize = 4096;
+use crate::rate::{self, Cell};
+use crate::shard::{self, GateState, Padded, Shard, Slot, TraceId, SHARDS};
+use crate::{Admission, Error, Lease, Rejection, Scope};
 
 /// Builds a [`GateSet`].
 #[derive(Debug, Default)]
@@ -54,10 +55,33 @@ impl GateSetBuilder {
                 return Err(Error::DuplicateGate(g.name.clone()));
             }
         }
+        let of = |scope| -> Vec<usize> {
+            (0..self.gates.len())
+                .filter(|i| self.gates[*i].scope == scope)
+                .collect()
+        };
+        let (key_gates, account_gates) = (of(Scope::Key), of(Scope::Account));
+        let local = self
+            .gates
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let list = match g.scope {
+                    Scope::Key => &key_gates,
+                    Scope::Account => &account_gates,
+                };
+                list.iter().position(|j| *j == i).unwrap_or_default()
+            })
+            .collect();
         Ok(GateSet {
             gates: self.gates,
-            state: Mutex::new(State::default()),
-            next_ticket: AtomicU64::new(1),
+            local,
+            key_gates,
+            account_gates,
+            shards: (0..SHARDS).map(|_| Padded::default()).collect(),
+            route: hashbrown::DefaultHashBuilder::default(),
+            traces: std::hash::RandomState::new(),
+            epoch: OnceLock::new(),
         })
     }
 }
@@ -68,179 +92,50 @@ impl GateSetBuilder {
 /// `Debug` shows the gates and how many callers are tracked, never the callers' keys.
 pub struct GateSet {
     gates: Vec<Gate>,
-    state: Mutex<State>,
-    next_ticket: AtomicU64,
+    /// Each gate's position among the gates of its scope (its slot in an [`shard::Entry`]).
+    local: Vec<usize>,
+    key_gates: Vec<usize>,
+    account_gates: Vec<usize>,
+    shards: Box<[Padded]>,
+    /// Picks a caller's shard (seeded per set).
+    route: hashbrown::DefaultHashBuilder,
+    /// Hashes traces into [`TraceId`]s with a per-set secret seed, so callers cannot choose
+    /// traces that collide.
+    traces: std::hash::RandomState,
+    /// The first instant a decision saw: state keeps nanoseconds since it, so the hot path
+    /// does integer arithmetic instead of `Instant` arithmetic.
+    epoch: OnceLock<Instant>,
 }
 
 impl fmt::Debug for GateSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The state is keyed by raw API keys: show sizes only.
-        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let (keys, accounts) = self.shards.iter().fold((0, 0), |(k, a), s| {
+            let s = s.lock();
+            (k + s.keys.len(), a + s.accounts.len())
+        });
         f.debug_struct("GateSet")
             .field("gates", &self.gates)
-            .field("rate_entries", &st.tat.len())
-            .field("slot_entries", &st.slots.len())
+            .field("key_entries", &keys)
+            .field("account_entries", &accounts)
             .finish_non_exhaustive()
     }
 }
 
-#[derive(Default)]
-struct State {
-    /// GCRA theoretical arrival time per (gate, scope id).
-    tat: HashMap<(usize, String), Instant>,
-    /// Concurrency reservations per (gate, scope id), keyed by trace.
-    slots: HashMap<(usize, String), HashMap<String, Slot>>,
+/// The shards a decision needs, locked in index order.
+struct Locked<'s> {
+    key: MutexGuard<'s, Shard>,
+    key_shard: usize,
+    /// The account's shard index (the key's when they share one or without an account).
+    account_shard: usize,
+    /// The account's shard when it is another one.
+    account: Option<MutexGuard<'s, Shard>>,
 }
 
-impl State {
-    /// GCRA's theoretical arrival time for `key` at `now`: an idle (or never seen) caller
-    /// is at `now`, never in the past.
-    fn tat_at(&self, key: &(usize, String), now: Instant) -> Instant {
-        self.tat
-            .get(key)
-            .copied()
-            .filter(|t| *t > now)
-            .unwrap_or(now)
-    }
-}
-
-#[derive(Debug)]
-struct Slot {
-    /// One ticket per acquisition still held; the slot is free when none is left.
-    tickets: Vec<u64>,
-    expires: Instant,
-}
-
-/// A held concurrency reservation. Releasing it is idempotent: only the acquisition that
-/// received this exact ticket can give it back, so a stale or repeated release cannot free a
-/// slot that now belongs to someone else.
-///
-/// `Debug` shows the scope and trace as [`crate::safe_trace`] hashes, never the raw key.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Lease {
-    gate: usize,
-    scope_id: String,
-    trace: String,
-    ticket: u64,
-}
-
-impl fmt::Debug for Lease {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lease")
-            .field("gate", &self.gate)
-            .field("scope", &safe_trace(&self.scope_id))
-            .field("trace", &safe_trace(&self.trace))
-            .field("ticket", &self.ticket)
-            .finish()
-    }
-}
-
-/// A request let through by every gate.
-#[derive(Debug)]
-#[must_use = "an admission may hold concurrency leases that must be released"]
-pub struct Admission {
-    leases: Vec<Lease>,
-    statuses: Vec<GateStatus>,
-}
-
-impl Admission {
-    /// Concurrency leases taken (empty without concurrency gates).
-    pub fn leases(&self) -> &[Lease] {
-        &self.leases
-    }
-
-    /// The state of every gate that applied, after this request.
-    pub fn statuses(&self) -> &[GateStatus] {
-        &self.statuses
-    }
-
-    /// `RateLimit-Policy` and `RateLimit` for a successful response.
-    pub fn headers(&self) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        insert_rate_limit(&mut h, &self.statuses);
-        h
-    }
-
-    /// Hand the leases to a guard that releases them when dropped.
-    pub fn into_guard(self, gates: Arc<GateSet>) -> LeaseGuard {
-        LeaseGuard {
-            gates,
-            leases: self.leases,
-        }
-    }
-}
-
-/// A refusal by one or more gates.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rejection {
-    /// Rejecting gates with their own reset (`GateStatus::reset` is the wait until that gate
-    /// would admit); never empty.
-    rejected: Vec<GateStatus>,
-}
-
-impl Rejection {
-    /// Every gate that refused, each with its own reset.
-    pub fn rejected(&self) -> &[GateStatus] {
-        &self.rejected
-    }
-
-    /// Time until **all** rejecting gates would admit.
-    pub fn wait(&self) -> Duration {
-        self.rejected
-            .iter()
-            .map(|s| s.reset)
-            .fold(Duration::ZERO, std::cmp::max)
-    }
-
-    /// `Retry-After` in whole seconds: [`Rejection::wait`] rounded up, at least 1
-    /// (RFC 9110 §10.2.3).
-    pub fn retry_after_secs(&self) -> u64 {
-        retry_after_secs(self.wait())
-    }
-
-    /// The reason category told to the client: the gate that holds the caller longest.
-    pub fn category(&self) -> &str {
-        self.rejected
-            .iter()
-            .max_by_key(|s| s.reset)
-            .map_or("rate", |s| s.category.as_str())
-    }
-
-    /// `Retry-After`, `RateLimit-Policy` and `RateLimit` (rejecting gates only).
-    pub fn headers(&self) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(
-            http::header::RETRY_AFTER,
-            HeaderValue::from(self.retry_after_secs()),
-        );
-        insert_rate_limit(&mut h, &self.rejected);
-        h
-    }
-
-    /// The JSON error body: the reason category and nothing else (no ids, capacity or
-    /// topology), e.g. `{"error":"rate_limited","reason":"key_rate"}`.
-    pub fn body(&self) -> String {
-        serde_json::json!({"error": "rate_limited", "reason": self.category()}).to_string()
-    }
-}
-
-fn insert_rate_limit(h: &mut HeaderMap, statuses: &[GateStatus]) {
-    if let Some((policy, limit)) = rate_limit_values(statuses) {
-        h.insert(HeaderName::from_static(RATELIMIT_POLICY), policy);
-        h.insert(HeaderName::from_static(RATELIMIT), limit);
-    }
-}
-
-enum Pending {
-    Rate {
-        key: (usize, String),
-        tat: Instant,
-    },
-    Slot {
-        key: (usize, String),
-        trace: String,
-        expires: Instant,
-    },
+/// What an admitting gate will write once every gate has admitted.
+enum Charge {
+    Rate { gate: usize, cell: Cell },
+    Slot { gate: usize, expires: u64 },
 }
 
 impl GateSet {
@@ -254,8 +149,78 @@ impl GateSet {
         &self.gates
     }
 
+    /// `now` in nanoseconds since the epoch (an instant before it counts as the epoch).
+    fn ns(&self, now: Instant) -> u64 {
+        let epoch = *self.epoch.get_or_init(|| now);
+        u64::try_from(now.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX / 4)
+    }
+
+    fn shard_of(&self, id: &str) -> usize {
+        // The top bits: the map inside the shard uses its own seed on the same id.
+        (self.route.hash_one(id) >> 56) as usize % SHARDS
+    }
+
+    fn lock(&self, key: &str, account: Option<&str>) -> Locked<'_> {
+        let ks = self.shard_of(key);
+        let acc = account
+            .filter(|_| !self.account_gates.is_empty())
+            .map(|a| self.shard_of(a))
+            .filter(|a| *a != ks);
+        match acc {
+            None => Locked {
+                key: self.shards[ks].lock(),
+                key_shard: ks,
+                account_shard: ks,
+                account: None,
+            },
+            Some(a) if a < ks => {
+                let account = Some(self.shards[a].lock());
+                Locked {
+                    key: self.shards[ks].lock(),
+                    key_shard: ks,
+                    account_shard: a,
+                    account,
+                }
+            }
+            Some(a) => {
+                let key = self.shards[ks].lock();
+                Locked {
+                    key,
+                    key_shard: ks,
+                    account_shard: a,
+                    account: Some(self.shards[a].lock()),
+                }
+            }
+        }
+    }
+
+    fn fresh(&self, scope: Scope) -> Box<[GateState]> {
+        let list = match scope {
+            Scope::Key => &self.key_gates,
+            Scope::Account => &self.account_gates,
+        };
+        list.iter()
+            .map(|i| match &self.gates[*i].kind {
+                Kind::Rate(_) => GateState::Rate(Cell::default()),
+                Kind::Concurrency { .. } => GateState::Slots(Vec::new()),
+            })
+            .collect()
+    }
+
+    /// Whether a rate cell at local index `i` of `scope` limits nothing any more.
+    fn cell_idle(&self, scope: Scope, i: usize, c: &Cell, now: u64) -> bool {
+        let list = match scope {
+            Scope::Key => &self.key_gates,
+            Scope::Account => &self.account_gates,
+        };
+        match list.get(i).map(|g| &self.gates[*g].kind) {
+            Some(Kind::Rate(q)) => c.idle(q, now),
+            _ => true,
+        }
+    }
+
     /// Decide one request at `now` (a monotonic reading of the injected clock) without a
-    /// trace: concurrency reservations get a fresh trace each time.
+    /// trace: each admitted request takes its own concurrency slots.
     ///
     /// # Errors
     /// [`Rejection`] when any gate refuses; nothing is charged then.
@@ -264,7 +229,7 @@ impl GateSet {
         key: &str,
         account: Option<&str>,
         now: Instant,
-    ) -> Result<Admission, Rejection> {
+    ) -> Result<Admission<'_>, Rejection> {
         self.check_traced(key, account, None, now)
     }
 
@@ -280,138 +245,193 @@ impl GateSet {
         account: Option<&str>,
         trace: Option<&str>,
         now: Instant,
-    ) -> Result<Admission, Rejection> {
-        let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
-        let trace = trace.map_or_else(|| format!("#anon-{ticket}"), str::to_owned);
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if st.tat.len() > SWEEP_AT {
-            st.tat.retain(|_, tat| *tat > now);
-        }
-        let mut pending = Vec::new();
-        let mut statuses = Vec::new();
-        let mut rejected = Vec::new();
+    ) -> Result<Admission<'_>, Rejection> {
+        let now = self.ns(now);
+        let mut locked = self.lock(key, account);
+        let ticket = {
+            let t = locked.key.ticket();
+            // Unique across shards: an account's slots hold tickets drawn in key shards.
+            ((locked.key_shard as u64) << 56) | (t & ((1 << 56) - 1))
+        };
+        let (ks, accs) = (locked.key_shard, locked.account_shard);
+        let idle_k = |i: usize, c: &Cell| self.cell_idle(Scope::Key, i, c, now);
+        let idle_a = |i: usize, c: &Cell| self.cell_idle(Scope::Account, i, c, now);
+        let Locked {
+            key: kg,
+            account: ag,
+            ..
+        } = &mut locked;
+        let (keys, accounts) = match ag {
+            Some(ag) => (&mut kg.keys, &mut ag.accounts),
+            None => {
+                let s: &mut Shard = kg;
+                (&mut s.keys, &mut s.accounts)
+            }
+        };
+        let mut ke = (!self.key_gates.is_empty())
+            .then(|| shard::entry(keys, key, || self.fresh(Scope::Key), &idle_k, now));
+        let mut ae = account
+            .filter(|_| !self.account_gates.is_empty())
+            .map(|a| shard::entry(accounts, a, || self.fresh(Scope::Account), &idle_a, now));
+
+        let mut charges: SmallVec<[Charge; 4]> = SmallVec::new();
+        let mut tallies: SmallVec<[Tally; 4]> = SmallVec::new();
+        let mut refused: SmallVec<[(usize, Duration); 2]> = SmallVec::new();
         for (i, g) in self.gates.iter().enumerate() {
-            let Some(id) = scope_id(g.scope, key, account) else {
-                continue;
+            let entry = match g.scope {
+                Scope::Key => ke.as_deref_mut(),
+                Scope::Account => ae.as_deref_mut(),
             };
-            let skey = (i, id.to_owned());
-            match &g.kind {
-                Kind::Rate(q) => {
-                    let (t, tau) = (q.interval(), q.tolerance());
-                    let tat = st.tat_at(&skey, now);
-                    let allow_at = tat.checked_sub(tau).unwrap_or(now);
-                    if now < allow_at {
-                        rejected.push(status(g, q.limit(), 0, Some(q.window()), allow_at - now));
-                    } else {
-                        let new_tat = tat + t;
-                        let remaining = units(now + tau + t, new_tat, t);
-                        statuses.push(status(
-                            g,
-                            q.limit(),
-                            remaining,
-                            Some(q.window()),
-                            new_tat - now,
-                        ));
-                        pending.push(Pending::Rate {
-                            key: skey,
-                            tat: new_tat,
+            let Some(entry) = entry else { continue };
+            match (&g.kind, &mut entry.gates[self.local[i]]) {
+                (Kind::Rate(q), GateState::Rate(cell)) => match rate::admit(q, *cell, now) {
+                    Err(v) => refused.push((i, v.reset)),
+                    Ok((cell, v)) => {
+                        tallies.push(Tally {
+                            gate: i,
+                            remaining: v.remaining,
+                            reset: v.reset,
                         });
+                        charges.push(Charge::Rate { gate: i, cell });
                     }
-                }
-                Kind::Concurrency {
-                    limit,
-                    lease,
-                    retry_hint,
-                } => {
-                    // Traces are chosen by callers: within an account, key k1's "1" and
-                    // key k2's "1" are different requests.
-                    let trace = match g.scope {
-                        Scope::Key => trace.clone(),
-                        Scope::Account => format!("{key}\u{0}{trace}"),
-                    };
-                    let slots = st.slots.entry(skey.clone()).or_default();
-                    slots.retain(|_, s| s.expires > now);
-                    let held = slots.contains_key(&trace);
-                    let used = slots.len() as u32;
+                },
+                (
+                    Kind::Concurrency {
+                        limit,
+                        lease,
+                        retry_hint,
+                    },
+                    GateState::Slots(slots),
+                ) => {
+                    let soonest = shard::expire(slots, now).map(Duration::from_nanos);
+                    let id = self.trace_id(g.scope, key, trace, ticket);
+                    let held = slots.iter().any(|s| s.trace == id);
+                    let used = u32::try_from(slots.len()).unwrap_or(u32::MAX);
                     if held || used < limit.get() {
                         let after = if held { used } else { used + 1 };
-                        statuses.push(status(
-                            g,
-                            limit.get(),
-                            limit.get() - after,
-                            None,
-                            Duration::ZERO,
-                        ));
-                        pending.push(Pending::Slot {
-                            key: skey,
-                            trace,
-                            expires: now + *lease,
+                        tallies.push(Tally {
+                            gate: i,
+                            remaining: limit.get() - after,
+                            reset: Duration::ZERO,
+                        });
+                        charges.push(Charge::Slot {
+                            gate: i,
+                            expires: now.saturating_add(
+                                u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX),
+                            ),
                         });
                     } else {
-                        let soonest = slots.values().map(|s| s.expires - now).min();
                         let wait = soonest.map_or(*retry_hint, |e| std::cmp::min(e, *retry_hint));
-                        rejected.push(status(g, limit.get(), 0, None, wait));
+                        refused.push((i, wait));
                     }
                 }
+                // Entries are built from the gates' kinds.
+                _ => {}
             }
         }
-        if !rejected.is_empty() {
+        if !refused.is_empty() {
+            drop(locked);
+            let rejected = refused
+                .iter()
+                .map(|(i, wait)| status(&self.gates[*i], 0, *wait))
+                .collect();
             return Err(Rejection { rejected });
         }
-        let mut leases = Vec::new();
-        for p in pending {
-            match p {
-                Pending::Rate { key, tat } => {
-                    st.tat.insert(key, tat);
+        let mut leases = SmallVec::new();
+        for c in charges {
+            let (gate, expires) = match c {
+                Charge::Rate { gate, cell } => {
+                    let entry = match self.gates[gate].scope {
+                        Scope::Key => ke.as_deref_mut(),
+                        Scope::Account => ae.as_deref_mut(),
+                    };
+                    if let Some(GateState::Rate(c)) = entry.map(|e| &mut e.gates[self.local[gate]])
+                    {
+                        *c = cell;
+                    }
+                    continue;
                 }
-                Pending::Slot {
-                    key,
-                    trace,
+                Charge::Slot { gate, expires } => (gate, expires),
+            };
+            let scope = self.gates[gate].scope;
+            let id = self.trace_id(scope, key, trace, ticket);
+            let entry = match scope {
+                Scope::Key => ke.as_deref_mut(),
+                Scope::Account => ae.as_deref_mut(),
+            };
+            let Some(entry) = entry else { continue };
+            let GateState::Slots(slots) = &mut entry.gates[self.local[gate]] else {
+                continue;
+            };
+            match slots.iter_mut().find(|s| s.trace == id) {
+                Some(s) => {
+                    s.tickets.push(ticket);
+                    s.expires = std::cmp::max(s.expires, expires);
+                }
+                None => slots.push(Slot {
+                    trace: id,
+                    tickets: smallvec![ticket],
                     expires,
-                } => {
-                    let slot = st
-                        .slots
-                        .entry(key.clone())
-                        .or_default()
-                        .entry(trace.clone())
-                        .or_insert_with(|| Slot {
-                            tickets: Vec::new(),
-                            expires,
-                        });
-                    slot.tickets.push(ticket);
-                    slot.expires = std::cmp::max(slot.expires, expires);
-                    leases.push(Lease {
-                        gate: key.0,
-                        scope_id: key.1,
-                        trace,
-                        ticket,
-                    });
-                }
+                }),
             }
+            leases.push(Lease {
+                gate,
+                shard: match scope {
+                    Scope::Key => ks,
+                    Scope::Account => accs,
+                },
+                scope_id: entry.id.clone(),
+                trace: id,
+                ticket,
+            });
         }
-        Ok(Admission { leases, statuses })
+        Ok(Admission {
+            set: self,
+            leases,
+            tallies,
+        })
+    }
+
+    /// Which requests share a slot at a gate of `scope`: traces are chosen by callers, so
+    /// within an account key k1's "1" and key k2's "1" are different requests.
+    fn trace_id(&self, scope: Scope, key: &str, trace: Option<&str>, ticket: u64) -> TraceId {
+        match (trace, scope) {
+            (None, _) => TraceId::Anon(ticket),
+            (Some(t), Scope::Key) => TraceId::Named(self.traces.hash_one(t)),
+            (Some(t), Scope::Account) => TraceId::Named(self.traces.hash_one((key, t))),
+        }
     }
 
     /// Give a lease back. Returns whether this call freed anything; releasing twice, releasing
     /// after the lease expired, or releasing a lease that is not held does nothing.
     pub fn release(&self, lease: &Lease) -> bool {
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let key = (lease.gate, lease.scope_id.clone());
-        let Some(slots) = st.slots.get_mut(&key) else {
+        let Some(g) = self.gates.get(lease.gate) else {
             return false;
         };
-        let Some(slot) = slots.get_mut(&lease.trace) else {
+        let Some(shard) = self.shards.get(lease.shard) else {
             return false;
         };
+        let mut shard = shard.lock();
+        let map = match g.scope {
+            Scope::Key => &mut shard.keys,
+            Scope::Account => &mut shard.accounts,
+        };
+        let Some(entry) = map.get_mut(&*lease.scope_id) else {
+            return false;
+        };
+        let Some(GateState::Slots(slots)) = entry.gates.get_mut(self.local[lease.gate]) else {
+            return false;
+        };
+        let Some(si) = slots.iter().position(|s| s.trace == lease.trace) else {
+            return false;
+        };
+        let slot = &mut slots[si];
         let Some(pos) = slot.tickets.iter().position(|t| *t == lease.ticket) else {
             return false;
         };
         slot.tickets.swap_remove(pos);
         if slot.tickets.is_empty() {
-            slots.remove(&lease.trace);
-            if slots.is_empty() {
-                st.slots.remove(&key);
-            }
+            slots.swap_remove(si);
         }
         true
     }
@@ -419,84 +439,42 @@ impl GateSet {
     /// The state of every gate that applies to `key`/`account` at `now`, **without charging
     /// anything**: a quota endpoint must answer while the caller is exhausted and must not
     /// change the quota it reports.
-    pub fn quota(&self, key: &str, account: Option<&str>, now: Instant) -> Vec<GateStatus> {
-        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+    pub fn quota(&self, key: &str, account: Option<&str>, now: Instant) -> Vec<crate::GateStatus> {
+        let now = self.ns(now);
+        let locked = self.lock(key, account);
+        let accounts = match &locked.account {
+            Some(a) => &a.accounts,
+            None => &locked.key.accounts,
+        };
         let mut out = Vec::new();
         for (i, g) in self.gates.iter().enumerate() {
-            let Some(id) = scope_id(g.scope, key, account) else {
-                continue;
+            let entry = match g.scope {
+                Scope::Key => locked.key.keys.get(key),
+                Scope::Account => match account {
+                    Some(a) => accounts.get(a),
+                    None => continue,
+                },
             };
-            let skey = (i, id.to_owned());
+            let state = entry.map(|e| &e.gates[self.local[i]]);
             match &g.kind {
                 Kind::Rate(q) => {
-                    let (t, tau) = (q.interval(), q.tolerance());
-                    let tat = st.tat_at(&skey, now);
-                    let remaining = units(now + tau + t, tat, t);
-                    out.push(status(g, q.limit(), remaining, Some(q.window()), tat - now));
+                    let cell = match state {
+                        Some(GateState::Rate(c)) => *c,
+                        _ => Cell::default(),
+                    };
+                    let v = rate::peek(q, cell, now);
+                    out.push(status(g, v.remaining, v.reset));
                 }
                 Kind::Concurrency { limit, .. } => {
-                    let used = st
-                        .slots
-                        .get(&skey)
-                        .map_or(0, |s| s.values().filter(|s| s.expires > now).count());
-                    let left = limit.get().saturating_sub(used as u32);
-                    out.push(status(g, limit.get(), left, None, Duration::ZERO));
+                    let used = match state {
+                        Some(GateState::Slots(s)) => s.iter().filter(|s| s.expires > now).count(),
+                        _ => 0,
+                    };
+                    let used = u32::try_from(used).unwrap_or(u32::MAX);
+                    out.push(status(g, limit.get().saturating_sub(used), Duration::ZERO));
                 }
             }
         }
         out
-    }
-}
-
-fn scope_id<'a>(scope: Scope, key: &'a str, account: Option<&'a str>) -> Option<&'a str> {
-    match scope {
-        Scope::Key => Some(key),
-        Scope::Account => account,
-    }
-}
-
-/// Whole intervals `t` between `to` and `from` (0 when `from` is not after `to`).
-fn units(from: Instant, to: Instant, t: Duration) -> u32 {
-    let span = from.saturating_duration_since(to).as_nanos();
-    u32::try_from(span / t.as_nanos().max(1)).unwrap_or(u32::MAX)
-}
-
-fn status(
-    g: &Gate,
-    limit: u32,
-    remaining: u32,
-    window: Option<Duration>,
-    reset: Duration,
-) -> GateStatus {
-    GateStatus {
-        name: g.name.clone(),
-        category: g.category.clone(),
-        limit,
-        remaining,
-        window_secs: window.map(crate::headers::ceil_secs),
-        reset,
-    }
-}
-
-/// Releases its leases when dropped: put it where the request's life ends (a response body,
-/// a handler future) so a completed, failed or abandoned request frees its slot.
-#[derive(Debug)]
-pub struct LeaseGuard {
-    gates: Arc<GateSet>,
-    leases: Vec<Lease>,
-}
-
-impl LeaseGuard {
-    /// Release now (idempotent; dropping afterwards does nothing more).
-    pub fn release(&mut self) {
-        for l in self.leases.drain(..) {
-            self.gates.release(&l);
-        }
-    }
-}
-
-impl Drop for LeaseGuard {
-    fn drop(&mut self) {
-        self.release();
     }
 }

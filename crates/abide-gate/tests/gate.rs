@@ -543,3 +543,36 @@ fn what_the_gate_sends_is_what_abide_core_reads() {
         "never earlier than the gate would admit"
     );
 }
+
+#[test]
+fn window_algorithms_answer_with_the_same_headers_and_round_up() {
+    use abide_gate::Algorithm;
+    let c = clock();
+    let q = |a| per(2, Duration::from_millis(1500)).with_algorithm(a);
+    let fixed = set(vec![key_gate(q(Algorithm::FixedWindow))]);
+    let sliding = set(vec![key_gate(q(Algorithm::SlidingWindow))]);
+    for g in [&fixed, &sliding] {
+        let ok = g.check("k", None, c.monotonic()).unwrap();
+        assert_eq!(ok.headers()["ratelimit-policy"], "\"key\";q=2;w=2");
+        assert_eq!(g.check("k", None, c.monotonic()).unwrap().leases().len(), 0);
+    }
+    c.advance(Duration::from_millis(1499));
+    // Fixed: 1 ms left in the window, said as 1 s (never 0).
+    let no = fixed.check("k", None, c.monotonic()).unwrap_err();
+    assert_eq!(no.wait(), Duration::from_millis(1));
+    assert_eq!(no.headers()["retry-after"], "1");
+    assert_eq!(no.headers()["ratelimit"], "\"key\";r=0;t=1");
+    // Sliding: 1 ms to the window's end, then 750 ms until 2 weighs 1: 0.751 s -> 1.
+    let no = sliding.check("k", None, c.monotonic()).unwrap_err();
+    assert_eq!(no.wait(), Duration::from_millis(751));
+    assert_eq!(no.retry_after_secs(), 1);
+    assert_eq!(no.category(), "key_rate");
+    c.advance(Duration::from_millis(1));
+    let _ = fixed.check("k", None, c.monotonic()).unwrap();
+    let _ = fixed.check("k", None, c.monotonic()).unwrap();
+    assert!(fixed.check("k", None, c.monotonic()).is_err());
+    assert!(sliding.check("k", None, c.monotonic()).is_err());
+    // The quota endpoint reads the window without charging it.
+    let q = sliding.quota("k", None, c.monotonic());
+    assert_eq!((q[0].remaining, q[0].limit), (0, 2));
+}

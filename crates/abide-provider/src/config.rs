@@ -5,6 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use abide_gate::Algorithm;
 use serde::Deserialize;
 
 use crate::Error;
@@ -13,8 +14,9 @@ use crate::Error;
 ///
 /// # Default
 /// One key `demo-key` (account `demo`); per key 10/s with burst 10 and 4 concurrent
-/// requests; per account 50/s with burst 50; leases 30 s; no abuse protection; no latency;
-/// behaviour [`Behaviour::default`]; empty schedule.
+/// requests; per account 50/s with burst 50; rates counted by GCRA; leases 30 s; no abuse protection; no latency;
+/// behaviour [`Behaviour::default`]; empty schedule; gates in memory (Redis prefix
+/// `abide:provider`).
 ///
 /// # Examples
 /// ```
@@ -49,6 +51,29 @@ pub struct ProviderConfig {
     /// the fields in that style on every accepted answer and every 429, whatever the
     /// `Retry-After` form (which then governs `Retry-After` alone).
     pub headers: Option<HeaderStyle>,
+    /// Keep the gates in Redis at this URL (`redis://127.0.0.1:6379`), so every provider
+    /// instance with the same URL and [`ProviderConfig::redis_prefix`] enforces one set of
+    /// limits. `None`: in memory. `Debug` hides a password in the URL.
+    pub redis_url: Option<RedisUrl>,
+    /// Prefix of the provider's keys in Redis.
+    pub redis_prefix: String,
+}
+
+/// A Redis URL whose `Debug` leaves out the user information (it may hold a password).
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct RedisUrl(pub String);
+
+impl fmt::Debug for RedisUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.split_once("://") {
+            Some((scheme, rest)) => {
+                let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+                write!(f, "{scheme}://{host}")
+            }
+            None => f.write_str("<redis url>"),
+        }
+    }
 }
 
 impl Default for ProviderConfig {
@@ -64,6 +89,8 @@ impl Default for ProviderConfig {
             behaviour: Behaviour::default(),
             schedule: Vec::new(),
             headers: None,
+            redis_url: None,
+            redis_prefix: "abide:provider".to_owned(),
         }
     }
 }
@@ -183,6 +210,10 @@ pub struct Limits {
     pub account_concurrency: Option<u32>,
     /// A concurrency slot not released within this many seconds is freed.
     pub lease_secs: u64,
+    /// How the key and account rates count: `gcra` (default), `fixed-window` or
+    /// `sliding-window` (window algorithms take a whole quota in a burst and ignore the
+    /// bursts above).
+    pub algorithm: Algorithm,
 }
 
 impl Default for Limits {
@@ -201,6 +232,7 @@ impl Default for Limits {
             key_concurrency: Some(4),
             account_concurrency: None,
             lease_secs: 30,
+            algorithm: Algorithm::Gcra,
         }
     }
 }
@@ -589,6 +621,20 @@ mod tests {
         assert_eq!(c.abuse.threshold, 3);
         assert_eq!(c.schedule[0].throttle, Some(ThrottleStyle::Smpp200));
         assert!(!format!("{c:?}").contains("sk_secret"));
+        let url = RedisUrl("redis://user:hunter2@127.0.0.1:6379/0".into());
+        assert_eq!(format!("{url:?}"), "redis://127.0.0.1:6379/0");
         assert!(ProviderConfig::from_toml_str("nonsense = 1").is_err());
+    }
+
+    #[test]
+    fn toml_chooses_the_rate_algorithm() {
+        assert_eq!(ProviderConfig::default().limits.algorithm, Algorithm::Gcra);
+        for a in Algorithm::ALL {
+            let toml = format!("[limits]\nalgorithm = \"{a}\"\n");
+            let c = ProviderConfig::from_toml_str(&toml).unwrap();
+            assert_eq!(c.limits.algorithm, a);
+        }
+        let e = ProviderConfig::from_toml_str("[limits]\nalgorithm = \"leaky\"\n").unwrap_err();
+        assert!(e.to_string().contains("leaky"), "{e}");
     }
 }

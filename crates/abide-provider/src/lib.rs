@@ -37,6 +37,7 @@
 pub mod config;
 mod dates;
 mod server;
+mod shared;
 mod stats;
 mod styles;
 
@@ -48,8 +49,9 @@ use abide_core::Clock;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub use abide_gate::Algorithm;
 pub use config::{
-    parse_duration, Abuse, ApiKey, Behaviour, HeaderStyle, Limits, ProviderConfig, Rate,
+    parse_duration, Abuse, ApiKey, Behaviour, HeaderStyle, Limits, ProviderConfig, Rate, RedisUrl,
     RetryAfterStyle, ScheduleEntry, SuspensionStyle, ThrottleStyle, DEMO_KEY, MAX_SUSPEND_SECS,
 };
 pub use stats::{SecondCount, StatsSnapshot, HISTORY_SECS};
@@ -80,7 +82,8 @@ impl ProviderConfig {
 /// runtime, reading time from `clock`.
 ///
 /// # Errors
-/// `InvalidInput` for an invalid configuration; any error from binding the socket.
+/// `InvalidInput` for an invalid configuration; `ConnectionRefused` when a configured
+/// Redis cannot be reached; any error from binding the socket.
 ///
 /// # Cancel safety
 /// Cancelling before it returns leaves nothing running.
@@ -89,8 +92,16 @@ pub async fn spawn(
     clock: Arc<dyn Clock>,
     addr: SocketAddr,
 ) -> io::Result<RunningProvider> {
-    let app = server::App::new(config, clock)
+    let redis = config.redis_url.clone();
+    let prefix = config.redis_prefix.clone();
+    let mut app = server::App::new(config, clock)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    if let Some(url) = redis {
+        let store = abide_gate::RedisGates::connect(&url.0, Arc::clone(&app.gates), &prefix)
+            .await
+            .map_err(|e| io::Error::new(io::ErrorKind::ConnectionRefused, e))?;
+        app.redis = Some(store);
+    }
     let app = Arc::new(app);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;

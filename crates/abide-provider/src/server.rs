@@ -19,6 +19,7 @@ use crate::config::{
     Behaviour, HeaderStyle, Rate, RetryAfterStyle, SuspensionStyle, ThrottleStyle,
 };
 use crate::dates;
+use crate::shared::{self, Guard, Shared};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::styles::restyle;
 use crate::{Error, ProviderConfig};
@@ -40,8 +41,10 @@ pub(crate) struct App {
     cfg: ProviderConfig,
     clock: Arc<dyn Clock>,
     start: Instant,
-    gates: Arc<GateSet>,
-    keys: BearerKeys,
+    pub(crate) gates: Arc<GateSet>,
+    pub(crate) keys: BearerKeys,
+    /// The same gates shared through Redis (`--redis`); `None`: in memory.
+    pub(crate) redis: Option<abide_gate::RedisGates>,
     inner: Mutex<Inner>,
 }
 
@@ -76,7 +79,8 @@ fn gate_set(cfg: &ProviderConfig) -> Result<GateSet, Error> {
     };
     let quota = |r: Rate, burst: Option<u32>, what: &str| -> Result<RateQuota, Error> {
         let q = RateQuota::new(nz(r.count, what)?, r.per).map_err(Error::Gate)?;
-        Ok(q.with_burst(nz(burst.unwrap_or(r.count), what)?))
+        Ok(q.with_burst(nz(burst.unwrap_or(r.count), what)?)
+            .with_algorithm(l.algorithm))
     };
     let lease = Duration::from_secs(l.lease_secs.max(1));
     let mut b = GateSet::builder();
@@ -131,6 +135,7 @@ impl App {
             clock,
             gates,
             keys,
+            redis: None,
             inner: Mutex::new(Inner::default()),
         })
     }
@@ -196,7 +201,8 @@ impl Drop for InFlight {
 }
 
 async fn messages(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
-    let (msg_id, guard, extra) = match decide(&app, &headers, &body) {
+    let shared = shared::ask(&app, &headers).await;
+    let (msg_id, guard, extra) = match decide(&app, &headers, &body, shared) {
         Ok(accepted) => accepted,
         Err(refused) => return refused,
     };
@@ -206,19 +212,27 @@ async fn messages(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
         // keeps the slot (and `in_flight`) held while the client waits.
         tokio::time::sleep(Duration::from_millis(app.cfg.latency_ms)).await;
     }
-    drop((guard, in_flight));
+    if let Some(g) = guard {
+        g.release().await;
+    }
+    drop(in_flight);
     let mut res = json(StatusCode::ACCEPTED, serde_json::json!({ "id": msg_id }));
     res.headers_mut().extend(extra);
     res
 }
 
-type Accepted = (String, Option<abide_gate::LeaseGuard>, HeaderMap);
+type Accepted = (String, Option<Guard>, HeaderMap);
 
 /// Everything decided under the lock: `Ok` to accept (after the configured latency), `Err`
 /// with the final answer otherwise.
 // A response is big, but this is called once per request and returns at once.
 #[allow(clippy::result_large_err)]
-fn decide(app: &Arc<App>, headers: &HeaderMap, body: &[u8]) -> Result<Accepted, Response> {
+fn decide(
+    app: &Arc<App>,
+    headers: &HeaderMap,
+    body: &[u8],
+    shared: Option<Shared>,
+) -> Result<Accepted, Response> {
     // Parsed before taking the lock that every request shares.
     let body_ok = serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| v.is_object());
     let now = app.clock.monotonic();
@@ -302,10 +316,31 @@ fn decide(app: &Arc<App>, headers: &HeaderMap, body: &[u8]) -> Result<Accepted, 
         tracing::info!(%caller, "over-limit retry accepted during grace period");
     } else {
         let trace = idem.as_ref().map(|k| k.1.as_str());
-        match app
-            .gates
-            .check_traced(&id.key, id.account.as_deref(), trace, now)
-        {
+        let verdict = match shared {
+            None => app
+                .gates
+                .check_traced(&id.key, id.account.as_deref(), trace, now)
+                .map(|adm| {
+                    let h = adm.headers();
+                    (h, Guard::Local(adm.into_guard(Arc::clone(&app.gates))))
+                }),
+            Some(Shared::Admitted(a)) => {
+                let (h, g) = *a;
+                Ok((h, Guard::Shared(g)))
+            }
+            Some(Shared::Refused(rej)) => Err(rej),
+            Some(Shared::Unavailable) => {
+                st.stats.reject(sec, "unavailable", 503, false);
+                let mut res = json(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    serde_json::json!({"error": "unavailable"}),
+                );
+                res.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                return Err(res);
+            }
+        };
+        match verdict {
             Err(rej) => {
                 if b.grace {
                     if let Some(k) = idem {
@@ -321,12 +356,12 @@ fn decide(app: &Arc<App>, headers: &HeaderMap, body: &[u8]) -> Result<Accepted, 
                 tracing::info!(gate = rej.category(), %caller, status = status.as_u16(), "request throttled");
                 return Err(res);
             }
-            Ok(adm) => {
-                extra = adm.headers();
+            Ok((h, g)) => {
+                extra = h;
                 if let Some(style) = app.cfg.headers {
                     restyle(&mut extra, style, wall);
                 }
-                guard = Some(adm.into_guard(Arc::clone(&app.gates)));
+                guard = Some(g);
             }
         }
     }
@@ -350,7 +385,7 @@ fn decide(app: &Arc<App>, headers: &HeaderMap, body: &[u8]) -> Result<Accepted, 
 /// The `Idempotency-Key` header: `Ok(None)` when absent, `Err` when empty, longer than
 /// [`MAX_IDEMPOTENCY_KEY_LEN`] bytes or repeated. Bytes outside printable ASCII (obs-text,
 /// RFC 9110 §5.5) and `\` are written `\xNN`, so distinct keys stay distinct.
-fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ()> {
+pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ()> {
     let mut values = headers.get_all("idempotency-key").iter();
     let Some(v) = values.next() else {
         return Ok(None);

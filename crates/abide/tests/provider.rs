@@ -126,6 +126,11 @@ fn help_documents_every_behaviour() {
         "--account-concurrency",
         "--lease",
         "--latency",
+        "--algorithm",
+        "gcra",
+        "fixed-window",
+        "sliding-window",
+        "algorithm = ",
         "--config",
         "retry-after=STYLE",
         "imf-fixdate",
@@ -562,4 +567,124 @@ async fn header_styles_draft_6_and_x_ratelimit() {
             assert_eq!(header(&refused, "ratelimit-reset").as_deref(), Some("3600"));
         }
     }
+}
+
+#[tokio::test]
+async fn window_algorithms_take_a_whole_quota_in_a_burst() {
+    // GCRA with burst 1 would refuse the second request and ask for 1200 s (one interval);
+    // the window algorithms ignore the burst, take all 3, then wait for their window.
+    for (algorithm, retry_after) in [("fixed-window", "3600"), ("sliding-window", "4800")] {
+        let p = start(&[
+            "--key-rate",
+            "3/1h",
+            "--key-burst",
+            "1",
+            "--account-rate",
+            "off",
+            "--key-concurrency",
+            "off",
+            "--algorithm",
+            algorithm,
+        ]);
+        for i in 0..3 {
+            let r = p.send(&format!("m{i}")).await;
+            assert_eq!(r.status(), StatusCode::ACCEPTED, "{algorithm} #{i}");
+        }
+        let r = p.send("m3").await;
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS, "{algorithm}");
+        // Sliding: the current window ends in 3600 s, then its weight must fall to 2 of 3,
+        // another 1200 s.
+        assert_eq!(header(&r, "retry-after").as_deref(), Some(retry_after));
+        assert_eq!(
+            header(&r, "ratelimit-policy").as_deref(),
+            Some("\"key\";q=3;w=3600")
+        );
+        assert_eq!(
+            header(&r, "ratelimit").as_deref(),
+            Some(format!("\"key\";r=0;t={retry_after}").as_str())
+        );
+        assert_eq!(
+            r.json::<Value>().await.unwrap(),
+            json!({"error": "rate_limited", "reason": "key_rate"})
+        );
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_abide"))
+        .args(["provider", "--algorithm", "leaky-bucket"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("leaky-bucket"));
+}
+
+/// Redis on 127.0.0.1:6379, or `false` after printing why the caller is skipped (unless
+/// `ABIDE_REQUIRE_SERVICES=1`, which makes its absence a failure).
+fn redis_here(test: &str) -> bool {
+    let addr = "127.0.0.1:6379".parse().unwrap();
+    match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+        Ok(_) => true,
+        Err(e) if std::env::var("ABIDE_REQUIRE_SERVICES").as_deref() != Ok("1") => {
+            println!("SKIPPED: {test}: no Redis at 127.0.0.1:6379 ({e})");
+            false
+        }
+        Err(e) => panic!("ABIDE_REQUIRE_SERVICES=1 but Redis is unreachable: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn two_providers_on_one_redis_enforce_one_limit() {
+    if !redis_here("two_providers_on_one_redis_enforce_one_limit") {
+        return;
+    }
+    // Other tests and engineers share this Redis: a prefix of this run's own.
+    let prefix = format!(
+        "abide-test:provider:{}:{}",
+        std::process::id(),
+        wall_now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let args = [
+        "--key-rate",
+        "5/1h",
+        "--account-rate",
+        "off",
+        "--key-concurrency",
+        "2",
+        "--redis",
+        "redis://127.0.0.1:6379",
+        "--redis-prefix",
+        &prefix,
+    ];
+    let (a, b) = (start(&args), start(&args));
+    let mut accepted = 0;
+    for i in 0..20 {
+        let p = if i % 2 == 0 { &a } else { &b };
+        let r = p.send(&format!("m{i}")).await;
+        match r.status() {
+            StatusCode::ACCEPTED => accepted += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                // 5 per hour with a burst of 5: the next one in 720 s, whichever instance.
+                assert_eq!(header(&r, "retry-after").as_deref(), Some("720"), "#{i}");
+                assert_eq!(
+                    header(&r, "ratelimit-policy").as_deref(),
+                    Some("\"key\";q=5;w=3600")
+                );
+                assert_eq!(
+                    r.json::<Value>().await.unwrap(),
+                    json!({"error": "rate_limited", "reason": "key_rate"})
+                );
+            }
+            s => panic!("#{i}: unexpected {s}"),
+        }
+    }
+    // limit + burst would allow 10 in the first hour; both instances together took the
+    // burst once, not once each.
+    assert_eq!(accepted, 5);
+    let (sa, sb) = (a.stats().await, b.stats().await);
+    assert_eq!(
+        sa["accepted"].as_u64().unwrap() + sb["accepted"].as_u64().unwrap(),
+        5
+    );
+    assert_eq!(sa["in_flight"], 0);
 }

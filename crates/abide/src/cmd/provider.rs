@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use abide_core::SystemClock;
 use abide_provider::{
-    parse_duration, ApiKey, HeaderStyle, ProviderConfig, Rate, ScheduleEntry, SuspensionStyle,
+    parse_duration, Algorithm, ApiKey, HeaderStyle, ProviderConfig, Rate, RedisUrl, ScheduleEntry,
+    SuspensionStyle,
 };
 use anyhow::Context;
 
@@ -30,7 +31,16 @@ ENDPOINTS
 
 LIMITS (flags override --config)
   Rates are COUNT/PERIOD: 10/s, 600/1m, 1/1h; `off` disables. Over a rate or concurrency
-  limit a request is throttled (see throttle= below). Reasons: key_rate, account_rate,
+  limit a request is throttled (see throttle= below). --algorithm chooses how rates count:
+    gcra            (default) GCRA, a token bucket: COUNT per PERIOD on average, the burst
+                    back to back from idle, then one every PERIOD/COUNT.
+    fixed-window    COUNT per window, reset when the window ends (most web frameworks'
+                    counter): a whole quota fits at the end of one window and again at the
+                    start of the next. Windows follow each other from a key's first request.
+    sliding-window  the current window's count plus the previous window's, weighted by the
+                    part the sliding window still covers, stays within COUNT.
+  The window algorithms take the whole COUNT in a burst and ignore --key-burst and
+  --account-burst. All three send the same 429, Retry-After and RateLimit fields. Reasons: key_rate, account_rate,
   concurrency, account_concurrency. An honest 429 carries Retry-After (delay-seconds,
   rounded up, at least 1), RateLimit-Policy, RateLimit and {\"error\":\"rate_limited\",
   \"reason\":\"key_rate\"}.
@@ -71,14 +81,23 @@ ABUSE PROTECTION
   abuse systems do: a client cannot tell a block from a refusal, and abide fails the items
   unless its providers file says [provider.classify.http] 403 = \"throttle\".
 
+SHARED LIMITS (--redis redis://127.0.0.1:6379)
+  Several provider instances started with the same --redis URL, --redis-prefix and limits
+  enforce one set of gates: each decision is one Lua script in Redis (time from the Redis
+  server), concurrency slots are leases that expire there if an instance dies. Every
+  authenticated request is counted, duplicates included. If Redis cannot decide, the
+  answer is 503 with Retry-After: 1, never an unlimited pass.
+
 CONFIG FILE (--config provider.toml)
   latency_ms = 0
+  redis_url = \"redis://127.0.0.1:6379\"   # redis_prefix = \"abide:provider\"
   [[api_keys]]
   key = \"demo-key\"
   account = \"demo\"
   [limits]
   key_rate = \"10/s\"        # key_burst, account_rate, account_burst, key_concurrency,
   account_concurrency = 8  # lease_secs
+  algorithm = \"gcra\"       # or \"fixed-window\", \"sliding-window\"
   [abuse]
   threshold = 20           # window_secs = 60, suspend_secs = 3600,
   suspension = \"retry-after\"  # or \"bare-403\"
@@ -123,6 +142,9 @@ pub(crate) struct Args {
     /// Requests in flight per account, or `off` [default: off].
     #[arg(long, value_name = "N")]
     account_concurrency: Option<String>,
+    /// How rates count: gcra, fixed-window or sliding-window [default: gcra].
+    #[arg(long, value_name = "ALGORITHM")]
+    algorithm: Option<String>,
     /// A concurrency slot not released by then is freed [default: 30s].
     #[arg(long, value_name = "DURATION")]
     lease: Option<String>,
@@ -146,6 +168,13 @@ pub(crate) struct Args {
     /// x-ratelimit (see HEADER STYLES below) [default: IETF on honest throttles only].
     #[arg(long, value_name = "STYLE")]
     headers: Option<String>,
+    /// Keep the gates in Redis at URL, so every instance with the same URL and prefix
+    /// enforces one set of limits (see SHARED LIMITS below) [default: in memory].
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
+    /// Prefix of the gate keys in Redis [default: abide:provider].
+    #[arg(long, value_name = "PREFIX")]
+    redis_prefix: Option<String>,
     /// Behaviour change FACET=VALUE[@WHEN], repeatable (see BEHAVIOURS below).
     #[arg(long = "behaviour", value_name = "FACET=VALUE[@WHEN]")]
     behaviours: Vec<String>,
@@ -206,6 +235,9 @@ fn config(a: &Args) -> anyhow::Result<ProviderConfig> {
     if let Some(v) = &a.account_concurrency {
         l.account_concurrency = opt_count(v)?;
     }
+    if let Some(v) = &a.algorithm {
+        l.algorithm = v.parse::<Algorithm>()?;
+    }
     if let Some(v) = &a.lease {
         l.lease_secs = secs(v)?;
     }
@@ -226,6 +258,12 @@ fn config(a: &Args) -> anyhow::Result<ProviderConfig> {
     }
     if let Some(v) = &a.headers {
         c.headers = Some(v.parse::<HeaderStyle>()?);
+    }
+    if let Some(v) = &a.redis {
+        c.redis_url = Some(RedisUrl(v.clone()));
+    }
+    if let Some(v) = &a.redis_prefix {
+        c.redis_prefix = v.clone();
     }
     for b in &a.behaviours {
         c.schedule.push(b.parse::<ScheduleEntry>()?);

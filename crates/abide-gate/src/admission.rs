@@ -1,0 +1,215 @@
+//! What a decision hands back: an [`Admission`] (with its [`Lease`]s) or a [`Rejection`],
+//! and the [`LeaseGuard`] that gives leases back when a request ends.
+//!
+//! An admission carries numbers, not text: names and header values are formatted only when
+//! a response asks for them ([`Admission::headers`], [`Admission::statuses`]).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use smallvec::SmallVec;
+
+use crate::headers::{
+    ceil_secs, rate_limit_fields, rate_limit_values, retry_after_secs, GateStatus, Member,
+    RATELIMIT, RATELIMIT_POLICY,
+};
+use crate::shard::TraceId;
+use crate::{Gate, GateSet};
+
+/// A held concurrency reservation. Releasing it is idempotent: only the acquisition that
+/// received this exact ticket can give it back, so a stale or repeated release cannot free a
+/// slot that now belongs to someone else.
+///
+/// `Debug` shows the scope as a [`crate::safe_trace`] hash and the trace as a number, never
+/// the raw key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub(crate) gate: usize,
+    /// The shard holding the slot (saves hashing the scope id again on release).
+    pub(crate) shard: usize,
+    pub(crate) scope_id: Arc<str>,
+    pub(crate) trace: TraceId,
+    pub(crate) ticket: u64,
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("gate", &self.gate)
+            .field("scope", &crate::safe_trace(&self.scope_id))
+            .field("ticket", &self.ticket)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One admitting gate's numbers after the request: units left and time until whole again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tally {
+    pub(crate) gate: usize,
+    pub(crate) remaining: u32,
+    pub(crate) reset: Duration,
+}
+
+/// A request let through by every gate. Borrows its [`GateSet`] for the gate names, so
+/// nothing is copied until a response needs it.
+#[must_use = "an admission may hold concurrency leases that must be released"]
+pub struct Admission<'a> {
+    pub(crate) set: &'a GateSet,
+    pub(crate) leases: SmallVec<[Lease; 2]>,
+    pub(crate) tallies: SmallVec<[Tally; 4]>,
+}
+
+impl fmt::Debug for Admission<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Admission")
+            .field("leases", &self.leases)
+            .field("statuses", &self.statuses())
+            .finish()
+    }
+}
+
+impl Admission<'_> {
+    /// Concurrency leases taken (empty without concurrency gates).
+    pub fn leases(&self) -> &[Lease] {
+        &self.leases
+    }
+
+    /// The state of every gate that applied, after this request (built on each call).
+    pub fn statuses(&self) -> Vec<GateStatus> {
+        let gates = self.set.gates();
+        self.tallies
+            .iter()
+            .map(|t| status(&gates[t.gate], t.remaining, t.reset))
+            .collect()
+    }
+
+    /// `RateLimit-Policy` and `RateLimit` for a successful response.
+    pub fn headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        let gates = self.set.gates();
+        let members = self.tallies.iter().map(|t| {
+            let g = &gates[t.gate];
+            let (limit, window) = g.limit_and_window();
+            Member {
+                name: &g.name,
+                limit,
+                window_secs: window.map(ceil_secs),
+                remaining: t.remaining,
+                reset: t.reset,
+            }
+        });
+        if let Some((policy, limit)) = rate_limit_fields(members) {
+            h.insert(HeaderName::from_static(RATELIMIT_POLICY), policy);
+            h.insert(HeaderName::from_static(RATELIMIT), limit);
+        }
+        h
+    }
+
+    /// Hand the leases to a guard that releases them when dropped. `gates` must be the set
+    /// that admitted the request.
+    pub fn into_guard(self, gates: Arc<GateSet>) -> LeaseGuard {
+        LeaseGuard {
+            gates,
+            leases: self.leases,
+        }
+    }
+}
+
+/// A refusal by one or more gates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// Rejecting gates with their own reset (`GateStatus::reset` is the wait until that gate
+    /// would admit); never empty.
+    pub(crate) rejected: Vec<GateStatus>,
+}
+
+impl Rejection {
+    /// Every gate that refused, each with its own reset.
+    pub fn rejected(&self) -> &[GateStatus] {
+        &self.rejected
+    }
+
+    /// Time until **all** rejecting gates would admit.
+    pub fn wait(&self) -> Duration {
+        self.rejected
+            .iter()
+            .map(|s| s.reset)
+            .fold(Duration::ZERO, std::cmp::max)
+    }
+
+    /// `Retry-After` in whole seconds: [`Rejection::wait`] rounded up, at least 1
+    /// (RFC 9110 §10.2.3).
+    pub fn retry_after_secs(&self) -> u64 {
+        retry_after_secs(self.wait())
+    }
+
+    /// The reason category told to the client: the gate that holds the caller longest.
+    pub fn category(&self) -> &str {
+        self.rejected
+            .iter()
+            .max_by_key(|s| s.reset)
+            .map_or("rate", |s| s.category.as_str())
+    }
+
+    /// `Retry-After`, `RateLimit-Policy` and `RateLimit` (rejecting gates only).
+    pub fn headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(
+            http::header::RETRY_AFTER,
+            HeaderValue::from(self.retry_after_secs()),
+        );
+        insert_rate_limit(&mut h, &self.rejected);
+        h
+    }
+
+    /// The JSON error body: the reason category and nothing else (no ids, capacity or
+    /// topology), e.g. `{"error":"rate_limited","reason":"key_rate"}`.
+    pub fn body(&self) -> String {
+        serde_json::json!({"error": "rate_limited", "reason": self.category()}).to_string()
+    }
+}
+
+pub(crate) fn insert_rate_limit(h: &mut HeaderMap, statuses: &[GateStatus]) {
+    if let Some((policy, limit)) = rate_limit_values(statuses) {
+        h.insert(HeaderName::from_static(RATELIMIT_POLICY), policy);
+        h.insert(HeaderName::from_static(RATELIMIT), limit);
+    }
+}
+
+/// `g`'s status with `remaining` units and `reset` to go.
+pub(crate) fn status(g: &Gate, remaining: u32, reset: Duration) -> GateStatus {
+    let (limit, window) = g.limit_and_window();
+    GateStatus {
+        name: g.name.clone(),
+        category: g.category.clone(),
+        limit,
+        remaining,
+        window_secs: window.map(ceil_secs),
+        reset,
+    }
+}
+
+/// Releases its leases when dropped: put it where the request's life ends (a response body,
+/// a handler future) so a completed, failed or abandoned request frees its slot.
+#[derive(Debug)]
+pub struct LeaseGuard {
+    gates: Arc<GateSet>,
+    leases: SmallVec<[Lease; 2]>,
+}
+
+impl LeaseGuard {
+    /// Release now (idempotent; dropping afterwards does nothing more).
+    pub fn release(&mut self) {
+        for l in self.leases.drain(..) {
+            self.gates.release(&l);
+        }
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        self.release();
+    }
+}

@@ -1,0 +1,304 @@
+//! [`RedisGates`]: the gates of a [`GateSet`] enforced in Redis, so several server instances
+//! behind one balancer share one set of limits.
+//!
+//! Each decision is one Lua script (`EVALSHA`, one round trip) that reads and charges every
+//! gate atomically, with the same algorithms, `429` / `Retry-After` / `RateLimit` rules and
+//! idempotent concurrency reservations as the in-memory set. Time is the Redis server's
+//! `TIME`, so instances with drifting clocks still agree. Concurrency reservations are
+//! leases stored with their expiry: a node that dies without releasing loses its slots
+//! when the lease ends, and the key itself expires with its last lease.
+//!
+//! Callers are stored under a 64-bit FNV-1a hash of their key or account, never the raw key.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::HeaderMap;
+use redis::aio::ConnectionManager;
+use redis::Script;
+
+use crate::admission::{insert_rate_limit, status};
+use crate::gate::{Algorithm, Kind};
+use crate::{GateSet, GateStatus, Rejection, Scope};
+
+/// Why a shared decision could not be made (Redis unreachable, refused the script, or
+/// answered in a shape this code does not expect). The caller must not admit on it.
+#[derive(Debug, thiserror::Error)]
+#[error("redis gate store: {0}")]
+pub struct StoreError(#[from] redis::RedisError);
+
+/// The gates of a [`GateSet`] kept in Redis. Cheap to clone (the connection is shared).
+#[derive(Clone)]
+pub struct RedisGates {
+    gates: Arc<GateSet>,
+    conn: ConnectionManager,
+    prefix: Arc<str>,
+    check: Arc<Script>,
+    release: Arc<Script>,
+    /// Distinguishes this process's tickets from other instances'.
+    instance: u64,
+    seq: Arc<AtomicU64>,
+}
+
+impl fmt::Debug for RedisGates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisGates")
+            .field("gates", &self.gates.gates())
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A request let through by every shared gate.
+#[derive(Debug)]
+#[must_use = "an admission may hold concurrency leases that must be released"]
+pub struct SharedAdmission {
+    statuses: Vec<GateStatus>,
+    leases: Vec<SharedLease>,
+}
+
+impl SharedAdmission {
+    /// The state of every gate that applied, after this request.
+    pub fn statuses(&self) -> &[GateStatus] {
+        &self.statuses
+    }
+
+    /// `RateLimit-Policy` and `RateLimit` for a successful response.
+    pub fn headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        insert_rate_limit(&mut h, &self.statuses);
+        h
+    }
+
+    /// Hand the leases to a guard that gives them back when released or dropped.
+    pub fn into_guard(self, store: RedisGates) -> SharedLeaseGuard {
+        SharedLeaseGuard {
+            store,
+            leases: self.leases,
+        }
+    }
+}
+
+/// A concurrency reservation held in Redis. `Debug` shows no caller key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SharedLease {
+    key: String,
+    member: String,
+    ticket: String,
+}
+
+impl fmt::Debug for SharedLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedLease")
+            .field("ticket", &self.ticket)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Gives shared leases back: [`SharedLeaseGuard::release`] awaits it; dropping the guard
+/// unreleased (a cancelled request) releases in a background task when a tokio runtime is
+/// there, and otherwise leaves the leases to expire.
+#[derive(Debug)]
+pub struct SharedLeaseGuard {
+    store: RedisGates,
+    leases: Vec<SharedLease>,
+}
+
+impl SharedLeaseGuard {
+    /// Release now.
+    ///
+    /// # Errors
+    /// [`StoreError`] when Redis cannot be reached; the leases then expire on their own.
+    pub async fn release(mut self) -> Result<(), StoreError> {
+        let leases = std::mem::take(&mut self.leases);
+        for l in &leases {
+            self.store.release(l).await?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SharedLeaseGuard {
+    fn drop(&mut self) {
+        if self.leases.is_empty() {
+            return;
+        }
+        let leases = std::mem::take(&mut self.leases);
+        let store = self.store.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                for l in &leases {
+                    if let Err(e) = store.release(l).await {
+                        tracing::warn!(error = %e, "shared lease not released; it will expire");
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// FNV-1a, 64 bits: a stable name for a caller in Redis that is not the caller's key.
+fn fnv64(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h: u64, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+impl RedisGates {
+    /// Connect to `url` (e.g. `redis://127.0.0.1:6379`) with a connection manager that
+    /// reconnects on its own, keeping state under `prefix` (instances that share limits use
+    /// the same prefix and the same gate definitions).
+    ///
+    /// # Errors
+    /// [`StoreError`] for a malformed URL or an unreachable server.
+    pub async fn connect(url: &str, gates: Arc<GateSet>, prefix: &str) -> Result<Self, StoreError> {
+        let client = redis::Client::open(url)?;
+        let conn = ConnectionManager::new(client).await?;
+        let instance = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), prefix);
+        Ok(Self {
+            gates,
+            conn,
+            prefix: Arc::from(prefix),
+            check: Arc::new(Script::new(include_str!("check.lua"))),
+            release: Arc::new(Script::new(include_str!("release.lua"))),
+            instance,
+            seq: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// The gate definitions.
+    pub fn gates(&self) -> &Arc<GateSet> {
+        &self.gates
+    }
+
+    /// Decide one request, shared with every instance on the same Redis and prefix; `trace`
+    /// as in [`GateSet::check_traced`].
+    ///
+    /// # Errors
+    /// [`StoreError`] when Redis cannot decide; never treat it as an admission.
+    pub async fn check_traced(
+        &self,
+        key: &str,
+        account: Option<&str>,
+        trace: Option<&str>,
+    ) -> Result<Result<SharedAdmission, Rejection>, StoreError> {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let ticket = format!("{:x}-{seq:x}", self.instance);
+        let mut inv = self.check.prepare_invoke();
+        inv.arg(&ticket);
+        let mut applied = Vec::new();
+        for (i, g) in self.gates.gates().iter().enumerate() {
+            let id = match g.scope {
+                Scope::Key => key,
+                Scope::Account => match account {
+                    Some(a) => a,
+                    None => continue,
+                },
+            };
+            let rkey = format!("{}:{}:{:016x}", self.prefix, g.name, fnv64(id));
+            inv.key(&rkey);
+            let member = match (trace, g.scope) {
+                (None, _) => format!("#{ticket}"),
+                (Some(t), Scope::Key) => format!("t:{t}"),
+                (Some(t), Scope::Account) => format!("t:{:016x}:{t}", fnv64(key)),
+            };
+            match &g.kind {
+                Kind::Rate(q) => {
+                    let w = micros(q.window());
+                    match q.algorithm() {
+                        Algorithm::Gcra => {
+                            let interval = w / f64::from(q.limit());
+                            let tolerance = interval * f64::from(q.burst().saturating_sub(1));
+                            inv.arg("g").arg(interval).arg(tolerance).arg(q.limit());
+                        }
+                        a => {
+                            let kind = if a == Algorithm::FixedWindow {
+                                "f"
+                            } else {
+                                "s"
+                            };
+                            inv.arg(kind).arg(w).arg(q.limit()).arg(0);
+                        }
+                    }
+                    inv.arg("");
+                }
+                Kind::Concurrency {
+                    limit,
+                    lease,
+                    retry_hint,
+                } => {
+                    inv.arg("c")
+                        .arg(micros(*lease))
+                        .arg(limit.get())
+                        .arg(micros(*retry_hint))
+                        .arg(&member);
+                }
+            }
+            applied.push((i, rkey, member));
+        }
+        if applied.is_empty() {
+            return Ok(Ok(SharedAdmission {
+                statuses: Vec::new(),
+                leases: Vec::new(),
+            }));
+        }
+        let mut conn = self.conn.clone();
+        let out: Vec<i64> = inv.invoke_async(&mut conn).await?;
+        if out.len() != applied.len() * 3 {
+            return Err(StoreError(redis::RedisError::from((
+                redis::ErrorKind::TypeError,
+                "unexpected answer from the gate script",
+            ))));
+        }
+        let gates = self.gates.gates();
+        let mut statuses = Vec::new();
+        let mut rejected = Vec::new();
+        let mut leases = Vec::new();
+        for ((i, rkey, member), r) in applied.into_iter().zip(out.chunks(3)) {
+            let remaining = u32::try_from(r[1].max(0)).unwrap_or(u32::MAX);
+            let reset = Duration::from_micros(u64::try_from(r[2].max(0)).unwrap_or(0));
+            if r[0] == 1 {
+                statuses.push(status(&gates[i], remaining, reset));
+                if matches!(gates[i].kind, Kind::Concurrency { .. }) {
+                    leases.push(SharedLease {
+                        key: rkey,
+                        member,
+                        ticket: ticket.clone(),
+                    });
+                }
+            } else {
+                // Never tell a caller to come back at once (the script's microseconds are
+                // rounded down).
+                rejected.push(status(&gates[i], 0, reset.max(Duration::from_micros(1))));
+            }
+        }
+        if rejected.is_empty() {
+            Ok(Ok(SharedAdmission { statuses, leases }))
+        } else {
+            Ok(Err(Rejection { rejected }))
+        }
+    }
+
+    /// Give a shared lease back. `Ok(true)` when this call freed it; releasing twice or
+    /// after expiry frees nothing.
+    ///
+    /// # Errors
+    /// [`StoreError`] when Redis cannot be reached (the lease then expires on its own).
+    pub async fn release(&self, lease: &SharedLease) -> Result<bool, StoreError> {
+        let mut conn = self.conn.clone();
+        let freed: i64 = self
+            .release
+            .key(&lease.key)
+            .arg(&lease.member)
+            .arg(&lease.ticket)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(freed == 1)
+    }
+}

@@ -1,0 +1,116 @@
+//! `RedisGates` against the Redis on 127.0.0.1:6379: skipped (printing `SKIPPED:`) when it
+//! is absent, unless `ABIDE_REQUIRE_SERVICES=1`.
+
+#![cfg(feature = "redis")]
+#![allow(clippy::unwrap_used)]
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use abide_gate::{Algorithm, Gate, GateSet, RateQuota, RedisGates, Scope};
+
+const URL: &str = "redis://127.0.0.1:6379";
+
+fn nz(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap()
+}
+
+/// Connect, or `None` after printing why the test is skipped.
+async fn connect(gates: GateSet, test: &str) -> Option<(RedisGates, RedisGates)> {
+    // A prefix of its own per run: other tests and engineers share this Redis.
+    let prefix = format!("abide-test:{test}:{}", uuid_ish());
+    let gates = Arc::new(gates);
+    match RedisGates::connect(URL, Arc::clone(&gates), &prefix).await {
+        Ok(a) => {
+            let b = RedisGates::connect(URL, gates, &prefix).await.unwrap();
+            Some((a, b))
+        }
+        Err(e) if std::env::var("ABIDE_REQUIRE_SERVICES").as_deref() != Ok("1") => {
+            println!("SKIPPED: {test}: no Redis at {URL} ({e})");
+            None
+        }
+        Err(e) => panic!("ABIDE_REQUIRE_SERVICES=1 but Redis at {URL} is unreachable: {e}"),
+    }
+}
+
+fn uuid_ish() -> String {
+    use std::hash::BuildHasher;
+    format!(
+        "{:016x}",
+        std::hash::RandomState::new().hash_one(std::process::id())
+    )
+}
+
+#[tokio::test]
+async fn two_instances_share_one_rate_and_say_the_same_retry_after() {
+    for (algorithm, retry_after) in [
+        (Algorithm::Gcra, 720),
+        (Algorithm::FixedWindow, 3600),
+        (Algorithm::SlidingWindow, 4320),
+    ] {
+        let q = RateQuota::new(nz(5), Duration::from_secs(3600))
+            .unwrap()
+            .with_algorithm(algorithm);
+        let gates = GateSet::builder()
+            .with_gate(Gate::rate("key", "key_rate", Scope::Key, q))
+            .build()
+            .unwrap();
+        let Some((a, b)) = connect(gates, algorithm.as_str()).await else {
+            return;
+        };
+        let mut accepted = 0;
+        for i in 0..20 {
+            let node = if i % 2 == 0 { &a } else { &b };
+            match node.check_traced("k", None, None).await.unwrap() {
+                Ok(adm) => {
+                    accepted += 1;
+                    assert_eq!(adm.headers()["ratelimit-policy"], "\"key\";q=5;w=3600");
+                }
+                Err(rej) => {
+                    assert_eq!(rej.category(), "key_rate");
+                    assert_eq!(rej.retry_after_secs(), retry_after, "{algorithm}");
+                    assert_eq!(
+                        rej.headers()["retry-after"],
+                        retry_after.to_string().as_str()
+                    );
+                }
+            }
+        }
+        // One limit for both instances: the burst (5), not 5 each.
+        assert_eq!(accepted, 5, "{algorithm}");
+    }
+}
+
+#[tokio::test]
+async fn shared_concurrency_reservations_are_idempotent_leases() {
+    let gates = GateSet::builder()
+        .with_gate(Gate::concurrency(
+            "conc",
+            "concurrency",
+            Scope::Key,
+            nz(1),
+            Duration::from_secs(30),
+        ))
+        .build()
+        .unwrap();
+    let Some((a, b)) = connect(gates, "concurrency").await else {
+        return;
+    };
+    // The same trace on two instances shares one slot; another trace is refused.
+    let first = a.check_traced("k", None, Some("A")).await.unwrap().unwrap();
+    let again = b.check_traced("k", None, Some("A")).await.unwrap().unwrap();
+    let no = b
+        .check_traced("k", None, Some("B"))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(no.category(), "concurrency");
+    assert_eq!(no.retry_after_secs(), 1);
+    // Releasing one holder keeps the slot for the other; then it is free.
+    first.into_guard(a.clone()).release().await.unwrap();
+    assert!(b.check_traced("k", None, Some("B")).await.unwrap().is_err());
+    again.into_guard(b.clone()).release().await.unwrap();
+    let c = b.check_traced("k", None, Some("B")).await.unwrap().unwrap();
+    c.into_guard(b.clone()).release().await.unwrap();
+}

@@ -1,0 +1,64 @@
+//! `--redis URL`: the provider's gates kept in Redis ([`abide_gate::RedisGates`]), so
+//! several provider instances behind one key enforce one limit.
+//!
+//! The shared gates are asked before the provider's own checks (suspension, duplicates,
+//! injected 503s), because the handler's state lock cannot be held across a network round
+//! trip: with Redis, every authenticated request counts against the shared rate, as many
+//! real gateways count. When Redis cannot decide, the request gets `503` with
+//! `Retry-After: 1`, never an unlimited pass.
+
+use abide_gate::{LeaseGuard, Rejection, SharedLeaseGuard};
+use axum::http::HeaderMap;
+
+use crate::server::{idempotency_key, App};
+
+/// What the shared gates said, decided before the handler takes its lock.
+pub(crate) enum Shared {
+    /// Admitted: the headers to send and the leases to give back.
+    Admitted(Box<(HeaderMap, SharedLeaseGuard)>),
+    Refused(Rejection),
+    /// Redis could not decide.
+    Unavailable,
+}
+
+/// Leases of an accepted message, local or shared.
+pub(crate) enum Guard {
+    Local(LeaseGuard),
+    Shared(SharedLeaseGuard),
+}
+
+impl Guard {
+    /// Give the leases back before the answer leaves, so the caller's next request finds its
+    /// slot free (a dropped shared guard would release in the background, a little later).
+    pub(crate) async fn release(self) {
+        match self {
+            Guard::Local(g) => drop(g),
+            Guard::Shared(g) => {
+                if let Err(e) = g.release().await {
+                    tracing::warn!(error = %e, "shared lease not released; it will expire");
+                }
+            }
+        }
+    }
+}
+
+/// Ask the shared gates, when the provider has them and the request names a known key.
+pub(crate) async fn ask(app: &App, headers: &HeaderMap) -> Option<Shared> {
+    let store = app.redis.as_ref()?;
+    let id = app.keys.lookup(headers)?;
+    // A malformed Idempotency-Key is refused later, before the gate point.
+    let trace = idempotency_key(headers).ok()?;
+    Some(
+        match store
+            .check_traced(&id.key, id.account.as_deref(), trace.as_deref())
+            .await
+        {
+            Ok(Ok(a)) => Shared::Admitted(Box::new((a.headers(), a.into_guard(store.clone())))),
+            Ok(Err(r)) => Shared::Refused(r),
+            Err(e) => {
+                tracing::warn!(error = %e, "shared gates unavailable; answering 503");
+                Shared::Unavailable
+            }
+        },
+    )
+}
