@@ -114,12 +114,6 @@ impl Store for AnyStore {
     async fn reclaim_all_in_flight(&self, now: SystemTime) -> Result<u64> {
         delegate!(self, s => s.reclaim_all_in_flight(now))
     }
-    async fn promote_due(&self, provider: Option<&str>, now: SystemTime) -> Result<u64> {
-        delegate!(self, s => s.promote_due(provider, now))
-    }
-    async fn defer(&self, id: &str, reason: &str, now: SystemTime) -> Result<()> {
-        delegate!(self, s => s.defer(id, reason, now))
-    }
     async fn defer_older_than(
         &self,
         provider: &str,
@@ -128,9 +122,6 @@ impl Store for AnyStore {
         now: SystemTime,
     ) -> Result<u64> {
         delegate!(self, s => s.defer_older_than(provider, window_started_before, reason, now))
-    }
-    async fn requeue(&self, id: &str, now: SystemTime) -> Result<()> {
-        delegate!(self, s => s.requeue(id, now))
     }
     async fn requeue_deferred(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64> {
         delegate!(self, s => s.requeue_deferred(filter, now))

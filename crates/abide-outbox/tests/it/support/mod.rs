@@ -5,7 +5,7 @@ use std::panic::AssertUnwindSafe;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use abide_outbox::{PostgresStore, SqliteStore};
+use abide_outbox::{PostgresStore, SqliteStore, Store};
 use futures::FutureExt;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::Executor;
@@ -82,3 +82,46 @@ where
         std::panic::resume_unwind(panic);
     }
 }
+
+/// The single-item moves the `Store` trait leaves out (no dispatcher or CLI path calls
+/// them), so that the conformance matrix still applies every event of the state table.
+pub trait ByHand: Store {
+    fn promote_due(
+        &self,
+        provider: Option<&str>,
+        now: SystemTime,
+    ) -> impl Future<Output = abide_outbox::Result<u64>> + Send;
+    fn defer(
+        &self,
+        id: &str,
+        reason: &str,
+        now: SystemTime,
+    ) -> impl Future<Output = abide_outbox::Result<()>> + Send;
+    fn requeue(
+        &self,
+        id: &str,
+        now: SystemTime,
+    ) -> impl Future<Output = abide_outbox::Result<()>> + Send;
+}
+
+macro_rules! by_hand {
+    ($($store:ty),*) => {$(
+        impl ByHand for $store {
+            async fn promote_due(
+                &self,
+                provider: Option<&str>,
+                now: SystemTime,
+            ) -> abide_outbox::Result<u64> {
+                <$store>::promote_due(self, provider, now).await
+            }
+            async fn defer(&self, id: &str, reason: &str, now: SystemTime) -> abide_outbox::Result<()> {
+                <$store>::defer(self, id, reason, now).await
+            }
+            async fn requeue(&self, id: &str, now: SystemTime) -> abide_outbox::Result<()> {
+                <$store>::requeue(self, id, now).await
+            }
+        }
+    )*};
+}
+
+by_hand!(SqliteStore, PostgresStore);
