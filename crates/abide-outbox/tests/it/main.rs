@@ -4,6 +4,7 @@
 mod connect;
 mod delivery;
 mod dialects;
+mod faults;
 mod same_decisions;
 mod store_conformance;
 mod support;

@@ -65,7 +65,8 @@ where
         .unwrap();
     let opts = PgConnectOptions::from_str(PG_URL)
         .unwrap()
-        .options([("search_path", schema.as_str())]);
+        .options([("search_path", schema.as_str())])
+        .application_name(&schema);
     let pool = PgPoolOptions::new()
         .max_connections(8)
         .connect_with(opts)
