@@ -1,5 +1,6 @@
 //! Pick a backend at run time from a URL.
 
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use super::{PostgresStore, SqliteStore, Store};
@@ -61,6 +62,21 @@ impl AnyStore {
 }
 
 impl AnyStore {
+    /// The SQLite file `url_or_path` names (as [`AnyStore::connect`] reads it): `None` for
+    /// a Postgres URL or an in-memory database.
+    pub fn sqlite_file(url_or_path: &str) -> Option<PathBuf> {
+        let s = url_or_path.trim();
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            return None;
+        }
+        let p = s
+            .strip_prefix("sqlite://")
+            .or_else(|| s.strip_prefix("sqlite:"))
+            .unwrap_or(s);
+        let p = p.split('?').next().unwrap_or(p);
+        (!p.is_empty() && p != ":memory:").then(|| PathBuf::from(p))
+    }
+
     /// Close the store cleanly: for SQLite checkpoint the write-ahead log into the `.db`
     /// file ([`SqliteStore::close`]); for Postgres close the pool. Call it once at the end
     /// of a run; other clones fail afterwards.
