@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::model::{
-    from_ms, AttemptRecord, Body, MovedBy, Item, RemoteCode, Request, StoredAttempt,
+    from_ms, AttemptRecord, Body, Item, MovedBy, RemoteCode, Request, StoredAttempt,
 };
 use crate::state::{Event, IllegalTransition, State};
 

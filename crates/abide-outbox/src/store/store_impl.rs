@@ -15,7 +15,7 @@ use super::sql_store::{begin, settle, SqlStore};
 use super::Store;
 use crate::error::{Error, Result};
 use crate::model::{
-    from_ms, new_item_id, to_ms, Completion, Counts, Enqueued, MovedBy, Item, ListFilter, NewItem,
+    from_ms, new_item_id, to_ms, Completion, Counts, Enqueued, Item, ListFilter, MovedBy, NewItem,
     RemoteCode, RequeueFilter, StoredAttempt, FAILED_OVER_PREFIX,
 };
 use crate::state::{transition, Event, State};
