@@ -293,7 +293,8 @@ pub struct Item {
     /// Set when the outbox itself put the item back in the queue without an answer from
     /// the remote (its lease was reclaimed, or it failed over); cleared by the next
     /// completion or requeue. The retry budget reads it ([`Item::lease_reclaimed`],
-    /// [`Item::just_failed_over`]).
+    /// [`Item::just_failed_over`]). Left out of JSON when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub moved_by: Option<MovedBy>,
     /// The worker holding the lease while `IN_FLIGHT`.
     pub lease_owner: Option<String>,
@@ -765,6 +766,16 @@ mod tests {
     }
 
     #[test]
+    fn moved_by_names_round_trip_and_unknown_ones_are_named() {
+        for m in MovedBy::ALL {
+            assert_eq!(m.as_str().parse::<MovedBy>(), Ok(m));
+            assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
+        }
+        let err = "failed_over_from:x".parse::<MovedBy>().unwrap_err();
+        assert!(err.contains("failed_over_from:x"), "{err}");
+    }
+
+    #[test]
     fn times_serialise_as_rfc3339_and_durations_as_milliseconds() {
         let t = UNIX_EPOCH + Duration::from_millis(1_750_000_000_123);
         let item = Item {
@@ -789,6 +800,16 @@ mod tests {
         assert_eq!(v["created_at"], "2025-06-15T15:06:40.123Z");
         assert_eq!(v["next_attempt_at"], "2025-06-15T15:06:42.123Z");
         assert_eq!(v["lease_expires_at"], serde_json::Value::Null);
+        assert!(
+            v.get("moved_by").is_none(),
+            "JSON unchanged for unmoved items"
+        );
+        let moved = Item {
+            moved_by: Some(MovedBy::LeaseExpired),
+            ..item
+        };
+        let v = serde_json::to_value(&moved).unwrap();
+        assert_eq!(v["moved_by"], "lease_expired");
         let a = StoredAttempt {
             item_id: "i".into(),
             attempt_no: 1,
