@@ -179,3 +179,43 @@ async fn postgres_write_recovers_from_a_connection_killed_mid_transaction() {
     })
     .await;
 }
+
+/// A real full disk: the outbox on a small filesystem (give its directory in
+/// `ABIDE_SMALL_FS_DIR`, e.g. `mount -t tmpfs -o size=2m tmpfs /tmp/small`), filled by
+/// another file until `ENOSPC`, then freed. Writes fail while it is full, at a statement
+/// or at `COMMIT`, and the result is recorded once it is not. Skipped without the variable.
+#[tokio::test]
+async fn sqlite_on_a_really_full_disk_recovers_when_space_returns() {
+    use std::io::Write as _;
+    let Ok(dir) = std::env::var("ABIDE_SMALL_FS_DIR") else {
+        println!("SKIPPED: set ABIDE_SMALL_FS_DIR to a directory on a small filesystem");
+        return;
+    };
+    let dir = tempfile::tempdir_in(dir).unwrap();
+    let s = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    let id = one_in_flight(&s).await;
+    let filler_path = dir.path().join("filler");
+    let mut filler = std::fs::File::create(&filler_path).unwrap();
+    let chunk = vec![0u8; 4096];
+    // Bounded: the filesystem is small; stop at the first error (ENOSPC).
+    for _ in 0..1_000_000 {
+        if filler
+            .write_all(&chunk)
+            .and_then(|()| filler.sync_all())
+            .is_err()
+        {
+            break;
+        }
+    }
+    let mut failed = 0;
+    for i in 0..5 {
+        let big: Vec<NewItem> = (0..20).map(|j| item(&format!("f{i}-{j}"), 4000)).collect();
+        if s.enqueue(&big, t0()).await.is_err() {
+            failed += 1;
+        }
+    }
+    assert!(failed > 0, "the disk never looked full");
+    drop(filler);
+    std::fs::remove_file(&filler_path).unwrap();
+    writes_work_again(&s, &id).await;
+}
