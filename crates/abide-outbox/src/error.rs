@@ -51,6 +51,27 @@ pub enum Error {
         /// What the driver said.
         source: sqlx::Error,
     },
+    /// Another process is sending from this SQLite file: it holds the sender lock
+    /// ([`crate::SenderLock`]).
+    #[error(
+        "another abide send or serve is using {} (lock {} is held); wait for it or stop it first",
+        database.display(),
+        lock.display()
+    )]
+    Locked {
+        /// The database file.
+        database: std::path::PathBuf,
+        /// The lock file.
+        lock: std::path::PathBuf,
+    },
+    /// The sender lock file could not be created or locked.
+    #[error("lock file {}: {source}", path.display())]
+    LockFile {
+        /// The lock file.
+        path: std::path::PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
     /// The database failed.
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),

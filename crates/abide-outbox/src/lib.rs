@@ -21,8 +21,12 @@
 //! ## Map
 //! - [`model`]: [`Item`], [`Request`], [`NewItem`], [`Outcome`], attempt records.
 //! - [`state`]: the state machine as one pure table, [`transition`].
-//! - [`store`]: the [`Store`] trait; [`SqliteStore`] (default), [`PostgresStore`],
-//!   [`AnyStore`] (chosen from a URL). Stores enforce the table in SQL.
+//! - [`store`]: the [`Store`] trait; [`SqlStore`] written once over a [`Dialect`], as
+//!   [`SqliteStore`] (default) and [`PostgresStore`]; [`AnyStore`] (chosen from a URL).
+//!   Stores enforce the table in SQL.
+//! - [`lock`]: one sender per SQLite file ([`SenderLock`]) and the start-up reclaim of a
+//!   dead run's leases ([`open_for_sending`]).
+//! - [`keys`]: idempotency keys derived from content ([`assign_content_keys`]).
 //! - [`config`]: providers from TOML ([`Config`]); the file names credentials, never holds them.
 //! - [`dispatcher`]: [`Dispatcher`]: per provider a claimer, N senders sharing one
 //!   [`abide_core::Session`] (pace, pauses, retry budget, rules), and a completer;
@@ -43,6 +47,8 @@ pub mod credentials;
 pub mod dispatcher;
 pub mod echo;
 pub mod error;
+pub mod keys;
+pub mod lock;
 pub mod model;
 pub mod path;
 pub mod progress;
@@ -55,6 +61,8 @@ pub use config::{Config, FailoverConfig, PacerSettings, ProviderConfig, RetryCon
 pub use credentials::{CredentialSource, EnvCredentials, StaticCredentials};
 pub use dispatcher::{Dispatcher, DispatcherOptions, MIN_LEASE_MARGIN};
 pub use error::{Error, Result};
+pub use keys::{assign_content_keys, content_key};
+pub use lock::{open_for_sending, SenderLock, SendingStore};
 pub use model::{
     AttemptRecord, Body, Completion, Counts, Enqueued, Item, ListFilter, NewItem, Outcome,
     RemoteCode, Request, RequeueFilter, StoredAttempt,
@@ -62,5 +70,5 @@ pub use model::{
 pub use progress::{LastPause, Progress, ProviderProgress, Totals};
 pub use sleep::{ManualSleeper, Sleeper, TokioSleeper};
 pub use state::{transition, Event, IllegalTransition, State};
-pub use store::{AnyStore, PostgresStore, SqliteStore, Store};
+pub use store::{AnyStore, Dialect, PostgresStore, SqlStore, SqliteStore, Store};
 pub use transport::{HttpTransport, Response, ScriptedTransport, Transport};

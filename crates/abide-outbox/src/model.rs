@@ -287,8 +287,15 @@ pub struct Item {
     pub next_attempt_at: SystemTime,
     /// What the provider said last, e.g. `"http_429"` or `"smpp_0x58"`.
     pub last_provider_code: Option<String>,
-    /// Why it is in its state (failure reason, deferral reason, ...).
+    /// Why it is in its state (failure reason, deferral reason, ...): free text for
+    /// people, never decided on (see [`Item::moved_by`] for what the outbox decides on).
     pub reason: Option<String>,
+    /// Set when the outbox itself put the item back in the queue without an answer from
+    /// the remote (its lease was reclaimed, or it failed over); cleared by the next
+    /// completion or requeue. The retry budget reads it ([`Item::lease_reclaimed`],
+    /// [`Item::just_failed_over`]). Left out of JSON when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved_by: Option<MovedBy>,
     /// The worker holding the lease while `IN_FLIGHT`.
     pub lease_owner: Option<String>,
     /// When the lease runs out (UTC; RFC 3339).
@@ -296,28 +303,72 @@ pub struct Item {
     pub lease_expires_at: Option<SystemTime>,
 }
 
-/// Prefix of [`Item::reason`] set by a fail-over (`failed_over_from:<provider>`).
+/// Prefix of [`Item::reason`] set by a fail-over (`failed_over_from:<provider>`). Shown
+/// to people only; the outbox decides on [`Item::moved_by`].
 pub const FAILED_OVER_PREFIX: &str = "failed_over_from:";
 
 /// [`Item::reason`] of an item whose lease was reclaimed ([`crate::Store::reclaim_expired`],
 /// [`crate::Store::reclaim_all_in_flight`]): its worker died or hung, the remote said
-/// nothing we know of.
+/// nothing we know of. Shown to people only; the outbox decides on [`Item::moved_by`].
 pub const LEASE_EXPIRED_REASON: &str = "lease_expired";
+
+/// Why the outbox itself (not the remote) put an item back in the queue; stored in the
+/// `moved_by` column as [`MovedBy::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MovedBy {
+    /// Its lease ran out (the worker crashed or hung): the next attempt repeats one whose
+    /// answer was never seen. Reason shown: [`LEASE_EXPIRED_REASON`].
+    LeaseExpired,
+    /// It moved to the fail-over provider: the next attempt is its first there. Reason
+    /// shown: [`FAILED_OVER_PREFIX`] and the provider it left.
+    FailedOver,
+}
+
+impl MovedBy {
+    /// Every value.
+    pub const ALL: [MovedBy; 2] = [MovedBy::LeaseExpired, MovedBy::FailedOver];
+
+    /// The stored name: `lease_expired` or `failed_over`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MovedBy::LeaseExpired => "lease_expired",
+            MovedBy::FailedOver => "failed_over",
+        }
+    }
+}
+
+impl std::fmt::Display for MovedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for MovedBy {
+    type Err = String;
+
+    /// # Errors
+    /// A name other than those of [`MovedBy::as_str`], quoted.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        MovedBy::ALL
+            .into_iter()
+            .find(|h| h.as_str() == s)
+            .ok_or_else(|| format!("unknown moved_by {s:?}"))
+    }
+}
 
 impl Item {
     /// True when the item's last event was a fail-over: its next attempt is its first on
     /// the new provider (so it draws no retry budget there).
     pub fn just_failed_over(&self) -> bool {
-        self.reason
-            .as_deref()
-            .is_some_and(|r| r.starts_with(FAILED_OVER_PREFIX))
+        self.moved_by == Some(MovedBy::FailedOver)
     }
 
-    /// True when the item's last event was a reclaimed lease (a crash or a hang, see
-    /// [`LEASE_EXPIRED_REASON`]): its next attempt repeats one whose answer was never
-    /// seen, not one the remote refused, so it draws no retry budget.
+    /// True when the item's last event was a reclaimed lease (a crash or a hang): its
+    /// next attempt repeats one whose answer was never seen, not one the remote refused,
+    /// so it draws no retry budget.
     pub fn lease_reclaimed(&self) -> bool {
-        self.reason.as_deref() == Some(LEASE_EXPIRED_REASON)
+        self.moved_by == Some(MovedBy::LeaseExpired)
     }
 }
 
@@ -715,6 +766,16 @@ mod tests {
     }
 
     #[test]
+    fn moved_by_names_round_trip_and_unknown_ones_are_named() {
+        for m in MovedBy::ALL {
+            assert_eq!(m.as_str().parse::<MovedBy>(), Ok(m));
+            assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
+        }
+        let err = "failed_over_from:x".parse::<MovedBy>().unwrap_err();
+        assert!(err.contains("failed_over_from:x"), "{err}");
+    }
+
+    #[test]
     fn times_serialise_as_rfc3339_and_durations_as_milliseconds() {
         let t = UNIX_EPOCH + Duration::from_millis(1_750_000_000_123);
         let item = Item {
@@ -731,6 +792,7 @@ mod tests {
             next_attempt_at: t + Duration::from_secs(2),
             last_provider_code: None,
             reason: None,
+            moved_by: None,
             lease_owner: None,
             lease_expires_at: None,
         };
@@ -738,6 +800,16 @@ mod tests {
         assert_eq!(v["created_at"], "2025-06-15T15:06:40.123Z");
         assert_eq!(v["next_attempt_at"], "2025-06-15T15:06:42.123Z");
         assert_eq!(v["lease_expires_at"], serde_json::Value::Null);
+        assert!(
+            v.get("moved_by").is_none(),
+            "JSON unchanged for unmoved items"
+        );
+        let moved = Item {
+            moved_by: Some(MovedBy::LeaseExpired),
+            ..item
+        };
+        let v = serde_json::to_value(&moved).unwrap();
+        assert_eq!(v["moved_by"], "lease_expired");
         let a = StoredAttempt {
             item_id: "i".into(),
             attempt_no: 1,

@@ -56,11 +56,11 @@ pub(crate) fn budget_role(item: &Item) -> BudgetRole {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Request, FAILED_OVER_PREFIX, LEASE_EXPIRED_REASON};
+    use crate::model::{MovedBy, Request, FAILED_OVER_PREFIX, LEASE_EXPIRED_REASON};
     use crate::state::State;
     use std::time::UNIX_EPOCH;
 
-    fn item(attempts: u32, reason: Option<&str>) -> Item {
+    fn item(attempts: u32, reason: Option<&str>, moved_by: Option<MovedBy>) -> Item {
         Item {
             id: "i".into(),
             provider: "p".into(),
@@ -75,6 +75,7 @@ mod tests {
             next_attempt_at: UNIX_EPOCH,
             last_provider_code: None,
             reason: reason.map(str::to_owned),
+            moved_by,
             lease_owner: Some("o".into()),
             lease_expires_at: None,
         }
@@ -82,13 +83,20 @@ mod tests {
 
     #[test]
     fn only_retries_of_remote_failures_spend_budget() {
-        assert_eq!(budget_role(&item(0, None)), BudgetRole::First);
-        assert_eq!(budget_role(&item(3, Some("http_503"))), BudgetRole::Retry);
-        let denied = item(3, Some("retry_budget_exhausted"));
+        assert_eq!(budget_role(&item(0, None, None)), BudgetRole::First);
+        let failed = item(3, Some("http_503"), None);
+        assert_eq!(budget_role(&failed), BudgetRole::Retry);
+        let denied = item(3, Some("retry_budget_exhausted"), None);
         assert_eq!(budget_role(&denied), BudgetRole::Retry);
-        let reclaimed = item(3, Some(LEASE_EXPIRED_REASON));
+        let reclaimed = item(3, Some(LEASE_EXPIRED_REASON), Some(MovedBy::LeaseExpired));
         assert_eq!(budget_role(&reclaimed), BudgetRole::Resume);
-        let moved = format!("{FAILED_OVER_PREFIX}q");
-        assert_eq!(budget_role(&item(3, Some(&moved))), BudgetRole::First);
+        let reason = format!("{FAILED_OVER_PREFIX}q");
+        let moved = item(3, Some(&reason), Some(MovedBy::FailedOver));
+        assert_eq!(budget_role(&moved), BudgetRole::First);
+        // A reason that merely reads like one of those decides nothing.
+        let lookalike = item(3, Some(LEASE_EXPIRED_REASON), None);
+        assert_eq!(budget_role(&lookalike), BudgetRole::Retry);
+        let lookalike = item(3, Some(&reason), None);
+        assert_eq!(budget_role(&lookalike), BudgetRole::Retry);
     }
 }

@@ -1,5 +1,6 @@
 //! Pick a backend at run time from a URL.
 
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use super::{PostgresStore, SqliteStore, Store};
@@ -61,6 +62,21 @@ impl AnyStore {
 }
 
 impl AnyStore {
+    /// The SQLite file `url_or_path` names (as [`AnyStore::connect`] reads it): `None` for
+    /// a Postgres URL or an in-memory database.
+    pub fn sqlite_file(url_or_path: &str) -> Option<PathBuf> {
+        let s = url_or_path.trim();
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            return None;
+        }
+        let p = s
+            .strip_prefix("sqlite://")
+            .or_else(|| s.strip_prefix("sqlite:"))
+            .unwrap_or(s);
+        let p = p.split('?').next().unwrap_or(p);
+        (!p.is_empty() && p != ":memory:").then(|| PathBuf::from(p))
+    }
+
     /// Close the store cleanly: for SQLite checkpoint the write-ahead log into the `.db`
     /// file ([`SqliteStore::close`]); for Postgres close the pool. Call it once at the end
     /// of a run; other clones fail afterwards.
@@ -114,12 +130,6 @@ impl Store for AnyStore {
     async fn reclaim_all_in_flight(&self, now: SystemTime) -> Result<u64> {
         delegate!(self, s => s.reclaim_all_in_flight(now))
     }
-    async fn promote_due(&self, provider: Option<&str>, now: SystemTime) -> Result<u64> {
-        delegate!(self, s => s.promote_due(provider, now))
-    }
-    async fn defer(&self, id: &str, reason: &str, now: SystemTime) -> Result<()> {
-        delegate!(self, s => s.defer(id, reason, now))
-    }
     async fn defer_older_than(
         &self,
         provider: &str,
@@ -128,9 +138,6 @@ impl Store for AnyStore {
         now: SystemTime,
     ) -> Result<u64> {
         delegate!(self, s => s.defer_older_than(provider, window_started_before, reason, now))
-    }
-    async fn requeue(&self, id: &str, now: SystemTime) -> Result<()> {
-        delegate!(self, s => s.requeue(id, now))
     }
     async fn requeue_deferred(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64> {
         delegate!(self, s => s.requeue_deferred(filter, now))

@@ -1,8 +1,10 @@
 //! Durable storage for items and attempts.
 //!
-//! [`Store`] is the only thing the dispatcher knows about storage. Two backends mirror it:
-//! [`SqliteStore`] (embedded, the default) and [`PostgresStore`]; [`AnyStore`] picks one
-//! from a URL at run time. Both keep callers unaware of the backend:
+//! [`Store`] is the only thing the dispatcher knows about storage, and holds only what
+//! the dispatcher and the CLI call. One implementation, [`SqlStore`], is written once
+//! over a [`Dialect`] (as sqlx's drivers mirror one core trait); its two instances are
+//! [`SqliteStore`] (embedded, the default) and [`PostgresStore`], and [`AnyStore`] picks
+//! one from a URL at run time. Both keep callers unaware of the backend:
 //!
 //! - Every method that compares times takes `now` from the caller's
 //!   [`abide_core::Clock`] instead of asking the database, so leases and retries are
@@ -14,6 +16,12 @@
 //!   only the rows for which the move is legal and return how many moved.
 //! - Claiming is a lease with `SKIP LOCKED` semantics: two claimers never get the same
 //!   item, and an item whose lease ran out (a crash) goes back to `PENDING`.
+//! - A failed write transaction closes its connection instead of returning it to the
+//!   pool, so a fault (a full disk, a killed server connection) never outlives itself.
+//!
+//! Files: `sql` (statement text), `plan` (completions checked and batched before any SQL
+//! runs), `rows` (rows to model types), `sql_store` and `store_impl` (the store itself),
+//! `dialect` (what differs per database), `sqlite`/`postgres` (opening each), `any`.
 
 use std::future::Future;
 use std::time::{Duration, SystemTime};
@@ -25,14 +33,21 @@ use crate::model::{
 };
 use crate::state::State;
 
-#[macro_use]
-mod common;
 mod any;
+mod dialect;
+mod plan;
 mod postgres;
+mod rows;
+mod sql;
+mod sql_store;
 mod sqlite;
+mod store_impl;
 
 pub use any::AnyStore;
+pub use dialect::Dialect;
 pub use postgres::{PostgresStore, POSTGRES_CONNECT_TIMEOUT};
+pub use sql::Placeholders;
+pub use sql_store::SqlStore;
 pub use sqlite::SqliteStore;
 
 /// Storage for the outbox. Cheap to clone (a connection pool inside); clones share it.
@@ -54,7 +69,7 @@ pub trait Store: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<Enqueued>>> + Send;
 
     /// Claim up to `limit` items for `provider` whose `next_attempt_at <= now`:
-    /// first `PENDING → QUEUED` for the due ones ([`Store::promote_due`]), then
+    /// first `PENDING → QUEUED` for the due ones ([`SqlStore::promote_due`]), then
     /// `QUEUED → IN_FLIGHT` with `lease_owner = owner` and
     /// `lease_expires_at = now + lease`. Oldest due first.
     ///
@@ -102,28 +117,6 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Database errors.
     fn reclaim_all_in_flight(&self, now: SystemTime) -> impl Future<Output = Result<u64>> + Send;
 
-    /// `PENDING → QUEUED` for due items (of `provider`, or all). Returns how many.
-    ///
-    /// # Errors
-    /// Database errors.
-    fn promote_due(
-        &self,
-        provider: Option<&str>,
-        now: SystemTime,
-    ) -> impl Future<Output = Result<u64>> + Send;
-
-    /// `PENDING → DEFERRED` for one item.
-    ///
-    /// # Errors
-    /// [`Error::IllegalTransition`](crate::Error::IllegalTransition) unless `PENDING`,
-    /// [`Error::NotFound`](crate::Error::NotFound).
-    fn defer(
-        &self,
-        id: &str,
-        reason: &str,
-        now: SystemTime,
-    ) -> impl Future<Output = Result<()>> + Send;
-
     /// `PENDING → DEFERRED` for items of `provider` whose window started at or before
     /// `window_started_before` (the maximum age). Returns how many.
     ///
@@ -137,15 +130,6 @@ pub trait Store: Clone + Send + Sync + 'static {
         now: SystemTime,
     ) -> impl Future<Output = Result<u64>> + Send;
 
-    /// `DEFERRED → QUEUED` or `FAILED → QUEUED` for one item (a person decided to try
-    /// again), starting a fresh attempt window: due at `now`, window attempts 0, reason
-    /// cleared. The total attempt count and the attempts rows are kept.
-    ///
-    /// # Errors
-    /// [`Error::IllegalTransition`](crate::Error::IllegalTransition) unless `DEFERRED` or
-    /// `FAILED`, [`Error::NotFound`](crate::Error::NotFound).
-    fn requeue(&self, id: &str, now: SystemTime) -> impl Future<Output = Result<()>> + Send;
-
     /// `DEFERRED → QUEUED` for every deferred item matching `filter`. Returns how many.
     ///
     /// # Errors
@@ -157,7 +141,7 @@ pub trait Store: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<u64>> + Send;
 
     /// `FAILED → QUEUED` for every failed item matching `filter`, in a fresh attempt window
-    /// like [`Store::requeue`]: a person overrules the terminal verdict (e.g. after fixing
+    /// like [`SqlStore::requeue`]: a person overrules the terminal verdict (e.g. after fixing
     /// the payload or the account). Returns how many.
     ///
     /// # Errors

@@ -4,8 +4,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{Postgres, Transaction};
+use sqlx::Postgres;
 
+use super::SqlStore;
 use crate::error::{Error, Result};
 
 /// How long [`PostgresStore::connect`] (and every later pool checkout) waits for a
@@ -18,12 +19,9 @@ pub const POSTGRES_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 ///
 /// # Clone
 /// Clones share the connection pool.
-#[derive(Debug, Clone)]
-pub struct PostgresStore {
-    pool: PgPool,
-}
+pub type PostgresStore = SqlStore<Postgres>;
 
-impl PostgresStore {
+impl SqlStore<Postgres> {
     /// Connect to `url` (`postgres://user@host/db`) and apply migrations, waiting at most
     /// [`POSTGRES_CONNECT_TIMEOUT`] for the server.
     ///
@@ -60,7 +58,7 @@ impl PostgresStore {
     /// Close the pool, waiting for checked-out connections to come back. Other clones
     /// fail afterwards.
     pub async fn close(&self) {
-        self.pool.close().await;
+        self.writes.close().await;
     }
 
     /// Use an existing pool (e.g. one whose connections set a `search_path`) and apply
@@ -70,26 +68,11 @@ impl PostgresStore {
     /// Migration errors.
     pub async fn from_pool(pool: PgPool) -> Result<Self> {
         sqlx::migrate!("./migrations/postgres").run(&pool).await?;
-        Ok(Self { pool })
-    }
-
-    /// The underlying pool.
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
-    /// Postgres readers and writers share one pool: MVCC needs no separation.
-    fn read_pool(&self) -> &PgPool {
-        &self.pool
-    }
-
-    async fn begin_write(&self) -> Result<Transaction<'static, Postgres>> {
-        Ok(self.pool.begin().await?)
+        // Readers and writers share one pool: MVCC needs no separation.
+        Ok(Self {
+            writes: pool.clone(),
+            reads: pool,
+            separate_reads: false,
+        })
     }
 }
-
-store_impl!(
-    PostgresStore,
-    claim = claim_sql_postgres!(),
-    placeholders = crate::store::common::Placeholders::Numbered
-);

@@ -4,11 +4,10 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
-use sqlx::{Sqlite, Transaction};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::Sqlite;
 
+use super::SqlStore;
 use crate::error::Result;
 
 /// How long a writer waits for SQLite's single write lock before failing.
@@ -31,15 +30,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 ///
 /// # Clone
 /// Clones share the connection pool.
-#[derive(Debug, Clone)]
-pub struct SqliteStore {
-    pool: SqlitePool,
-    reads: SqlitePool,
-    /// False when `reads` is a clone of `pool` (an in-memory database).
-    separate_reads: bool,
-}
+pub type SqliteStore = SqlStore<Sqlite>;
 
-impl SqliteStore {
+impl SqlStore<Sqlite> {
     /// Open (creating if missing) the database file at `path` and apply migrations.
     ///
     /// # Errors
@@ -90,7 +83,7 @@ impl SqliteStore {
                 .await?
         };
         Ok(Self {
-            pool,
+            writes: pool,
             reads,
             separate_reads: !in_memory,
         })
@@ -110,32 +103,10 @@ impl SqliteStore {
             self.reads.close().await;
         }
         let r = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await;
-        self.pool.close().await;
+        self.writes.close().await;
         r?;
         Ok(())
     }
-
-    /// The pool of the single writing connection (for diagnostics, tests and one-off
-    /// maintenance statements).
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
-    fn read_pool(&self) -> &SqlitePool {
-        &self.reads
-    }
-
-    async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>> {
-        // IMMEDIATE takes the write lock up front (waiting up to the busy timeout) instead
-        // of failing with SQLITE_BUSY when a read lock cannot be upgraded.
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
-    }
 }
-
-store_impl!(
-    SqliteStore,
-    claim = claim_sql_sqlite!(),
-    placeholders = crate::store::common::Placeholders::Anonymous
-);

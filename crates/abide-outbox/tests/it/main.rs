@@ -4,6 +4,8 @@
 mod connect;
 mod delivery;
 mod dialects;
+mod faults;
+mod migrations;
 mod same_decisions;
 mod store_conformance;
 mod support;

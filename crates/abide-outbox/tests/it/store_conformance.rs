@@ -10,11 +10,12 @@ use std::time::{Duration, SystemTime};
 use abide_outbox::model::Completion;
 use abide_outbox::{
     transition, AttemptRecord, Error, Event, ListFilter, NewItem, Outcome, RemoteCode, Request,
-    RequeueFilter, State, Store,
+    RequeueFilter, State,
 };
 use serde_json::json;
 
-use crate::support::t0;
+use crate::support::{t0, ByHand};
+use abide_outbox::model::MovedBy;
 
 const LEASE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -54,12 +55,12 @@ fn done(id: &str, owner: &str, outcome: Outcome, remote: RemoteCode) -> Completi
     }
 }
 
-async fn state_of<S: Store>(s: &S, id: &str) -> State {
+async fn state_of<S: ByHand>(s: &S, id: &str) -> State {
     s.get(id).await.unwrap().unwrap().state
 }
 
 /// Enqueue one item for its own provider and drive it into `target` at `t0`.
-async fn drive_to<S: Store>(s: &S, provider: &str, target: State) -> String {
+async fn drive_to<S: ByHand>(s: &S, provider: &str, target: State) -> String {
     let id = s.enqueue(&[item(provider, provider)], t0()).await.unwrap()[0]
         .id
         .clone();
@@ -92,7 +93,7 @@ async fn drive_to<S: Store>(s: &S, provider: &str, target: State) -> String {
     id
 }
 
-pub async fn matrix<S: Store>(s: S) {
+pub async fn matrix<S: ByHand>(s: S) {
     let t1 = t0() + 2 * HOUR;
     let mut n = 0;
     for from in State::ALL {
@@ -166,7 +167,7 @@ pub async fn matrix<S: Store>(s: S) {
     }
 }
 
-pub async fn enqueue_is_idempotent_and_all_or_nothing<S: Store>(s: S) {
+pub async fn enqueue_is_idempotent_and_all_or_nothing<S: ByHand>(s: S) {
     let first = s
         .enqueue(&[item("p", "k1"), item("p", "k2")], t0())
         .await
@@ -211,7 +212,7 @@ pub async fn enqueue_is_idempotent_and_all_or_nothing<S: Store>(s: S) {
     );
 }
 
-pub async fn claim_leases_respect_provider_limit_and_due_time<S: Store>(s: S) {
+pub async fn claim_leases_respect_provider_limit_and_due_time<S: ByHand>(s: S) {
     let items: Vec<_> = (0..5).map(|i| item("a", &format!("a{i}"))).collect();
     s.enqueue(&items, t0()).await.unwrap();
     s.enqueue(&[item("b", "b0")], t0()).await.unwrap();
@@ -243,7 +244,7 @@ pub async fn claim_leases_respect_provider_limit_and_due_time<S: Store>(s: S) {
     assert!(s.claim("a", "w", t0(), LEASE, 0).await.unwrap().is_empty());
 }
 
-pub async fn concurrent_claimers_never_share_an_item<S: Store>(s: S) {
+pub async fn concurrent_claimers_never_share_an_item<S: ByHand>(s: S) {
     let items: Vec<_> = (0..400).map(|i| item("p", &format!("k{i}"))).collect();
     s.enqueue(&items, t0()).await.unwrap();
     let mut tasks = Vec::new();
@@ -273,7 +274,7 @@ pub async fn concurrent_claimers_never_share_an_item<S: Store>(s: S) {
     assert_eq!(unique.len(), 400);
 }
 
-pub async fn complete_records_attempts_and_checks_the_lease<S: Store>(s: S) {
+pub async fn complete_records_attempts_and_checks_the_lease<S: ByHand>(s: S) {
     let ids: Vec<_> = s
         .enqueue(&[item("p", "k1"), item("p", "k2")], t0())
         .await
@@ -348,7 +349,7 @@ pub async fn complete_records_attempts_and_checks_the_lease<S: Store>(s: S) {
     assert_eq!(state_of(&s, &ids[0]).await, State::Submitted);
 }
 
-pub async fn expired_leases_return_to_pending<S: Store>(s: S) {
+pub async fn expired_leases_return_to_pending<S: ByHand>(s: S) {
     let id = s.enqueue(&[item("p", "k")], t0()).await.unwrap()[0]
         .id
         .clone();
@@ -366,16 +367,31 @@ pub async fn expired_leases_return_to_pending<S: Store>(s: S) {
     assert_eq!(it.attempts, 1, "the crashed attempt may have been sent");
     assert_eq!(it.next_attempt_at, later);
     assert_eq!(it.reason.as_deref(), Some("lease_expired"));
+    assert_eq!(it.moved_by, Some(MovedBy::LeaseExpired));
     // The crashed worker's late completion is refused.
     assert_late_completion_refused(&s, &id, "crashed", later).await;
-    // A new claim picks it up with the same idempotency key.
+    // A new claim picks it up with the same idempotency key, still marked reclaimed (the
+    // retry budget reads that on the claimed item).
     let again = s.claim("p", "fresh", later, LEASE, 1).await.unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].idempotency_key, "k");
+    assert!(again[0].lease_reclaimed());
+    // The remote's answer clears moved_by, whatever the reason text says.
+    let out = Outcome::Retry {
+        next_attempt_at: later,
+        reason: "lease_expired".into(),
+    };
+    s.complete(&[done(&id, "fresh", out, RemoteCode::Http(503))], later)
+        .await
+        .unwrap();
+    let it = s.get(&id).await.unwrap().unwrap();
+    assert_eq!(it.reason.as_deref(), Some("lease_expired"));
+    assert_eq!(it.moved_by, None);
+    assert!(!it.lease_reclaimed(), "a reason string decides nothing");
 }
 
 /// A worker whose lease was reclaimed reports success late: the store must refuse it.
-async fn assert_late_completion_refused<S: Store>(s: &S, id: &str, owner: &str, at: SystemTime) {
+async fn assert_late_completion_refused<S: ByHand>(s: &S, id: &str, owner: &str, at: SystemTime) {
     let r = s
         .complete(
             &[done(id, owner, Outcome::Submitted, RemoteCode::Http(202))],
@@ -392,7 +408,7 @@ async fn assert_late_completion_refused<S: Store>(s: &S, id: &str, owner: &str, 
 
 /// `reclaim_all_in_flight` ignores the lease (its caller knows the holders are dead) but
 /// otherwise makes the same change as `reclaim_expired`, and touches no other state.
-pub async fn reclaim_all_in_flight_ignores_unexpired_leases<S: Store>(s: S) {
+pub async fn reclaim_all_in_flight_ignores_unexpired_leases<S: ByHand>(s: S) {
     let flying = drive_to(&s, "ra", State::InFlight).await;
     let waiting = drive_to(&s, "rb", State::Pending).await;
     let done_id = drive_to(&s, "rc", State::Submitted).await;
@@ -419,7 +435,7 @@ pub async fn reclaim_all_in_flight_ignores_unexpired_leases<S: Store>(s: S) {
     assert_eq!(s.reclaim_all_in_flight(now).await.unwrap(), 0);
 }
 
-pub async fn deferral_requeue_and_failover_sweeps<S: Store>(s: S) {
+pub async fn deferral_requeue_and_failover_sweeps<S: ByHand>(s: S) {
     let e = s
         .enqueue(
             &[item("p", "old"), item("p", "young"), item("q", "other")],
@@ -472,10 +488,11 @@ pub async fn deferral_requeue_and_failover_sweeps<S: Store>(s: S) {
         t0(),
         "due at once on the new provider"
     );
-    assert_eq!(
-        s.claim("backup", "w", t0(), LEASE, 10).await.unwrap().len(),
-        3
-    );
+    assert_eq!(moved.reason.as_deref(), Some("failed_over_from:p"));
+    assert_eq!(moved.moved_by, Some(MovedBy::FailedOver));
+    let on_backup = s.claim("backup", "w", t0(), LEASE, 10).await.unwrap();
+    assert_eq!(on_backup.len(), 3);
+    assert!(on_backup.iter().all(|i| i.just_failed_over()));
     // Max age defers q's item.
     assert_eq!(
         s.defer_older_than("q", t0(), "max age", t0())
@@ -504,13 +521,14 @@ pub async fn deferral_requeue_and_failover_sweeps<S: Store>(s: S) {
     assert_eq!(r.state, State::Queued);
     assert_eq!((r.attempts, r.window_attempts), (1, 0));
     assert_eq!((r.window_start, r.next_attempt_at), (later, later));
+    assert_eq!(r.moved_by, None);
     assert!(matches!(
         s.requeue("missing", later).await,
         Err(Error::NotFound(_))
     ));
 }
 
-pub async fn remote_counts_group_what_the_remote_said<S: Store>(s: S) {
+pub async fn remote_counts_group_what_the_remote_said<S: ByHand>(s: S) {
     let keys: Vec<_> = (0..3).map(|i| item("p", &format!("k{i}"))).collect();
     let ids: Vec<_> = s
         .enqueue(&keys, t0())
@@ -550,7 +568,7 @@ pub async fn remote_counts_group_what_the_remote_said<S: Store>(s: S) {
 
 /// A large batch (more than one statement's worth) with mixed outcomes, a repeated item
 /// and a foreign lease gives exactly what one-by-one application would.
-pub async fn large_batches_match_one_by_one_completion<S: Store>(s: S) {
+pub async fn large_batches_match_one_by_one_completion<S: ByHand>(s: S) {
     let n = 300;
     let new: Vec<NewItem> = (0..n).map(|i| item("p", &format!("b{i}"))).collect();
     let ids: Vec<String> = s
@@ -630,7 +648,7 @@ pub async fn large_batches_match_one_by_one_completion<S: Store>(s: S) {
 }
 
 /// `has_active` (an index probe) agrees with counting, for an item in every state.
-pub async fn has_active_agrees_with_counts<S: Store>(s: S) {
+pub async fn has_active_agrees_with_counts<S: ByHand>(s: S) {
     for (n, target) in State::ALL.into_iter().enumerate() {
         let provider = format!("ha{n}");
         drive_to(&s, &provider, target).await;
@@ -644,7 +662,7 @@ pub async fn has_active_agrees_with_counts<S: Store>(s: S) {
 
 /// `reason_counts` says why items are where they are; `list` is newest first, filtered and
 /// clamped; `requeue_failed` moves only `FAILED` items, into a fresh window.
-pub async fn reasons_listing_and_requeue_of_failed_items<S: Store>(s: S) {
+pub async fn reasons_listing_and_requeue_of_failed_items<S: ByHand>(s: S) {
     let q = drive_to(&s, "rq", State::Queued).await;
     let f1 = drive_to(&s, "rf1", State::Failed).await;
     let f2 = drive_to(&s, "rf2", State::Failed).await;

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use abide_outbox::{AnyStore, Counts, Dispatcher, Progress, Store};
 
-use super::db::{self, DbLock};
+use super::db;
 use super::progress::Display;
 
 /// How often the drain check looks at the store.
@@ -56,26 +56,21 @@ pub(crate) struct Outbox {
     pub(crate) store: AnyStore,
     /// Items a dead run left `IN_FLIGHT`, moved back to `PENDING` at open.
     pub(crate) reclaimed: u64,
-    _lock: Option<DbLock>,
+    _lock: Option<abide_outbox::SenderLock>,
 }
 
 impl Outbox {
     /// Take the sender lock (SQLite), open or create the database, and reclaim what a
-    /// dead sender left `IN_FLIGHT` (see [`db::reclaim_dead_leases`]).
+    /// dead sender left `IN_FLIGHT` (see [`db::open_for_sending`]).
     ///
     /// # Errors
     /// Another sender holds the lock; the database cannot be opened.
     pub(crate) async fn open(db: &str, now: SystemTime) -> anyhow::Result<Self> {
-        let lock = db::lock(db)?;
-        let store = db::open(db).await?;
-        let reclaimed = match &lock {
-            Some(lock) => db::reclaim_dead_leases(&store, lock, now).await?,
-            None => 0,
-        };
+        let opened = db::open_for_sending(db, now).await?;
         Ok(Self {
-            store,
-            reclaimed,
-            _lock: lock,
+            store: opened.store,
+            reclaimed: opened.reclaimed,
+            _lock: opened.lock,
         })
     }
 

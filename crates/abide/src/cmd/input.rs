@@ -4,14 +4,13 @@
 //! A batch is validated whole before anything is enqueued: one bad line rejects the batch,
 //! so an input is never half-enqueued. Items without an `idempotency_key` get one derived
 //! from their content, so running the same file twice enqueues nothing new (see
-//! [`derived_key`]).
+//! `abide_outbox::keys`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use abide_outbox::{echo, Body, Config, NewItem, Request};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 
 /// How many bad lines an error lists before summarising the rest.
 pub(crate) const MAX_LISTED_ERRORS: usize = 20;
@@ -273,7 +272,8 @@ fn parse_line(raw: &str, check: Check<'_>) -> Result<NewItem, String> {
 
 /// Parse and validate a whole JSON-lines batch (bytes, so that a line that is not UTF-8
 /// is reported by number like any other bad line). `check` judges each item (see
-/// [`configured`]). Items without a key get a [`derived_key`].
+/// [`configured`]). Items without a key get their content-derived key
+/// ([`abide_outbox::assign_content_keys`]).
 ///
 /// # Errors
 /// A [`BatchError`] listing bad lines; then nothing may be enqueued.
@@ -307,98 +307,8 @@ pub(crate) fn parse_batch(
         batch.push(i + 1, parse_line(raw, check));
     }
     let mut items = batch.finish()?;
-    let mut seen: HashMap<[u8; 32], u64> = HashMap::new();
-    for item in items.iter_mut().filter(|it| it.idempotency_key.is_none()) {
-        let digest = content_digest(item);
-        let n = seen.entry(digest).or_insert(0);
-        item.idempotency_key = Some(derived_key(&digest, *n));
-        *n += 1;
-    }
+    abide_outbox::assign_content_keys(&mut items);
     Ok(items)
-}
-
-/// SHA-256 over everything that makes a message this message (not its line number, so
-/// inserting an unrelated line does not change every key after it).
-fn content_digest(item: &NewItem) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update(b"abide-send-v1\0");
-    for part in [
-        item.provider.as_str(),
-        item.request.method.as_str(),
-        item.request.path.as_str(),
-    ] {
-        h.update(part.as_bytes());
-        h.update(b"\0");
-    }
-    for (k, v) in &item.request.headers {
-        h.update(k.to_ascii_lowercase().as_bytes());
-        h.update(b":");
-        h.update(v.as_bytes());
-        h.update(b"\0");
-    }
-    let mut body = String::new();
-    match &item.request.body {
-        None => body.push('-'),
-        Some(Body::Json(v)) => {
-            body.push('j');
-            canonical_json(v, &mut body);
-        }
-        Some(Body::Text(t)) => {
-            body.push('t');
-            body.push_str(t);
-        }
-    }
-    h.update(body.as_bytes());
-    h.finalize().into()
-}
-
-/// The generated key: `abide-` and 128 bits of `SHA-256(digest ‖ occurrence)` in hex.
-/// Stable across runs, machines and abide versions that keep the `v1` prefix.
-pub(crate) fn derived_key(digest: &[u8; 32], occurrence: u64) -> String {
-    let mut h = Sha256::new();
-    h.update(digest);
-    h.update(occurrence.to_be_bytes());
-    let out = h.finalize();
-    let mut s = String::from("abide-");
-    for b in &out[..16] {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
-/// JSON with object keys sorted at every level, so key order in the input (and serde_json
-/// feature flags elsewhere in the build) cannot change a derived key.
-fn canonical_json(v: &serde_json::Value, out: &mut String) {
-    use serde_json::Value;
-    match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                if let Some(x) = m.get(k) {
-                    canonical_json(x, out);
-                }
-            }
-            out.push('}');
-        }
-        Value::Array(a) => {
-            out.push('[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical_json(x, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
 }
 
 #[cfg(test)]
@@ -425,6 +335,32 @@ mod tests {
         assert_eq!(a[0].idempotency_key, b[0].idempotency_key);
         let k = a[0].idempotency_key.clone().unwrap();
         assert!(k.starts_with("abide-") && k.len() == 6 + 32, "{k}");
+    }
+
+    /// The keys `abide send` derived before the derivation moved into abide-outbox: a
+    /// changed key would send an already-sent message again.
+    #[test]
+    fn derived_keys_are_unchanged_by_the_move_into_the_outbox() {
+        let line = r#"{"provider":"sms","path":"/v1/messages","body":{"to":"+15550101","text":"hi","n":[1,2.5,{"b":1,"a":null}]}}"#;
+        let text = format!(
+            "{line}\n{line}\n{}\n{}",
+            r#"{"provider":"sms","method":"PUT","path":"/v1/x","headers":{"X-Tenant":"t1","accept":"a/b"},"text":"plain é"}"#,
+            r#"{"provider":"mail","path":"/send"}"#
+        );
+        let keys: Vec<_> = parse_batch(&text, &any)
+            .unwrap()
+            .into_iter()
+            .map(|i| i.idempotency_key.unwrap())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "abide-367643bf1862ecbeeea4077dc695d26e",
+                "abide-e19156ebde1a6042ce6b644dc23b46f6",
+                "abide-12d9750a923818addd5c6bfc70043142",
+                "abide-6f528841e55ccaeaa1259313b975f6f0",
+            ]
+        );
     }
 
     #[test]

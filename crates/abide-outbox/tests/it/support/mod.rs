@@ -5,7 +5,7 @@ use std::panic::AssertUnwindSafe;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use abide_outbox::{PostgresStore, SqliteStore};
+use abide_outbox::{PostgresStore, SqliteStore, Store};
 use futures::FutureExt;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::Executor;
@@ -65,7 +65,8 @@ where
         .unwrap();
     let opts = PgConnectOptions::from_str(PG_URL)
         .unwrap()
-        .options([("search_path", schema.as_str())]);
+        .options([("search_path", schema.as_str())])
+        .application_name(&schema);
     let pool = PgPoolOptions::new()
         .max_connections(8)
         .connect_with(opts)
@@ -82,3 +83,46 @@ where
         std::panic::resume_unwind(panic);
     }
 }
+
+/// The single-item moves the `Store` trait leaves out (no dispatcher or CLI path calls
+/// them), so that the conformance matrix still applies every event of the state table.
+pub trait ByHand: Store {
+    fn promote_due(
+        &self,
+        provider: Option<&str>,
+        now: SystemTime,
+    ) -> impl Future<Output = abide_outbox::Result<u64>> + Send;
+    fn defer(
+        &self,
+        id: &str,
+        reason: &str,
+        now: SystemTime,
+    ) -> impl Future<Output = abide_outbox::Result<()>> + Send;
+    fn requeue(
+        &self,
+        id: &str,
+        now: SystemTime,
+    ) -> impl Future<Output = abide_outbox::Result<()>> + Send;
+}
+
+macro_rules! by_hand {
+    ($($store:ty),*) => {$(
+        impl ByHand for $store {
+            async fn promote_due(
+                &self,
+                provider: Option<&str>,
+                now: SystemTime,
+            ) -> abide_outbox::Result<u64> {
+                <$store>::promote_due(self, provider, now).await
+            }
+            async fn defer(&self, id: &str, reason: &str, now: SystemTime) -> abide_outbox::Result<()> {
+                <$store>::defer(self, id, reason, now).await
+            }
+            async fn requeue(&self, id: &str, now: SystemTime) -> abide_outbox::Result<()> {
+                <$store>::requeue(self, id, now).await
+            }
+        }
+    )*};
+}
+
+by_hand!(SqliteStore, PostgresStore);

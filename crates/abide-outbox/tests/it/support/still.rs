@@ -89,16 +89,6 @@ impl<S: Store> Store for StillStore<S> {
     fn reclaim_all_in_flight(&self, now: SystemTime) -> impl Future<Output = R<u64>> + Send {
         still(self.0.reclaim_all_in_flight(now))
     }
-    fn promote_due(
-        &self,
-        provider: Option<&str>,
-        now: SystemTime,
-    ) -> impl Future<Output = R<u64>> + Send {
-        still(self.0.promote_due(provider, now))
-    }
-    fn defer(&self, id: &str, reason: &str, now: SystemTime) -> impl Future<Output = R<()>> + Send {
-        still(self.0.defer(id, reason, now))
-    }
     fn defer_older_than(
         &self,
         provider: &str,
@@ -107,9 +97,6 @@ impl<S: Store> Store for StillStore<S> {
         now: SystemTime,
     ) -> impl Future<Output = R<u64>> + Send {
         still(self.0.defer_older_than(provider, cut, reason, now))
-    }
-    fn requeue(&self, id: &str, now: SystemTime) -> impl Future<Output = R<()>> + Send {
-        still(self.0.requeue(id, now))
     }
     fn requeue_deferred(
         &self,

@@ -1,0 +1,232 @@
+//! Idempotency keys derived from content, for items whose caller gave none.
+//!
+//! The key of an item is `abide-` and 128 bits of SHA-256 (hex) over what makes the
+//! message this message: provider, method, path, headers (names lower-cased), body (JSON
+//! with object keys sorted at every level), and how many identical items came before it in
+//! the same batch. So enqueueing the same batch twice adds nothing the second time (the
+//! store ignores a known key), while two identical lines stay two messages. The position
+//! of an item is not part of its key: inserting an unrelated line changes no other key.
+//! Keys are stable across runs, machines and abide versions that keep the `v1` prefix.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use sha2::{Digest, Sha256};
+
+use crate::model::{Body, NewItem};
+
+/// Give every item of `items` without an idempotency key its content-derived key
+/// ([`content_key`], counting identical items earlier in `items`). Items with a key keep
+/// it, and do not count as occurrences.
+pub fn assign_content_keys(items: &mut [NewItem]) {
+    let mut seen: HashMap<[u8; 32], u64> = HashMap::new();
+    for item in items.iter_mut().filter(|it| it.idempotency_key.is_none()) {
+        let digest = content_digest(item);
+        let n = seen.entry(digest).or_insert(0);
+        item.idempotency_key = Some(derived_key(&digest, *n));
+        *n += 1;
+    }
+}
+
+/// The content-derived key of `item` when `earlier` identical items precede it (0 for
+/// the first). Ignores any key `item` already has.
+pub fn content_key(item: &NewItem, earlier: u64) -> String {
+    derived_key(&content_digest(item), earlier)
+}
+
+/// SHA-256 over everything that makes a message this message.
+fn content_digest(item: &NewItem) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"abide-send-v1\0");
+    for part in [
+        item.provider.as_str(),
+        item.request.method.as_str(),
+        item.request.path.as_str(),
+    ] {
+        h.update(part.as_bytes());
+        h.update(b"\0");
+    }
+    for (k, v) in &item.request.headers {
+        h.update(k.to_ascii_lowercase().as_bytes());
+        h.update(b":");
+        h.update(v.as_bytes());
+        h.update(b"\0");
+    }
+    let mut body = String::new();
+    match &item.request.body {
+        None => body.push('-'),
+        Some(Body::Json(v)) => {
+            body.push('j');
+            canonical_json(v, &mut body);
+        }
+        Some(Body::Text(t)) => {
+            body.push('t');
+            body.push_str(t);
+        }
+    }
+    h.update(body.as_bytes());
+    h.finalize().into()
+}
+
+/// `abide-` and 128 bits of `SHA-256(digest ‖ occurrence)` in hex.
+fn derived_key(digest: &[u8; 32], occurrence: u64) -> String {
+    let mut h = Sha256::new();
+    h.update(digest);
+    h.update(occurrence.to_be_bytes());
+    let out = h.finalize();
+    let mut s = String::from("abide-");
+    for b in &out[..16] {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// JSON with object keys sorted at every level, so key order in the input (and serde_json
+/// feature flags elsewhere in the build) cannot change a derived key.
+fn canonical_json(v: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                if let Some(x) = m.get(k) {
+                    canonical_json(x, out);
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical_json(x, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Request;
+    use serde_json::json;
+
+    fn sms() -> NewItem {
+        NewItem::new(
+            "sms",
+            Request::post_json(
+                "/v1/messages",
+                json!({"to": "+15550101", "text": "hi", "n": [1, 2.5, {"b": 1, "a": null}]}),
+            ),
+        )
+    }
+
+    fn put_text() -> NewItem {
+        NewItem::new(
+            "sms",
+            Request {
+                method: "PUT".into(),
+                path: "/v1/x".into(),
+                headers: [("X-Tenant", "t1"), ("accept", "a/b")]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect(),
+                body: Some(Body::Text("plain é".into())),
+            },
+        )
+    }
+
+    fn no_body() -> NewItem {
+        NewItem::new(
+            "mail",
+            Request {
+                method: "POST".into(),
+                path: "/send".into(),
+                headers: Default::default(),
+                body: None,
+            },
+        )
+    }
+
+    /// Keys already stored in users' databases (computed by the CLI before the derivation
+    /// moved here) must still come out: a changed key would send a message twice.
+    #[test]
+    fn keys_match_those_derived_before_the_move() {
+        let mut items = vec![sms(), sms(), put_text(), no_body()];
+        assign_content_keys(&mut items);
+        let keys: Vec<_> = items
+            .iter()
+            .map(|i| i.idempotency_key.clone().unwrap())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "abide-367643bf1862ecbeeea4077dc695d26e",
+                "abide-e19156ebde1a6042ce6b644dc23b46f6",
+                "abide-12d9750a923818addd5c6bfc70043142",
+                "abide-6f528841e55ccaeaa1259313b975f6f0",
+            ]
+        );
+        assert_eq!(content_key(&sms(), 1), keys[1]);
+    }
+
+    #[test]
+    fn key_order_and_header_case_do_not_matter_content_does() {
+        let mut a = sms();
+        a.request.body = Some(Body::Json(json!({"x": 1, "y": {"q": 2, "p": 3}})));
+        let mut b = sms();
+        b.request.body = Some(Body::Json(json!({"y": {"p": 3, "q": 2}, "x": 1})));
+        assert_eq!(content_key(&a, 0), content_key(&b, 0));
+        let one_header = |name: &str| {
+            let mut x = sms();
+            x.request.headers.insert(name.to_owned(), "t1".to_owned());
+            x
+        };
+        assert_eq!(
+            content_key(&one_header("X-Tenant"), 0),
+            content_key(&one_header("x-tenant"), 0)
+        );
+        for changed in [
+            NewItem::new("other", sms().request),
+            {
+                let mut x = sms();
+                x.request.path = "/v1/other".into();
+                x
+            },
+            {
+                let mut x = sms();
+                x.request.method = "PUT".into();
+                x
+            },
+            {
+                let mut x = sms();
+                x.request.body = Some(Body::Json(json!({"to": "+15550102"})));
+                x
+            },
+        ] {
+            assert_ne!(content_key(&changed, 0), content_key(&sms(), 0));
+        }
+    }
+
+    #[test]
+    fn given_keys_are_kept_and_do_not_count_as_occurrences() {
+        let mut items = vec![sms().with_idempotency_key("mine"), sms(), no_body(), sms()];
+        assign_content_keys(&mut items);
+        assert_eq!(items[0].idempotency_key.as_deref(), Some("mine"));
+        assert_eq!(items[1].idempotency_key, Some(content_key(&sms(), 0)));
+        assert_eq!(items[3].idempotency_key, Some(content_key(&sms(), 1)));
+        let k = items[2].idempotency_key.clone().unwrap();
+        assert!(k.starts_with("abide-") && k.len() == 6 + 32, "{k}");
+    }
+}

@@ -1,0 +1,53 @@
+//! What differs between the two SQL backends, as one sealed trait on sqlx's database
+//! types (the way sqlx's own drivers mirror `sqlx::Database`): the claim statement, how
+//! generated statements write parameters, and how a write transaction begins. Everything
+//! else is written once, generic over the dialect ([`super::SqlStore`]).
+
+use sqlx::{Database, Postgres, Sqlite};
+
+use super::sql::{Placeholders, CLAIM_POSTGRES, CLAIM_SQLITE};
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for sqlx::Sqlite {}
+    impl Sealed for sqlx::Postgres {}
+}
+
+/// A SQL database the outbox can live in: [`sqlx::Sqlite`] or [`sqlx::Postgres`]. Sealed.
+pub trait Dialect: Database + sealed::Sealed {
+    /// The claim statement (`UPDATE … RETURNING` of the claimed items).
+    #[doc(hidden)]
+    const CLAIM: &'static str;
+    /// How generated batch statements write bind parameters.
+    #[doc(hidden)]
+    const PLACEHOLDERS: Placeholders;
+    /// The statement opening a write transaction (`None`: the driver's `BEGIN`).
+    #[doc(hidden)]
+    const BEGIN_WRITE: Option<&'static str>;
+
+    /// Rows an `INSERT`, `UPDATE` or `DELETE` touched (sqlx has no trait method for it).
+    #[doc(hidden)]
+    fn rows_affected(result: &Self::QueryResult) -> u64;
+}
+
+impl Dialect for Sqlite {
+    const CLAIM: &'static str = CLAIM_SQLITE;
+    const PLACEHOLDERS: Placeholders = Placeholders::Anonymous;
+    // IMMEDIATE takes the write lock up front (waiting up to the busy timeout) instead of
+    // failing with SQLITE_BUSY when a read lock cannot be upgraded.
+    const BEGIN_WRITE: Option<&'static str> = Some("BEGIN IMMEDIATE");
+
+    fn rows_affected(result: &Self::QueryResult) -> u64 {
+        result.rows_affected()
+    }
+}
+
+impl Dialect for Postgres {
+    const CLAIM: &'static str = CLAIM_POSTGRES;
+    const PLACEHOLDERS: Placeholders = Placeholders::Numbered;
+    const BEGIN_WRITE: Option<&'static str> = None;
+
+    fn rows_affected(result: &Self::QueryResult) -> u64 {
+        result.rows_affected()
+    }
+}

@@ -1,0 +1,399 @@
+//! [`Store`] for [`SqlStore`], once for both dialects.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, SystemTime};
+
+use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
+
+use super::dialect::Dialect;
+use super::plan::{
+    plan_completion, pow2_chunks, rounds, AttemptRow, MAX_ATTEMPT_ROWS, MAX_COMPLETE_ROWS,
+};
+use super::rows::{code_columns, count_code, count_key, duration_ms, refused, RawAttempt, RawItem};
+use super::sql;
+use super::sql_store::{begin, settle, SqlStore};
+use super::Store;
+use crate::error::{Error, Result};
+use crate::model::{
+    from_ms, new_item_id, to_ms, Completion, Counts, Enqueued, Item, ListFilter, MovedBy, NewItem,
+    RemoteCode, RequeueFilter, StoredAttempt, FAILED_OVER_PREFIX,
+};
+use crate::state::{transition, Event, State};
+
+impl<DB> Store for SqlStore<DB>
+where
+    DB: Dialect,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> String: Encode<'q, DB> + Decode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Decode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB>,
+    for<'q> Option<String>: Encode<'q, DB>,
+    for<'q> Option<i64>: Encode<'q, DB>,
+    usize: ColumnIndex<DB::Row>,
+    for<'r> &'r str: ColumnIndex<DB::Row>,
+{
+    async fn enqueue(&self, items: &[NewItem], now: SystemTime) -> Result<Vec<Enqueued>> {
+        for it in items {
+            it.validate()?;
+        }
+        let now_ms = to_ms(now);
+        let state = State::Queued.as_str();
+        let mut conn = self.writer().await?;
+        let r = async {
+            let mut out = Vec::with_capacity(items.len());
+            let mut tx = begin(&mut conn).await?;
+            for it in items {
+                let id = new_item_id(now);
+                let key = it.idempotency_key.clone().unwrap_or_else(|| id.clone());
+                let headers = serde_json::to_string(&it.request.headers)
+                    .map_err(|e| Error::InvalidRequest(e.to_string()))?;
+                let body = it
+                    .request
+                    .body
+                    .as_ref()
+                    .map(serde_json::to_string)
+                    .transpose()
+                    .map_err(|e| Error::InvalidRequest(e.to_string()))?;
+                let inserted: Option<(String,)> = sqlx::query_as(sql::INSERT)
+                    .bind(id.as_str())
+                    .bind(it.provider.as_str())
+                    .bind(it.request.method.as_str())
+                    .bind(it.request.path.as_str())
+                    .bind(headers)
+                    .bind(body)
+                    .bind(key.as_str())
+                    .bind(now_ms)
+                    .bind(state)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let enq = match inserted {
+                    Some((id,)) => Enqueued { id, created: true },
+                    None => {
+                        let (id,): (String,) = sqlx::query_as(sql::ID_BY_KEY)
+                            .bind(key.as_str())
+                            .fetch_one(&mut *tx)
+                            .await?;
+                        Enqueued { id, created: false }
+                    }
+                };
+                out.push(enq);
+            }
+            tx.commit().await?;
+            Ok(out)
+        }
+        .await;
+        settle(&mut conn, r)
+    }
+
+    async fn claim(
+        &self,
+        provider: &str,
+        owner: &str,
+        now: SystemTime,
+        lease: Duration,
+        limit: usize,
+    ) -> Result<Vec<Item>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        self.promote_due(Some(provider), now).await?;
+        let to = transition(State::Queued, Event::Claim)?;
+        let rows: Vec<RawItem> = sqlx::query_as(DB::CLAIM)
+            .bind(to.as_str())
+            .bind(owner)
+            .bind(to_ms(now) + duration_ms(lease))
+            .bind(to_ms(now))
+            .bind(provider)
+            .bind(State::Queued.as_str())
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.writes)
+            .await?;
+        let mut items = rows
+            .into_iter()
+            .map(RawItem::into_item)
+            .collect::<Result<Vec<_>>>()?;
+        items.sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
+        Ok(items)
+    }
+
+    async fn complete(
+        &self,
+        completions: &[Completion],
+        now: SystemTime,
+    ) -> Result<Vec<Result<State>>> {
+        let now_ms = to_ms(now);
+        let mut out: Vec<Option<Result<State>>> = completions.iter().map(|_| None).collect();
+        let mut planned = Vec::with_capacity(completions.len());
+        for (i, c) in completions.iter().enumerate() {
+            match plan_completion(i, c) {
+                Ok(p) => planned.push(p),
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        let mut conn = self.writer().await?;
+        let r = async {
+            let mut tx = begin(&mut conn).await?;
+            for round in rounds(planned) {
+                for chunk in pow2_chunks(&round, MAX_COMPLETE_ROWS) {
+                    let statement = sql::complete_sql(chunk.len(), DB::PLACEHOLDERS);
+                    let mut q = sqlx::query_as::<_, (String, i64, String)>(&statement);
+                    for p in chunk {
+                        q = q
+                            .bind(p.id)
+                            .bind(p.target.as_str())
+                            .bind(p.n)
+                            .bind(p.next)
+                            .bind(p.code)
+                            .bind(p.reason)
+                            .bind(p.owner);
+                    }
+                    let q = q.bind(now_ms).bind(State::InFlight.as_str());
+                    let rows = q.fetch_all(&mut *tx).await?;
+                    let mut moved: HashMap<String, (i64, String)> = rows
+                        .into_iter()
+                        .map(|(id, attempts, key)| (id, (attempts, key)))
+                        .collect();
+                    let mut attempt_rows = Vec::new();
+                    for p in chunk {
+                        let Some((attempts, key)) = moved.remove(p.id) else {
+                            let cur: Option<(String, Option<String>)> =
+                                sqlx::query_as(sql::STATE_OF)
+                                    .bind(p.id)
+                                    .fetch_optional(&mut *tx)
+                                    .await?;
+                            out[p.index] = Some(Err(refused(p.id, cur, State::InFlight, p.event)));
+                            continue;
+                        };
+                        let first_no = attempts - p.n + 1;
+                        for (i, a) in completions[p.index].attempts.iter().enumerate() {
+                            attempt_rows.push(AttemptRow {
+                                item_id: p.id,
+                                attempt_no: first_no + i64::try_from(i).unwrap_or(0),
+                                record: a,
+                                key: key.clone(),
+                            });
+                        }
+                        out[p.index] = Some(Ok(p.target));
+                    }
+                    for rows in pow2_chunks(&attempt_rows, MAX_ATTEMPT_ROWS) {
+                        let statement = sql::insert_attempts_sql(rows.len(), DB::PLACEHOLDERS);
+                        let mut q = sqlx::query(&statement);
+                        for r in rows {
+                            let (http, smpp) = code_columns(r.record.remote);
+                            q = q
+                                .bind(r.item_id)
+                                .bind(r.attempt_no)
+                                .bind(to_ms(r.record.at))
+                                .bind(r.record.provider.as_str())
+                                .bind(http)
+                                .bind(smpp)
+                                .bind(r.record.verdict_class.as_str())
+                                .bind(r.record.delay.map(duration_ms))
+                                .bind(r.record.delay_reason.as_deref())
+                                .bind(duration_ms(r.record.latency))
+                                .bind(r.key.as_str());
+                        }
+                        q.execute(&mut *tx).await?;
+                    }
+                    let mut counts: BTreeMap<(&str, i64, i64), i64> = BTreeMap::new();
+                    for r in &attempt_rows {
+                        let (kind, code) = count_key(r.record.remote);
+                        *counts
+                            .entry((r.record.provider.as_str(), kind, code))
+                            .or_insert(0) += 1;
+                    }
+                    for ((provider, kind, code), n) in counts {
+                        sqlx::query(sql::BUMP_COUNT)
+                            .bind(provider)
+                            .bind(kind)
+                            .bind(code)
+                            .bind(n)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                }
+            }
+            tx.commit().await?;
+            Ok(())
+        }
+        .await;
+        settle(&mut conn, r)?;
+        Ok(out
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::Corrupt("unplanned completion".into()))))
+            .collect())
+    }
+
+    async fn reclaim_expired(&self, now: SystemTime) -> Result<u64> {
+        self.reclaim_with(sql::RECLAIM, now).await
+    }
+
+    async fn reclaim_all_in_flight(&self, now: SystemTime) -> Result<u64> {
+        self.reclaim_with(sql::RECLAIM_ALL, now).await
+    }
+
+    async fn defer_older_than(
+        &self,
+        provider: &str,
+        window_started_before: SystemTime,
+        reason: &str,
+        now: SystemTime,
+    ) -> Result<u64> {
+        let to = transition(State::Pending, Event::Defer)?;
+        let r = sqlx::query(sql::DEFER_OLD)
+            .bind(to.as_str())
+            .bind(reason)
+            .bind(to_ms(now))
+            .bind(provider)
+            .bind(State::Pending.as_str())
+            .bind(to_ms(window_started_before))
+            .execute(&self.writes)
+            .await?;
+        Ok(DB::rows_affected(&r))
+    }
+
+    async fn requeue_deferred(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64> {
+        self.requeue_from(State::Deferred, filter, now).await
+    }
+
+    async fn requeue_failed(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64> {
+        self.requeue_from(State::Failed, filter, now).await
+    }
+
+    async fn fail_over(
+        &self,
+        from: &str,
+        to: &str,
+        pending_since_before: SystemTime,
+        now: SystemTime,
+    ) -> Result<u64> {
+        let reason = format!("{FAILED_OVER_PREFIX}{from}");
+        let mut conn = self.writer().await?;
+        let r = async {
+            let mut tx = begin(&mut conn).await?;
+            let mut n = 0;
+            for source in [State::Queued, State::Pending] {
+                let target = transition(source, Event::FailOver)?;
+                let r = sqlx::query(sql::FAIL_OVER)
+                    .bind(target.as_str())
+                    .bind(to)
+                    .bind(to_ms(now))
+                    .bind(reason.as_str())
+                    .bind(from)
+                    .bind(source.as_str())
+                    .bind(to_ms(pending_since_before))
+                    .bind(MovedBy::FailedOver.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+                n += DB::rows_affected(&r);
+            }
+            tx.commit().await?;
+            Ok(n)
+        }
+        .await;
+        settle(&mut conn, r)
+    }
+
+    async fn counts_by_state(&self, provider: Option<&str>) -> Result<Counts> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(sql::COUNTS)
+            .bind(provider.unwrap_or(""))
+            .fetch_all(&self.reads)
+            .await?;
+        let mut c = Counts::default();
+        for (state, n) in rows {
+            let s: State = state
+                .parse()
+                .map_err(|e| Error::Corrupt(format!("state: {e}")))?;
+            *c.get_mut(s) = u64::try_from(n).unwrap_or(0);
+        }
+        Ok(c)
+    }
+
+    async fn reason_counts(&self, state: Option<State>) -> Result<Vec<(State, String, u64)>> {
+        let rows: Vec<(String, String, i64)> = sqlx::query_as(sql::REASON_COUNTS)
+            .bind(state.map_or("", |s| s.as_str()))
+            .fetch_all(&self.reads)
+            .await?;
+        rows.into_iter()
+            .map(|(st, reason, n)| {
+                let st: State = st
+                    .parse()
+                    .map_err(|e| Error::Corrupt(format!("state: {e}")))?;
+                Ok((st, reason, u64::try_from(n).unwrap_or(0)))
+            })
+            .collect()
+    }
+
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<Item>> {
+        let limit = filter.limit.min(ListFilter::MAX_LIMIT);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<RawItem> = sqlx::query_as(sql::LIST)
+            .bind(filter.state.map_or("", |s| s.as_str()))
+            .bind(filter.provider.as_deref().unwrap_or(""))
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.reads)
+            .await?;
+        rows.into_iter().map(RawItem::into_item).collect()
+    }
+
+    async fn oldest_pending_age(&self, now: SystemTime) -> Result<Option<Duration>> {
+        let (min,): (Option<i64>,) = sqlx::query_as(sql::OLDEST_WAITING)
+            .bind(State::Queued.as_str())
+            .bind(State::Pending.as_str())
+            .fetch_one(&self.reads)
+            .await?;
+        Ok(min.map(|ms| now.duration_since(from_ms(ms)).unwrap_or_default()))
+    }
+
+    async fn has_active(&self, provider: &str) -> Result<bool> {
+        let row: Option<(i64,)> = sqlx::query_as(sql::ANY_ACTIVE)
+            .bind(provider)
+            .bind(State::Queued.as_str())
+            .bind(State::InFlight.as_str())
+            .bind(State::Pending.as_str())
+            .fetch_optional(&self.reads)
+            .await?;
+        Ok(row.is_some())
+    }
+
+    async fn next_due(&self, provider: &str) -> Result<Option<SystemTime>> {
+        let (min,): (Option<i64>,) = sqlx::query_as(sql::NEXT_DUE)
+            .bind(provider)
+            .bind(State::Queued.as_str())
+            .bind(State::Pending.as_str())
+            .fetch_one(&self.reads)
+            .await?;
+        Ok(min.map(from_ms))
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<Item>> {
+        let row: Option<RawItem> = sqlx::query_as(sql::GET)
+            .bind(id)
+            .fetch_optional(&self.reads)
+            .await?;
+        row.map(RawItem::into_item).transpose()
+    }
+
+    async fn attempts(&self, id: &str) -> Result<Vec<StoredAttempt>> {
+        let rows: Vec<RawAttempt> = sqlx::query_as(sql::ATTEMPTS)
+            .bind(id)
+            .fetch_all(&self.reads)
+            .await?;
+        Ok(rows.into_iter().map(RawAttempt::into_attempt).collect())
+    }
+
+    async fn remote_counts(&self, provider: Option<&str>) -> Result<Vec<(RemoteCode, u64)>> {
+        let rows: Vec<(i64, i64, i64)> = sqlx::query_as(sql::REMOTE_COUNTS)
+            .bind(provider.unwrap_or(""))
+            .fetch_all(&self.reads)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(k, c, n)| (count_code(k, c), u64::try_from(n).unwrap_or(0)))
+            .collect())
+    }
+}
