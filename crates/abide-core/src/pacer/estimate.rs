@@ -1,0 +1,384 @@
+//! The rate: a ceiling estimate of the host's limit, learned from what it accepted, and the
+//! cubic recovery and probing around it (or slow start while nothing is known), under an
+//! advertised target. See "Why not plain AIMD" in the [module docs](super).
+
+use std::time::{Duration, Instant};
+
+use super::pauses::Pauses;
+use super::schedule::Schedule;
+use super::{fraction, PacerConfig, MAX_PAUSE};
+use crate::budget::Buckets;
+use crate::classify::Verdict;
+
+/// Clean-time credit per success, at most.
+const MAX_CREDIT: Duration = Duration::from_secs(1);
+/// How far the rate may run ahead of the rate the host was recently seen to accept.
+const LEAD: f64 = 0.25;
+/// Requests near the ceiling between two probes (they stretch `K` at low rates).
+const PROBE_REQUESTS: f64 = 100.0;
+/// `K` is at least this many times the server's delay on the throttle that ended the last
+/// probe: each probe costs that pause, so one per `K` loses about `1 / PROBE_PAUSES`.
+const PROBE_PAUSES: f64 = 20.0;
+/// Slow start doubles the rate every `recovery / SLOW_START` of clean time.
+const SLOW_START: f64 = 10.0;
+/// A decrease that finds fewer than this fraction of the rate accepted is an outage, not a
+/// limit: the rate halves (never less) and no ceiling is learned.
+const OUTAGE: f64 = 0.5;
+/// Through an outage the rate halves no lower than this fraction of the rate held from
+/// before it: the pauses already hold the host back, and 40 workers reserving slots at a
+/// 0.1/s floor queued them 400 s deep, which outlived the outage by far.
+const OUTAGE_FLOOR: f64 = 0.125;
+/// Buckets per window in the throttle counters.
+const BUCKETS: u32 = 10;
+/// The short counter covers `window / RECENT`, in `RECENT_BUCKETS` buckets.
+const RECENT: u32 = 5;
+const RECENT_BUCKETS: u32 = 4;
+/// The probe clock stops here (in units of `recovery`): the curve is far above any rate by
+/// then, and the cube stays finite.
+const MAX_PROBE_K: f64 = 1000.0;
+
+/// What the pacer believes about the host's limit, and the rate that follows from it.
+#[derive(Debug)]
+pub(super) struct Estimate {
+    /// Current rate, requests per second.
+    pub(super) rate: f64,
+    /// Target from advertised rate-limit headers (already × headroom), if any.
+    pub(super) target: Option<f64>,
+    /// Counts that drive decreases: (responses, throttles); cleared on each decrease.
+    decide: Buckets,
+    /// Every response and throttle the remote sent; never cleared.
+    pub(super) observed: Buckets,
+    /// The same over the last `window / 5`: how fast the host is accepting right now.
+    recent: Buckets,
+    /// When the pacer was created (the counters cover less than a window before then + window).
+    born: Instant,
+    /// Estimated limit, from the last decrease; `None` before the first.
+    pub(super) ceiling: Option<f64>,
+    /// Centre of the cubic curve (the ceiling, or the initial rate before any decrease).
+    anchor: f64,
+    /// Rate right after the last decrease, base of the additive lower bound.
+    base: f64,
+    /// Clean time credited since the last decrease.
+    probe: Duration,
+    /// When the last decrease happened.
+    decreased_at: Option<Instant>,
+    /// Answers arriving before this may be for slots reserved before the last decrease
+    /// (the end of the queue then, plus a latency allowance; for
+    /// [`Pacer::on_verdict`](super::Pacer::on_verdict)).
+    round_seen: Option<Instant>,
+    last_success: Option<Instant>,
+    pub(super) decreases: u64,
+    /// The server's delay on the throttle behind the last decrease (what a probe costs).
+    probe_cost: Duration,
+    /// What worked before the host went dark (see [`Held`]); restored at its first success.
+    held: Option<Held>,
+}
+
+/// The pacer's knowledge from before an outage: an outage says nothing about capacity, so
+/// the host's first success after it resumes here rather than from the outage's floor.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    /// The rate in use when the first outage cut came (requests per second).
+    rate: f64,
+    /// The ceiling estimate then, if any.
+    ceiling: Option<f64>,
+    /// A later cut found nothing at all accepted lately: the host went dark. Until then
+    /// the snapshot is only kept in case (a fallen limit also starts with a deep cut).
+    dark: bool,
+}
+
+/// Which accepted-rate counter [`Estimate::measured`] reads.
+#[derive(Debug, Clone, Copy)]
+enum Counter {
+    Window,
+    Recent,
+}
+
+impl Estimate {
+    /// Nothing known yet: `cfg.initial_rate`, slow start from there.
+    pub(super) fn new(cfg: &PacerConfig, now: Instant) -> Self {
+        Self {
+            rate: cfg.initial_rate,
+            target: None,
+            decide: Buckets::new(cfg.window, BUCKETS, now),
+            observed: Buckets::new(cfg.window, BUCKETS, now),
+            recent: Buckets::new(cfg.window / RECENT, RECENT_BUCKETS, now),
+            born: now,
+            ceiling: None,
+            anchor: cfg.initial_rate,
+            base: cfg.initial_rate,
+            probe: Duration::ZERO,
+            decreased_at: None,
+            round_seen: None,
+            last_success: None,
+            decreases: 0,
+            probe_cost: Duration::ZERO,
+            held: None,
+        }
+    }
+
+    /// The server advertised `adv` requests per second: aim at `headroom ×` that, and never
+    /// above it.
+    pub(super) fn adopt_advertised(&mut self, cfg: &PacerConfig, adv: f64) {
+        let target = (cfg.headroom * adv).clamp(cfg.min_rate, cfg.max_rate);
+        self.target = Some(target);
+        self.rate = self.rate.min(target);
+    }
+
+    /// Was an answer arriving at `now`, reservation time unknown, spaced at the current rate?
+    pub(super) fn fresh_at(&self, now: Instant) -> bool {
+        self.round_seen.is_none_or(|r| now >= r)
+    }
+
+    /// Was a request reserved at `reserved_at` spaced at the current rate?
+    pub(super) fn fresh_reserved(&self, reserved_at: Instant) -> bool {
+        self.decreased_at.is_none_or(|d| reserved_at >= d)
+    }
+
+    /// Count every answer the remote sent.
+    pub(super) fn observe(&mut self, now: Instant, throttled: bool) {
+        self.observed.add(now, 1, u64::from(throttled));
+        self.recent.add(now, 1, u64::from(throttled));
+    }
+
+    /// A success, fresh or not: the host answers again, so back to what worked before it
+    /// went dark, even for a request reserved during the outage (its success is news all
+    /// the same).
+    pub(super) fn restore_after_outage(&mut self, cfg: &PacerConfig) {
+        if let Some(held) = self.held.take().filter(|h| h.dark) {
+            self.ceiling = held.ceiling;
+            self.anchor = held.ceiling.unwrap_or(held.rate);
+            self.base = self.anchor * cfg.decrease_factor;
+            self.probe = Duration::ZERO;
+            let cap = self.target.unwrap_or(cfg.max_rate).min(cfg.max_rate);
+            self.rate = self.curve(cfg).clamp(cfg.min_rate, cap);
+        }
+    }
+
+    /// A throttle for a request spaced at the current rate: decrease when it is the probe's
+    /// answer, or when throttles (and the time they paused the host) are no longer rare.
+    pub(super) fn on_fresh_throttle(
+        &mut self,
+        cfg: &PacerConfig,
+        now: Instant,
+        verdict: &Verdict,
+        pauses: &mut Pauses,
+        schedule: &mut Schedule,
+    ) {
+        self.decide.add(now, 1, 1);
+        let (total, throttles) = self.decide.sums(now);
+        let probing = self.ceiling.is_none_or(|c| self.rate > c);
+        // A throttle that pauses the host costs the whole pause, not one request: time
+        // already paused in the window (before this throttle's own pause) counts as
+        // throttled, so one stray throttle is noise but one a second is not.
+        let paused = pauses.within(now.checked_sub(cfg.window).unwrap_or(now), now);
+        let lost = fraction(throttles, total) + paused.as_secs_f64() / cfg.window.as_secs_f64();
+        if probing || lost > cfg.throttle_threshold {
+            self.probe_cost = verdict
+                .retry_after
+                .as_ref()
+                .map_or(Duration::ZERO, |ra| ra.delay.min(MAX_PAUSE));
+            self.decrease(cfg, now, pauses, schedule);
+        }
+    }
+
+    /// A success for a request spaced at the current rate: credit clean time and follow the
+    /// curve.
+    pub(super) fn on_fresh_success(
+        &mut self,
+        cfg: &PacerConfig,
+        now: Instant,
+        pauses: &mut Pauses,
+        schedule: &Schedule,
+    ) {
+        self.decide.add(now, 1, 0);
+        let credit = self
+            .last_success
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        let max_probe = Duration::from_secs_f64(self.k_secs(cfg) * MAX_PROBE_K);
+        // Grow only while the host has been seen to accept nearly this rate: a long queue
+        // of reserved slots delays the evidence, and a curve running on ahead of it
+        // would overshoot by the whole delay (RFC 7661's rule for an unused window).
+        let validated = self
+            .measured(cfg, now, Counter::Recent, pauses, schedule)
+            .is_none_or(|a| self.rate <= a * (1.0 + LEAD));
+        if validated {
+            self.probe = (self.probe + credit.min(MAX_CREDIT)).min(max_probe);
+        }
+        if self.ceiling.is_some() && self.probe.as_secs_f64() >= 2.0 * self.k_secs(cfg) {
+            // Probed well above the ceiling without a throttle: the limit was raised.
+            // Forget the estimate and search from here.
+            self.ceiling = None;
+            self.anchor = self.rate;
+            self.probe = Duration::ZERO;
+        }
+        self.last_success = Some(now);
+        let ceiling = self.target.unwrap_or(cfg.max_rate).min(cfg.max_rate);
+        self.rate = self.curve(cfg).clamp(cfg.min_rate, ceiling);
+    }
+
+    /// Any other answer spaced at the current rate: counted, decides nothing.
+    pub(super) fn on_fresh_other(&mut self, now: Instant) {
+        self.decide.add(now, 1, 0);
+    }
+
+    /// The rate the recovery/probe curve gives for the clean time credited so far.
+    fn curve(&self, cfg: &PacerConfig) -> f64 {
+        let t = self.probe.as_secs_f64();
+        let k = self.k_secs(cfg);
+        if self.ceiling.is_none() {
+            // Nothing known (or no longer): double every K / 10, as far as the lead allows.
+            return self.anchor * (t / (k / SLOW_START)).exp2();
+        }
+        let x = (t - k) / k;
+        let cubic = self.anchor * (1.0 + (1.0 - cfg.decrease_factor) * x * x * x);
+        let additive = self.base + cfg.increase_per_sec * t;
+        if additive > cubic {
+            additive
+        } else {
+            cubic
+        }
+    }
+
+    /// `K` in seconds: `recovery`, stretched at low rates (up to 4×) so that about
+    /// [`PROBE_REQUESTS`] go out near the ceiling between two probes, keeping one throttle
+    /// per probe near 1 % of attempts.
+    fn k_secs(&self, cfg: &PacerConfig) -> f64 {
+        let k = cfg.recovery.as_secs_f64();
+        let paid = PROBE_PAUSES * self.probe_cost.as_secs_f64();
+        self.ceiling
+            .map_or(k, |c| (PROBE_REQUESTS / c).max(paid).clamp(k, 4.0 * k))
+    }
+
+    fn decrease(
+        &mut self,
+        cfg: &PacerConfig,
+        now: Instant,
+        pauses: &mut Pauses,
+        schedule: &mut Schedule,
+    ) {
+        let old = self.rate;
+        let cap = self.target.unwrap_or(cfg.max_rate);
+        let (answers, refused) = self.observed.sums(now);
+        let window = self.measured(cfg, now, Counter::Window, pauses, schedule);
+        let recent = self.measured(cfg, now, Counter::Recent, pauses, schedule);
+        // Which span says most about the limit: in slow start the rate climbed fast and the
+        // window lags it, so the last `window / 5`; a throttle at or below a known ceiling
+        // says the limit fell, so whichever is lower; a probe above it, the whole window
+        // (least disturbed by a burst).
+        let accepted = match (self.ceiling, recent) {
+            (None, Some(r)) => Some(r),
+            (Some(c), Some(r)) if old <= c => window.map(|w| w.min(r)),
+            _ => window,
+        };
+        // A second throttle at or below the estimate within half a window of the last cut:
+        // the estimate is stale (the limit fell). What was accepted cannot show by how much,
+        // because each `Retry-After` pause refills the provider's burst and the short open
+        // stretches between pauses measure our own rate; cutting 5 % per round, one pause
+        // each, took 15 s to follow 200/s down to 100/s.
+        let stale = self.ceiling.is_some_and(|c| old <= c)
+            && self
+                .decreased_at
+                .is_some_and(|d| now.saturating_duration_since(d) < cfg.window / 2);
+        let refusing = fraction(answers.saturating_sub(refused), answers) < OUTAGE;
+        // Nothing at all accepted over the last `window / 5`: the host is down, not
+        // metering (any limit above 0.5/s accepts something in 2 s). Read as a rate, that
+        // silence set a 0.1/s ceiling that took half an hour to climb out of.
+        let (recent_answers, recent_refused) = self.recent.sums(now);
+        let dark = recent_answers > 0 && recent_refused == recent_answers;
+        // Nothing accepted since a cut that held a snapshot: what the window still shows
+        // predates the trouble (a 2 s span half before an outage read 4.75/s off a 10/s
+        // host that was refusing everything).
+        let silent = self.held.is_some()
+            && self
+                .last_success
+                .is_none_or(|t| self.decreased_at.is_some_and(|d| t < d));
+        let learns = accepted.is_some() && !stale && !refusing && !dark && !silent;
+        if learns {
+            self.held = None;
+        } else {
+            // Keep what worked before the trouble: the first cuts of an outage look like a
+            // fallen limit (the window still holds the successes from before it).
+            let held = self.held.get_or_insert(Held {
+                rate: old,
+                ceiling: self.ceiling,
+                dark: false,
+            });
+            held.dark |= dark;
+        }
+        let floor = self
+            .held
+            .filter(|h| h.dark)
+            .map_or(cfg.min_rate, |h| h.ceiling.unwrap_or(h.rate) * OUTAGE_FLOOR)
+            .max(cfg.min_rate);
+        let accepted = accepted.filter(|_| learns);
+        let rate = match accepted {
+            Some(a) => {
+                let ceiling = a.min(old).clamp(cfg.min_rate, cfg.max_rate);
+                self.ceiling = Some(ceiling);
+                self.anchor = ceiling;
+                (ceiling * cfg.decrease_factor).clamp(cfg.min_rate, cap)
+            }
+            None => {
+                // Most requests were refused (the host is refusing, not metering), or the
+                // estimate is stale: what it accepted says nothing about a rate. Halve, forget
+                // the ceiling, and let slow start find the rate again once it answers.
+                let rate = (old * OUTAGE).max(floor).min(old).clamp(cfg.min_rate, cap);
+                self.ceiling = None;
+                self.anchor = rate;
+                rate
+            }
+        };
+        let round_end = schedule.recost(now, old, rate, 1.0 / OUTAGE);
+        self.rate = rate;
+        self.base = rate;
+        self.probe = Duration::ZERO;
+        self.decreased_at = Some(now);
+        self.round_seen = Some(round_end + cfg.window / 10);
+        self.decide.clear();
+        self.decreases += 1;
+    }
+
+    /// Requests the host accepted (answers that were not throttles) per second over a
+    /// counter's span; `None` while that span is under half a second.
+    #[allow(clippy::cast_precision_loss)] // counts in one window stay far below 2^53
+    fn measured(
+        &mut self,
+        cfg: &PacerConfig,
+        now: Instant,
+        which: Counter,
+        pauses: &mut Pauses,
+        schedule: &Schedule,
+    ) -> Option<f64> {
+        let (span, n, counter) = match which {
+            Counter::Window => (cfg.window, BUCKETS, &mut self.observed),
+            Counter::Recent => (cfg.window / RECENT, RECENT_BUCKETS, &mut self.recent),
+        };
+        let width = span / n;
+        let age = now.saturating_duration_since(self.born);
+        // The counters hold the last `span` plus the elapsed part of the current bucket.
+        let part = Duration::from_nanos(
+            u64::try_from(age.as_nanos() % width.as_nanos().max(1)).unwrap_or(0),
+        );
+        let covered = age.min(span + part).min(schedule.offered(now));
+        let (total, throttles) = counter.sums(now);
+        // Time the host was paused accepted nothing and says nothing about the limit: with
+        // a `Retry-After: 1` per throttle, counting it read a 100/s limit as 60/s.
+        if let Counter::Window = which {
+            // The longest span asked about: older stretches are of no more use.
+            pauses.forget_older_than(span, now);
+        }
+        let paused = pauses.within(now - covered, now);
+        let open = covered.saturating_sub(paused);
+        // The short counter is read when the host was mostly paused (a fallen limit): a
+        // tenth of a second of evidence beats none.
+        let least = match which {
+            Counter::Window => Duration::from_millis(500),
+            Counter::Recent => Duration::from_millis(100),
+        };
+        if open < least {
+            return None;
+        }
+        Some(total.saturating_sub(throttles) as f64 / open.as_secs_f64())
+    }
+}
