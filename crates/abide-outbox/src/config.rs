@@ -5,7 +5,7 @@
 //! name = "sms-primary"
 //! base_url = "https://api.example.com"
 //! credentials_env = "SMS_PRIMARY_TOKEN"   # the variable's NAME; its value is never stored
-//! rate_hint = 50.0                        # requests per second to start at
+//! rate_hint = 50.0                        # requests per second to start at (optional)
 //! concurrency = 16                        # concurrent senders
 //! idempotency_key_header = "Idempotency-Key"
 //! timeout_secs = 10
@@ -67,7 +67,9 @@ pub struct Config {
 /// One provider.
 ///
 /// # Default
-/// - `rate_hint`: 10 requests per second (the pacer's starting rate; it then learns)
+/// - `rate_hint`: none: the pacer starts at
+///   [`PacerConfig::cold_start_rate`]`(concurrency)` and searches (an advertised limit is
+///   adopted at the first answer that carries one)
 /// - `concurrency`: 4 senders
 /// - `timeout`: 10 s per request
 /// - `idempotency_key_header`: `Idempotency-Key`
@@ -87,8 +89,9 @@ pub struct ProviderConfig {
     pub credentials_env: Option<String>,
     /// Header that carries the token as is; `None` sends `Authorization: Bearer <token>`.
     pub auth_header: Option<http::HeaderName>,
-    /// Starting send rate, requests per second.
-    pub rate_hint: f64,
+    /// Starting send rate, requests per second; `None` starts from what the senders can do
+    /// ([`PacerConfig::cold_start_rate`]) and searches.
+    pub rate_hint: Option<f64>,
     /// Concurrent senders.
     pub concurrency: usize,
     /// Per-request timeout.
@@ -520,8 +523,8 @@ fn validate_provider(p: FileProvider) -> Result<ProviderConfig> {
             })
         })
         .transpose()?;
-    let rate_hint = p.rate_hint.unwrap_or(10.0);
-    if !(rate_hint.is_finite() && rate_hint > 0.0 && rate_hint <= MAX_RATE_HINT) {
+    let rate_hint = p.rate_hint;
+    if rate_hint.is_some_and(|r| !(r.is_finite() && r > 0.0 && r <= MAX_RATE_HINT)) {
         return Err(invalid(
             n,
             "rate_hint",

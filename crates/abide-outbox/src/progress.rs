@@ -185,6 +185,13 @@ pub struct ProviderProgress {
     /// The `Sunset` date (RFC 8594) the provider last announced, if any.
     #[serde(serialize_with = "rfc3339_opt")]
     pub sunset: Option<SystemTime>,
+    /// Right now every sender is on the wire and the pacer would hand out a slot at once:
+    /// the senders, not the pacer (nor the provider), set the pace; more `concurrency`
+    /// would send faster.
+    pub limited_by_concurrency: bool,
+    /// How the pacer granted this run's send slots: when nearly all were free at once
+    /// while items were waiting, concurrency limited the run.
+    pub slots: abide_core::SlotCounts,
     /// Items per state currently targeting this provider.
     pub counts: Counts,
     /// What was done for this provider.

@@ -34,6 +34,11 @@ pub enum Scenario {
     /// 300/s, small burst, `Retry-After` in whole seconds, no rate-limit headers, a pacer
     /// starting at 1,000/s.
     GcraNoHeaders,
+    /// A short batch from a cold start: 3,000 items at once, 40 workers, a fixed-window
+    /// limit of 100 per second with RateLimit headers, and no rate hint.
+    BurstJob,
+    /// The same batch against the same limiter sending no RateLimit headers.
+    BurstJobBlind,
 }
 
 const SEC: Duration = Duration::from_secs(1);
@@ -44,7 +49,7 @@ fn secs(s: u64) -> Duration {
 
 impl Scenario {
     /// Every scenario, in `--all` order.
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 10] = [
         Scenario::LimitAppears,
         Scenario::HttpDateSwitch,
         Scenario::RetryAfterZero,
@@ -53,6 +58,8 @@ impl Scenario {
         Scenario::LimitChanges,
         Scenario::LimitChangesBlind,
         Scenario::GcraNoHeaders,
+        Scenario::BurstJob,
+        Scenario::BurstJobBlind,
     ];
 
     /// The name used by `--scenario`.
@@ -66,6 +73,8 @@ impl Scenario {
             Scenario::LimitChanges => "limit-changes",
             Scenario::LimitChangesBlind => "limit-changes-blind",
             Scenario::GcraNoHeaders => "gcra-no-headers",
+            Scenario::BurstJob => "burst-job",
+            Scenario::BurstJobBlind => "burst-job-blind",
         }
     }
 
@@ -108,6 +117,16 @@ impl Scenario {
                  600/s offered against a GCRA (burst 10) at 200/s, 100/s from 100 s, 300/s \
                  from 200 s; 429 with Retry-After rounded up to whole seconds (so 1 s), no \
                  RateLimit headers; abide's pacer starts at 1,000/s."
+            }
+            Scenario::BurstJob => {
+                "A batch of 3,000 items queued at once, 40 workers, 2 ms round trips, against \
+                 a fixed window of 100 requests per second (RateLimit-Policy q=100;w=1, 429 \
+                 with Retry-After to the window's end, rounded up); abide starts cold, with \
+                 no rate hint (issue 9)."
+            }
+            Scenario::BurstJobBlind => {
+                "As burst-job, but the limiter sends no RateLimit headers: abide searches \
+                 from a cold start."
             }
         }
     }
@@ -237,6 +256,25 @@ impl Scenario {
                 c.items = 600 * 300;
                 c.bucket = SEC;
                 c.pacer.initial_rate = 1000.0;
+                c
+            }
+            Scenario::BurstJob => {
+                let mut c = base;
+                c.latency = Duration::from_millis(2);
+                c.provider.limits = vec![(Duration::ZERO, 100.0)];
+                c.provider.window = Some(SEC);
+                c.provider.rate_limit_headers = true;
+                c.arrivals = vec![(Duration::ZERO, 1_000_000.0)];
+                c.items = 3000;
+                c.horizon = secs(600);
+                c.bucket = SEC;
+                // No rate hint: what an outbox with 40 senders starts at.
+                c.pacer.initial_rate = PacerConfig::cold_start_rate(c.workers);
+                c
+            }
+            Scenario::BurstJobBlind => {
+                let mut c = Scenario::BurstJob.config();
+                c.provider.rate_limit_headers = false;
                 c
             }
         }

@@ -77,7 +77,21 @@ impl Default for PacerConfig {
     }
 }
 
+/// Cold start without a hint: this many requests per second per sender (see
+/// [`PacerConfig::cold_start_rate`]).
+const COLD_START_PER_SENDER: f64 = 1.0;
+
 impl PacerConfig {
+    /// The rate to start at when nothing is known about the host (no `rate_hint`): what
+    /// `senders` concurrent senders would send if each answer took a second, from where
+    /// slow start doubles per round of clean answers (never above 1.25 × what the host
+    /// accepted) to the first throttle; an advertised limit replaces it at the first answer
+    /// that carries one. Requests per second, at least 1.
+    #[allow(clippy::cast_precision_loss)] // senders are at most thousands
+    pub fn cold_start_rate(senders: usize) -> f64 {
+        (senders.max(1) as f64 * COLD_START_PER_SENDER).clamp(1.0, MAX_RATE)
+    }
+
     pub(super) fn sanitized(self) -> Self {
         let d = Self::default();
         let num = |v: f64, dflt: f64, lo: f64, hi: f64| {

@@ -19,8 +19,15 @@ const PROBE_REQUESTS: f64 = 100.0;
 /// `K` is at least this many times the server's delay on the throttle that ended the last
 /// probe: each probe costs that pause, so one per `K` loses about `1 / PROBE_PAUSES`.
 const PROBE_PAUSES: f64 = 20.0;
-/// Slow start doubles the rate every `recovery / SLOW_START` of clean time.
-const SLOW_START: f64 = 10.0;
+/// Slow start (nothing known) doubles the rate per this much clean time, as TCP slow start
+/// doubles its window per round trip; [`LEAD`] over what the host accepted in the last
+/// [`ROUND_SPAN`] bounds it. It was `recovery / 10` (1.5 s), and against a 100/s limit a
+/// cold start at 10/s took about 25 s to get there.
+const SEARCH_ROUND: Duration = Duration::from_millis(250);
+/// The span over which slow start measures what the host accepted: short, so that the
+/// bound follows the climb rather than the average of the last seconds.
+const ROUND_SPAN: Duration = Duration::from_millis(500);
+const ROUND_BUCKETS: u32 = 5;
 /// A decrease that finds fewer than this fraction of the rate accepted is an outage, not a
 /// limit: the rate halves (never less) and no ceiling is learned.
 const OUTAGE: f64 = 0.5;
@@ -50,6 +57,8 @@ pub(super) struct Estimate {
     pub(super) observed: Buckets,
     /// The same over the last `window / 5`: how fast the host is accepting right now.
     recent: Buckets,
+    /// The same over the last [`ROUND_SPAN`]: what bounds slow start.
+    round: Buckets,
     /// When the pacer was created (the counters cover less than a window before then + window).
     born: Instant,
     /// Estimated limit, from the last decrease; `None` before the first.
@@ -92,6 +101,7 @@ struct Held {
 enum Counter {
     Window,
     Recent,
+    Round,
 }
 
 impl Estimate {
@@ -103,6 +113,7 @@ impl Estimate {
             decide: Buckets::new(cfg.window, BUCKETS, now),
             observed: Buckets::new(cfg.window, BUCKETS, now),
             recent: Buckets::new(cfg.window / RECENT, RECENT_BUCKETS, now),
+            round: Buckets::new(ROUND_SPAN, ROUND_BUCKETS, now),
             born: now,
             ceiling: None,
             anchor: cfg.initial_rate,
@@ -118,11 +129,31 @@ impl Estimate {
     }
 
     /// The server advertised `adv` requests per second: aim at `headroom ×` that, and never
-    /// above it.
-    pub(super) fn adopt_advertised(&mut self, cfg: &PacerConfig, adv: f64) {
+    /// above it. The first target is adopted at once, upward too: the server has said what
+    /// it accepts, so there is nothing to search for. Later ones only cap the rate (the
+    /// climb to a raised one is the curve's): a server with several policies (per key, per
+    /// account) may name a different one on each answer, and following each at once
+    /// swung the rate between them.
+    pub(super) fn adopt_advertised(
+        &mut self,
+        cfg: &PacerConfig,
+        adv: f64,
+        schedule: &mut Schedule,
+        now: Instant,
+    ) {
         let target = (cfg.headroom * adv).clamp(cfg.min_rate, cfg.max_rate);
+        let first = self.target.is_none();
         self.target = Some(target);
-        self.rate = self.rate.min(target);
+        if first && self.held.is_none() {
+            schedule.jump(now, self.rate, target);
+            self.rate = target;
+            self.ceiling = None;
+            self.anchor = target;
+            self.base = target;
+            self.probe = Duration::ZERO;
+        } else {
+            self.rate = self.rate.min(target);
+        }
     }
 
     /// Was an answer arriving at `now`, reservation time unknown, spaced at the current rate?
@@ -139,6 +170,7 @@ impl Estimate {
     pub(super) fn observe(&mut self, now: Instant, throttled: bool) {
         self.observed.add(now, 1, u64::from(throttled));
         self.recent.add(now, 1, u64::from(throttled));
+        self.round.add(now, 1, u64::from(throttled));
     }
 
     /// A success, fresh or not: the host answers again, so back to what worked before it
@@ -199,9 +231,17 @@ impl Estimate {
         // Grow only while the host has been seen to accept nearly this rate: a long queue
         // of reserved slots delays the evidence, and a curve running on ahead of it
         // would overshoot by the whole delay (RFC 7661's rule for an unused window).
-        let validated = self
-            .measured(cfg, now, Counter::Recent, pauses, schedule)
-            .is_none_or(|a| self.rate <= a * (1.0 + LEAD));
+        // In slow start the rate doubles per round, so the evidence is read over the last
+        // round rather than the last seconds, and it is a hard bound: never above
+        // `1 + LEAD` times what the host accepted.
+        let searching = self.ceiling.is_none();
+        let counter = if searching {
+            Counter::Round
+        } else {
+            Counter::Recent
+        };
+        let accepted = self.measured(cfg, now, counter, pauses, schedule);
+        let validated = accepted.is_none_or(|a| self.rate <= a * (1.0 + LEAD));
         if validated {
             self.probe = (self.probe + credit.min(MAX_CREDIT)).min(max_probe);
         }
@@ -213,8 +253,12 @@ impl Estimate {
             self.probe = Duration::ZERO;
         }
         self.last_success = Some(now);
-        let ceiling = self.target.unwrap_or(cfg.max_rate).min(cfg.max_rate);
-        self.rate = self.curve(cfg).clamp(cfg.min_rate, ceiling);
+        let mut cap = self.target.unwrap_or(cfg.max_rate).min(cfg.max_rate);
+        if let Some(a) = accepted.filter(|_| searching && self.ceiling.is_none()) {
+            // The bound never lowers the rate: that is for throttles to do.
+            cap = cap.min((a * (1.0 + LEAD)).max(self.rate));
+        }
+        self.rate = self.curve(cfg).clamp(cfg.min_rate, cap.max(cfg.min_rate));
     }
 
     /// Any other answer spaced at the current rate: counted, decides nothing.
@@ -227,8 +271,8 @@ impl Estimate {
         let t = self.probe.as_secs_f64();
         let k = self.k_secs(cfg);
         if self.ceiling.is_none() {
-            // Nothing known (or no longer): double every K / 10, as far as the lead allows.
-            return self.anchor * (t / (k / SLOW_START)).exp2();
+            // Nothing known (or no longer): double every round, as far as the lead allows.
+            return self.anchor * (t / SEARCH_ROUND.as_secs_f64()).exp2();
         }
         let x = (t - k) / k;
         let cubic = self.anchor * (1.0 + (1.0 - cfg.decrease_factor) * x * x * x);
@@ -262,12 +306,17 @@ impl Estimate {
         let (answers, refused) = self.observed.sums(now);
         let window = self.measured(cfg, now, Counter::Window, pauses, schedule);
         let recent = self.measured(cfg, now, Counter::Recent, pauses, schedule);
+        // In slow start the rate climbed fast: `window / 5` averages the climb and reads low
+        // (82/s off a 100/s fixed window), the last round reads the limiter's burst or a
+        // window's quota spent early and reads high (109-115/s). The limit lies between:
+        // their geometric mean (94-102/s in search_tests).
+        let round = self.measured(cfg, now, Counter::Round, pauses, schedule);
         // Which span says most about the limit: in slow start the rate climbed fast and the
         // window lags it, so the last `window / 5`; a throttle at or below a known ceiling
         // says the limit fell, so whichever is lower; a probe above it, the whole window
         // (least disturbed by a burst).
         let accepted = match (self.ceiling, recent) {
-            (None, Some(r)) => Some(r),
+            (None, Some(r)) => Some(round.map_or(r, |x| (x * r).sqrt().max(r))),
             (Some(c), Some(r)) if old <= c => window.map(|w| w.min(r)),
             _ => window,
         };
@@ -353,6 +402,7 @@ impl Estimate {
         let (span, n, counter) = match which {
             Counter::Window => (cfg.window, BUCKETS, &mut self.observed),
             Counter::Recent => (cfg.window / RECENT, RECENT_BUCKETS, &mut self.recent),
+            Counter::Round => (ROUND_SPAN, ROUND_BUCKETS, &mut self.round),
         };
         let width = span / n;
         let age = now.saturating_duration_since(self.born);
@@ -374,7 +424,7 @@ impl Estimate {
         // tenth of a second of evidence beats none.
         let least = match which {
             Counter::Window => Duration::from_millis(500),
-            Counter::Recent => Duration::from_millis(100),
+            Counter::Recent | Counter::Round => Duration::from_millis(100),
         };
         if open < least {
             return None;

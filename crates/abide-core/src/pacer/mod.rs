@@ -59,7 +59,7 @@
 //!   idle host does not jump to full speed on its first reply.
 //! - **The ceiling decays.** After `2K` clean, the rate is `(2 − β) ×` the ceiling and the
 //!   limit has evidently been raised: the estimate is dropped and the pacer searches upward
-//!   by slow start (doubling every `K / 10`), as it does before its first throttle.
+//!   by slow start (see "Cold start"), as it does before its first throttle.
 //! - **Never ahead of the evidence.** The rate grows only while it is at most 25 % above the
 //!   rate the host accepted over the last `window / 5`. With 40 workers holding reserved
 //!   slots, what the host sees lags the rate by seconds; a curve running on regardless would
@@ -77,6 +77,28 @@
 //! where halving delivered 59 %; what remains is mostly the 1 s `Retry-After` pause each probe
 //! earns.
 //!
+//! # Cold start
+//! A batch of 3,000 items against a 100/s limit takes 31 s at 97/s; starting at 10/s and
+//! climbing 10 % a second took 48 s (issue 9). So:
+//!
+//! - **An advertised limit is adopted at once.** The first answer carrying a policy
+//!   (`RateLimit-Policy` q/w, `RateLimit-Limit` with a window, `X-RateLimit-Limit` with a
+//!   known window) sets the rate to the target, upward too: the server has said what it
+//!   accepts. (Only the first: a server with per-key and per-account policies may name
+//!   either on each answer, and following each at once swung the rate between them.) The slots already handed out at the old pace keep their times, and a fill
+//!   lane hands out slots between them at the difference of the two rates until the old
+//!   queue ends, so the new rate holds from that answer on rather than a queue later.
+//!   `remaining` bounds it as before: `remaining = 0` pauses the host until the reset.
+//! - **Without headers, slow start doubles per round.** Nothing known: the rate doubles
+//!   per 250 ms of clean time (TCP slow start doubles per round trip), never above 1.25 ×
+//!   what the host accepted over the last 500 ms (so the climb follows the evidence, and
+//!   40 senders' queue of reserved slots cannot carry it far past the limit). At the first
+//!   throttle the ceiling is the geometric mean of what was accepted over the last 500 ms
+//!   (reads high: a GCRA's burst or a window's quota spent early) and over `window / 5`
+//!   (reads low: it averages the climb).
+//! - **No arbitrary start.** Without a hint a caller starts at
+//!   [`PacerConfig::cold_start_rate`] for its senders.
+//!
 //! # Once per round of reservations
 //! Requests already reserved or in flight were spaced at the old rate and keep coming back
 //! throttled; counting them would cut the rate again and again for one overshoot (with 40
@@ -91,8 +113,8 @@
 //!
 //! # Server instructions win
 //! A `Retry-After` on a throttle pauses the whole host until `now + delay`; rate-limit
-//! headers set a target of `headroom × advertised rate` (the rate drops to it at once and
-//! never climbs above it); `remaining = 0` with a reset pauses the host until the reset.
+//! headers set a target of `headroom × advertised rate` (the first is adopted at once, up
+//! or down; later ones only cap the rate, and the curve climbs to a raised one); `remaining = 0` with a reset pauses the host until the reset.
 //! Every remote number is floored and capped ([`MAX_PAUSE`], rate limits) before it reaches a
 //! sleep or a rate. A slot reserved before a pause began is not moved by it: check
 //! [`Pacer::admit`] when the slot arrives and reserve again if it says so.
@@ -143,6 +165,8 @@
 //! - `schedule.rs`: spacing (GCRA) and the queue of reserved slots.
 //! - `pauses.rs`: pauses of the host, the pacer's own after a throttle without a delay.
 //! - `estimate.rs`: the ceiling estimate, cubic recovery and slow start: the rate.
+//! - `tests.rs`, `search_tests.rs`: unit tests; the latter runs senders against a model
+//!   GCRA and fixed window in virtual time (cold start, the search).
 //! - this file: [`Pacer`], which feeds each verdict to the three.
 
 mod config;
@@ -159,6 +183,7 @@ pub use config::PacerConfig;
 use estimate::Estimate;
 use pauses::Pauses;
 use schedule::Schedule;
+pub use schedule::SlotCounts;
 
 /// Lowest rate ever used: one request per hour (requests per second).
 pub const MIN_RATE: f64 = 1.0 / 3600.0;
@@ -246,6 +271,19 @@ impl Pacer {
             .reserve(now, s.estimate.rate, self.cfg.burst, pause_end)
     }
 
+    /// The slot [`Pacer::reserve`] would hand out at `now`, without taking it: `now` itself
+    /// when neither the pace nor a pause holds a caller back.
+    pub fn next_slot(&self, now: Instant) -> Instant {
+        let s = self.lock();
+        s.schedule
+            .peek(now, s.estimate.rate, self.cfg.burst, s.pauses.end())
+    }
+
+    /// How the slots handed out so far were granted (free at once or held back).
+    pub fn slot_counts(&self) -> SlotCounts {
+        self.lock().schedule.counts
+    }
+
     /// May a caller whose reserved slot has arrived send at `now`? `Err(until)` when the host
     /// is paused until `until` (a pause that began after the slot was handed out): the slot is
     /// void; call [`Pacer::reserve`] again (it returns no earlier than `until`).
@@ -298,7 +336,7 @@ impl Pacer {
         let cfg = &self.cfg;
         if let Some(rl) = &verdict.rate_limit {
             if let Some(adv) = rl.advertised_rate().filter(|r| r.is_finite() && *r > 0.0) {
-                s.estimate.adopt_advertised(cfg, adv);
+                s.estimate.adopt_advertised(cfg, adv, &mut s.schedule, now);
             }
             if rl.exhausted() {
                 if let Some(reset) = rl.reset {
@@ -409,3 +447,6 @@ fn fraction(part: u64, total: u64) -> f64 {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod search_tests;

@@ -175,7 +175,25 @@ pub(crate) struct ProviderLine {
     pub(crate) pace_per_sec: f64,
     /// Throttled fraction over the pacer's window at the end.
     pub(crate) throttle_rate: f64,
+    /// Share of this run's send slots the pacer granted at once (the rest waited on the
+    /// pace or a pause).
+    pub(crate) slots_at_once: f64,
+    /// At least [`CONCURRENCY_BOUND`] of the slots were free at once while a batch was
+    /// waiting: the senders, not the pacer or the provider, set the pace.
+    pub(crate) limited_by_concurrency: bool,
     pub(crate) totals: abide_outbox::Totals,
+}
+
+/// Share of slots granted at once above which a run was limited by its senders.
+pub(crate) const CONCURRENCY_BOUND: f64 = 0.9;
+
+#[allow(clippy::cast_precision_loss)] // slot counts stay far below 2^53
+fn at_once_share(s: abide_core::SlotCounts) -> f64 {
+    if s.total() == 0 {
+        0.0
+    } else {
+        s.at_once as f64 / s.total() as f64
+    }
 }
 
 /// The final report of `send` and `demo`.
@@ -217,6 +235,8 @@ impl RunReport {
                     name: x.name.clone(),
                     pace_per_sec: x.rate,
                     throttle_rate: x.throttle_rate,
+                    slots_at_once: at_once_share(x.slots),
+                    limited_by_concurrency: at_once_share(x.slots) >= CONCURRENCY_BOUND,
                     totals: x.totals,
                 })
                 .collect(),
@@ -265,6 +285,14 @@ impl RunReport {
                 p.totals.delivered,
                 p.totals.throttled
             );
+            if p.limited_by_concurrency {
+                let _ = writeln!(
+                    s,
+                    "    limited by concurrency: {:.0}% of send slots were free at once, so \
+                     the senders set the pace; raise `concurrency` to send faster",
+                    p.slots_at_once * 100.0
+                );
+            }
         }
         s.push_str(&self.outbox.render_table(db));
         s

@@ -347,6 +347,7 @@ fn provider_value(x: &abide_outbox::ProviderProgress) -> Value {
         "last_pause": x.last_pause,
         "sunset": x.sunset.map(super::serve_dashboard::rfc3339),
         "throttle_rate": x.throttle_rate,
+        "limited_by_concurrency": x.limited_by_concurrency,
         "counts": x.counts,
         "totals": x.totals,
     })
