@@ -145,16 +145,20 @@ impl ProviderConfig {
     }
 
     /// The rules of this provider's [`abide_core::Session`]: its retry caps, budget, pacer settings
-    /// (starting at `rate_hint`) and classification overrides; everything else is
+    /// (starting at `rate_hint`, or without one at [`PacerConfig::cold_start_rate`] for
+    /// `concurrency` senders) and classification overrides; everything else is
     /// [`SessionConfig::default`].
     pub fn session_config(&self) -> SessionConfig {
         let d = PacerConfig::default();
         SessionConfig {
             retry: self.retry,
             pacer: PacerConfig {
-                initial_rate: self.rate_hint,
+                // Without a hint: from what the senders can do, then the search.
+                initial_rate: self
+                    .rate_hint
+                    .unwrap_or_else(|| PacerConfig::cold_start_rate(self.concurrency)),
                 // A hint above the default ceiling would otherwise be clamped to it.
-                max_rate: self.rate_hint.max(d.max_rate),
+                max_rate: self.rate_hint.map_or(d.max_rate, |r| r.max(d.max_rate)),
                 headroom: self.pacer.headroom,
                 throttle_pause: self.pacer.throttle_pause,
                 max_throttle_pause: self.pacer.max_throttle_pause,

@@ -343,6 +343,9 @@ impl<S: Store> Dispatcher<S> {
                 throttle_rate: pacer.throttle_rate(mono),
                 last_pause: rt.stats.last_pause(),
                 sunset: rt.stats.sunset(),
+                limited_by_concurrency: t.on_wire >= rt.cfg.concurrency as u64
+                    && pacer.next_slot(mono) <= mono,
+                slots: pacer.slot_counts(),
                 counts: inner.store.counts_by_state(Some(&rt.cfg.name)).await?,
                 totals: t,
             });

@@ -141,9 +141,12 @@ fn sim() -> (Vec<Duration>, Vec<Option<Duration>>, &'static str) {
     let trace = abide_sim::replay::replay_abide(
         |n, wall| for_sim(script(n, wall)),
         // What `abide send` gives a provider that sets no `[provider.pacer]`.
-        Config::from_toml_str("[[provider]]\nname = \"p\"\nbase_url = \"http://x\"")
-            .unwrap()
-            .providers[0]
+        // The same providers file as the outbox's (one sender: the cold start follows it).
+        Config::from_toml_str(
+            "[[provider]]\nname = \"p\"\nbase_url = \"http://x\"\nconcurrency = 1",
+        )
+        .unwrap()
+        .providers[0]
             .session_config()
             .pacer,
     );
