@@ -24,8 +24,10 @@ STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 LOG="$OUT/cold-start-$STAMP.txt"
 WORK=$(mktemp -d)
 
-echo "building (release)..." >&2
-cargo build --release -q -p abide
+if [ -z "${SKIP_BUILD:-}" ]; then   # SKIP_BUILD=1: use target/release/abide as it is
+    echo "building (release)..." >&2
+    cargo build --release -q -p abide
+fi
 ABIDE=$PWD/target/release/abide
 
 PROVIDER_PID=""
@@ -49,7 +51,7 @@ for algo in $ALGORITHMS; do
             "$ABIDE" provider --listen 127.0.0.1:0 --key-rate "$LIMIT/s" --algorithm "$algo" \
                 --account-rate off --key-concurrency off >"$plog" 2>/dev/null &
             PROVIDER_PID=$!
-            for _ in $(seq 100); do
+            for _ in $(seq 300); do
                 grep -q "listening on" "$plog" 2>/dev/null && break
                 sleep 0.1
             done
