@@ -234,7 +234,7 @@ impl Estimate {
         // In slow start the rate doubles per round, so the evidence is read over the last
         // round rather than the last seconds, and it is a hard bound: never above
         // `1 + LEAD` times what the host accepted.
-        let searching = self.ceiling.is_none();
+        let searching = self.ceiling.is_none() && self.decreases == 0;
         let counter = if searching {
             Counter::Round
         } else {
@@ -255,6 +255,7 @@ impl Estimate {
         self.last_success = Some(now);
         let mut cap = self.target.unwrap_or(cfg.max_rate).min(cfg.max_rate);
         if let Some(a) = accepted.filter(|_| searching && self.ceiling.is_none()) {
+            // (Only in the first search; see `curve`.)
             // The bound never lowers the rate: that is for throttles to do.
             cap = cap.min((a * (1.0 + LEAD)).max(self.rate));
         }
@@ -271,8 +272,15 @@ impl Estimate {
         let t = self.probe.as_secs_f64();
         let k = self.k_secs(cfg);
         if self.ceiling.is_none() {
-            // Nothing known (or no longer): double every round, as far as the lead allows.
-            return self.anchor * (t / SEARCH_ROUND.as_secs_f64()).exp2();
+            // Nothing known yet: double every round, as far as the lead allows. Known once and
+            // decayed: every `K / 10` (a raised limit near the old one; the fast search
+            // cost queue-throttling 3 points of goodput in probes).
+            let round = if self.decreases == 0 {
+                SEARCH_ROUND.as_secs_f64()
+            } else {
+                k / 10.0
+            };
+            return self.anchor * (t / round).exp2();
         }
         let x = (t - k) / k;
         let cubic = self.anchor * (1.0 + (1.0 - cfg.decrease_factor) * x * x * x);
@@ -316,7 +324,10 @@ impl Estimate {
         // says the limit fell, so whichever is lower; a probe above it, the whole window
         // (least disturbed by a burst).
         let accepted = match (self.ceiling, recent) {
-            (None, Some(r)) => Some(round.map_or(r, |x| (x * r).sqrt().max(r))),
+            (None, Some(r)) if self.decreases == 0 => {
+                Some(round.map_or(r, |x| (x * r).sqrt().max(r)))
+            }
+            (None, Some(r)) => Some(r),
             (Some(c), Some(r)) if old <= c => window.map(|w| w.min(r)),
             _ => window,
         };
