@@ -154,8 +154,9 @@ impl Placeholders {
 /// Batched completion of `rows` items. Bind, in order: per item id, target state,
 /// attempts made, next attempt (ms or NULL), provider code, reason, lease owner; then now
 /// (ms) and the source state (`IN_FLIGHT`). Conditioned per row on the state and lease
-/// owner like a single-row update; returns the rows it moved. Clears `moved_by`: the
-/// remote answered.
+/// owner like a single-row update; returns the rows it moved. Clears `moved_by` when the
+/// remote answered (attempts made); an item handed back unsent keeps it, or a reclaimed
+/// item would turn into a retry that spends budget.
 pub(crate) fn complete_sql(rows: usize, ph: Placeholders) -> String {
     const TYPES: [&str; 7] = ["TEXT", "TEXT", "BIGINT", "BIGINT", "TEXT", "TEXT", "TEXT"];
     let mut sql = String::with_capacity(600 + rows * 150);
@@ -184,7 +185,8 @@ pub(crate) fn complete_sql(rows: usize, ph: Placeholders) -> String {
          window_attempts = window_attempts + v.n, \
          next_attempt_at_ms = COALESCE(v.next_ms, next_attempt_at_ms), \
          last_provider_code = COALESCE(v.code, last_provider_code), reason = v.reason, \
-         moved_by = NULL, lease_owner = NULL, lease_expires_at_ms = NULL, updated_at_ms = ",
+         moved_by = CASE WHEN v.n = 0 THEN moved_by ELSE NULL END, \
+         lease_owner = NULL, lease_expires_at_ms = NULL, updated_at_ms = ",
     );
     ph.push(&mut sql, n + 1);
     sql.push_str(" FROM v WHERE items.id = v.id AND items.state = ");

@@ -376,6 +376,24 @@ pub async fn expired_leases_return_to_pending<S: ByHand>(s: S) {
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].idempotency_key, "k");
     assert!(again[0].lease_reclaimed());
+    // Handed back unsent (a long pause, a lease about to end): still a resumed item, or its
+    // next attempt would spend retry budget it never used.
+    let back = Completion {
+        id: id.clone(),
+        lease_owner: "fresh".into(),
+        outcome: Outcome::Retry {
+            next_attempt_at: later,
+            reason: "provider_paused".into(),
+        },
+        attempts: Vec::new(),
+        last_provider_code: None,
+    };
+    s.complete(&[back], later).await.unwrap();
+    let it = s.get(&id).await.unwrap().unwrap();
+    assert_eq!(it.moved_by, Some(MovedBy::LeaseExpired));
+    assert_eq!(it.attempts, 1, "a hand-back is not an attempt");
+    let again = s.claim("p", "fresh", later, LEASE, 1).await.unwrap();
+    assert!(again[0].lease_reclaimed());
     // The remote's answer clears moved_by, whatever the reason text says.
     let out = Outcome::Retry {
         next_attempt_at: later,
