@@ -71,10 +71,21 @@ fn dispatcher(store: SqliteStore, config: &str) -> Dispatcher<SqliteStore> {
 
 /// Run `d` until drained; `why` is the failure message when that takes longer than `within`.
 async fn drain(d: &Dispatcher<SqliteStore>, within: Duration, why: &str) -> Progress {
-    tokio::time::timeout(within, d.run_until_drained())
-        .await
-        .expect(why)
-        .unwrap()
+    match tokio::time::timeout(within, d.run_until_drained()).await {
+        Ok(p) => p.unwrap(),
+        Err(_) => {
+            let p = d.progress().await.unwrap();
+            let items = d
+                .store()
+                .list(&abide_outbox::ListFilter::default())
+                .await
+                .unwrap();
+            panic!(
+                "{why}: not drained within {within:?}: {p:?}\n{:?}",
+                items.iter().take(3).collect::<Vec<_>>()
+            );
+        }
+    }
 }
 
 /// Get the key suspended the careless way: 20 back to back, ignoring the 429s.
@@ -255,7 +266,12 @@ async fn pending_items_fail_over_to_the_second_provider_after_the_configured_age
 async fn items_reclaimed_after_a_crash_draw_no_retry_budget() {
     const TOKEN: &str = "ABIDE_IT_TOKEN_RECLAIMED";
     set_token(TOKEN);
-    let provider = fake("[limits]\nkey_rate = \"1000/s\"\nkey_burst = 50").await;
+    // Nothing may be throttled here: with a zero budget a real retry would wait forever,
+    // and this test is about attempts that retry nothing. Both limits far above the pace.
+    let provider = fake(
+        "[limits]\nkey_rate = \"1000/s\"\nkey_burst = 50\naccount_rate = \"1000/s\"\naccount_burst = 50",
+    )
+    .await;
     let (_dir, store) = temp_store().await;
     let config = provider_toml(
         "fake",
@@ -296,6 +312,7 @@ async fn items_reclaimed_after_a_crash_draw_no_retry_budget() {
     .await;
     assert_eq!(progress.counts.submitted, n as u64, "{progress:?}");
     assert_eq!(progress.totals.budget_denied, 0, "{progress:?}");
+    assert_eq!(progress.totals.throttled, 0, "the premise: {progress:?}");
     assert_eq!(provider.stats().accepted, n as u64);
 }
 
