@@ -46,6 +46,7 @@ pub mod ratelimit;
 pub mod retry_after;
 mod serde_secs;
 pub mod session;
+pub mod sleep;
 pub mod warnings;
 
 pub use backoff::{Backoff, Jitter};
