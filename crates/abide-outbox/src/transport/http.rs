@@ -13,9 +13,9 @@ use crate::credentials::CredentialSource;
 use crate::model::{Body, Item};
 
 /// Bytes of a response body kept for classification (the rest of what is read is
-/// dropped): enough for an error object's message, never a buffer a hostile provider can
-/// grow.
-pub const MAX_CLASSIFIED_BODY: usize = 4 * 1024;
+/// dropped): the classifier's own bound, [`abide_core::MAX_CLASSIFY_BODY`], so the two can
+/// never drift.
+pub const MAX_CLASSIFIED_BODY: usize = abide_core::MAX_CLASSIFY_BODY;
 
 /// Sends items to one provider over HTTP.
 ///
