@@ -8,6 +8,7 @@ use std::time::Duration;
 use abide_gate::Algorithm;
 use serde::Deserialize;
 
+pub use crate::smpp::config::{ReceiptPolicy, SmppAccount, SmppConfig};
 use crate::Error;
 
 /// Everything a fake provider needs, deserialisable from TOML.
@@ -57,6 +58,8 @@ pub struct ProviderConfig {
     pub redis_url: Option<RedisUrl>,
     /// Prefix of the provider's keys in Redis.
     pub redis_prefix: String,
+    /// The SMPP listener (`abide provider --smpp ADDR`): accounts, receipts, bounds.
+    pub smpp: SmppConfig,
 }
 
 /// A Redis URL whose `Debug` leaves out the user information (it may hold a password).
@@ -91,6 +94,7 @@ impl Default for ProviderConfig {
             headers: None,
             redis_url: None,
             redis_prefix: "abide:provider".to_owned(),
+            smpp: SmppConfig::default(),
         }
     }
 }
@@ -107,6 +111,18 @@ impl ProviderConfig {
     pub(crate) fn check_values(&self) -> Result<(), Error> {
         let bad = |what: String| Err(Error::Config(what));
         let fraction_ok = |f: f64| (0.0..=1.0).contains(&f);
+        if !fraction_ok(self.behaviour.congestion) {
+            return bad(format!(
+                "behaviour.congestion = {}: must be a fraction within 0..=1",
+                self.behaviour.congestion
+            ));
+        }
+        if self.behaviour.slow_ms > MAX_SLOW_MS {
+            return bad(format!(
+                "behaviour.slow_ms = {}: at most {MAX_SLOW_MS}",
+                self.behaviour.slow_ms
+            ));
+        }
         if !fraction_ok(self.behaviour.fail_503) {
             return bad(format!(
                 "behaviour.fail_503 = {}: must be a fraction within 0..=1",
@@ -117,6 +133,21 @@ impl ProviderConfig {
             if let Some(f) = e.fail_503.filter(|f| !fraction_ok(*f)) {
                 return bad(format!(
                     "schedule[{i}].fail_503 = {f}: must be a fraction within 0..=1"
+                ));
+            }
+            if let Some(f) = e.congestion.filter(|f| !fraction_ok(*f)) {
+                return bad(format!(
+                    "schedule[{i}].congestion = {f}: must be a fraction within 0..=1"
+                ));
+            }
+            if let Some(ms) = e.slow_ms.filter(|ms| *ms > MAX_SLOW_MS) {
+                return bad(format!(
+                    "schedule[{i}].slow_ms = {ms}: at most {MAX_SLOW_MS}"
+                ));
+            }
+            if e.drop_connections == Some(true) && e.at_secs.is_none() && e.at_request.is_none() {
+                return bad(format!(
+                    "schedule[{i}].drop_connections needs at_secs or at_request (when to drop)"
                 ));
             }
             if let Some(t) = e.at_secs.filter(|t| !(t.is_finite() && *t >= 0.0)) {
@@ -139,9 +170,22 @@ impl ProviderConfig {
                 ));
             }
         }
-        Ok(())
+        self.smpp.check()
+    }
+
+    /// The behaviour `elapsed` after start at message request number `request`: the
+    /// configured one with every reached schedule entry applied in order.
+    pub(crate) fn behaviour_at(&self, elapsed: Duration, request: u64) -> Behaviour {
+        let mut b = self.behaviour.clone();
+        for e in self.schedule.iter().filter(|e| e.reached(elapsed, request)) {
+            e.apply(&mut b);
+        }
+        b
     }
 }
+
+/// Longest `slow` delay of an SMPP response, in milliseconds (a minute).
+pub const MAX_SLOW_MS: u64 = 60_000;
 
 impl ProviderConfig {
     /// Parse TOML.
@@ -310,10 +354,13 @@ impl Default for Abuse {
     }
 }
 
-/// How a throttled request is answered. All facets can change on a schedule.
+/// How a throttled request is answered. All facets can change on a schedule. The HTTP
+/// listener reads the HTTP facets, the SMPP listener the SMPP ones (`smpp_status` is
+/// shared: the SMPP listener's over-rate `command_status`).
 ///
 /// # Default
-/// `Retry-After` as delay-seconds, HTTP 429, SMPP status 88, no 503s, no grace.
+/// `Retry-After` as delay-seconds, HTTP 429, SMPP status 88 (`ESME_RTHROTTLED`), no 503s,
+/// no grace; SMPP: binds accepted, no drops, no slow answers, no congestion.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Behaviour {
@@ -321,8 +368,9 @@ pub struct Behaviour {
     pub retry_after: RetryAfterStyle,
     /// Status and body of a throttle.
     pub throttle: ThrottleStyle,
-    /// SMPP `command_status` put in the body by the `smpp-*` throttle styles
-    /// (88 = `ESME_RTHROTTLED`, 20 = `ESME_RMSGQFUL`).
+    /// SMPP `command_status` put in the body by the `smpp-*` throttle styles, and the one
+    /// the SMPP listener answers an over-rate `submit_sm` with (88 = `ESME_RTHROTTLED`,
+    /// 20 = `ESME_RMSGQFUL`).
     pub smpp_status: u32,
     /// Fraction of message requests answered 503 before any limit is checked, 0.0 to 1.0;
     /// spread evenly and deterministically (0.25 = every 4th request).
@@ -330,6 +378,17 @@ pub struct Behaviour {
     /// Grace period: throttled requests still get a 429, but the next attempt with the same
     /// `Idempotency-Key` is accepted whatever the limits say.
     pub grace: bool,
+    /// SMPP: every bind is refused with `ESME_RBINDFAIL` (0x0D).
+    pub bind_refusal: bool,
+    /// SMPP: a connection is closed after its N-th PDU, which is acted on but never
+    /// answered (0 = never).
+    pub drop_after_pdus: u64,
+    /// SMPP: extra time before each `submit_sm_resp`, in milliseconds (at most
+    /// [`MAX_SLOW_MS`]); it holds the PDU's concurrency slot meanwhile.
+    pub slow_ms: u64,
+    /// SMPP: fraction of `submit_sm` answered with [`Behaviour::smpp_status`] before any
+    /// limit (a congested SMSC), 0.0 to 1.0, spread evenly and deterministically.
+    pub congestion: f64,
 }
 
 impl Default for Behaviour {
@@ -340,6 +399,10 @@ impl Default for Behaviour {
             smpp_status: 88,
             fail_503: 0.0,
             grace: false,
+            bind_refusal: false,
+            drop_after_pdus: 0,
+            slow_ms: 0,
+            congestion: 0.0,
         }
     }
 }
@@ -458,6 +521,17 @@ pub struct ScheduleEntry {
     pub fail_503: Option<f64>,
     /// Grace on or off.
     pub grace: Option<bool>,
+    /// SMPP binds refused (`true`) or accepted again (`false`).
+    pub bind_refusal: Option<bool>,
+    /// SMPP: close each connection after its N-th PDU (0 = off).
+    pub drop_after_pdus: Option<u64>,
+    /// SMPP: delay before each `submit_sm_resp`, in milliseconds.
+    pub slow_ms: Option<u64>,
+    /// SMPP: fraction of `submit_sm` answered with the throttle status before any limit.
+    pub congestion: Option<f64>,
+    /// SMPP: close every open connection once, when the trigger is reached (an event, not
+    /// a state: needs `at_secs` or `at_request`).
+    pub drop_connections: Option<bool>,
 }
 
 impl ScheduleEntry {
@@ -484,6 +558,18 @@ impl ScheduleEntry {
         if let Some(v) = self.grace {
             b.grace = v;
         }
+        if let Some(v) = self.bind_refusal {
+            b.bind_refusal = v;
+        }
+        if let Some(v) = self.drop_after_pdus {
+            b.drop_after_pdus = v;
+        }
+        if let Some(v) = self.slow_ms {
+            b.slow_ms = v;
+        }
+        if let Some(v) = self.congestion {
+            b.congestion = v;
+        }
     }
 }
 
@@ -491,8 +577,12 @@ impl FromStr for ScheduleEntry {
     type Err = Error;
 
     /// `FACET=VALUE[@WHEN]`. Facets: `retry-after`, `throttle`, `smpp-status`, `fail-503`,
-    /// `grace` (`on`/`off`). WHEN: a duration since start (`60s`, `500ms`, `2m`, `1h`) or
-    /// `#N` (from the N-th message request on). Without `@WHEN` it applies from the start.
+    /// `grace` (`on`/`off`); SMPP: `throttle=smpp-0x58|smpp-0x14` (sets `smpp-status`),
+    /// `bind` (`refuse`/`accept`), `drop-after` (N PDUs or `off`), `drop` (`all`, an event),
+    /// `slow` (a duration), `congestion` (a fraction). WHEN: a duration since start (`60s`,
+    /// `500ms`, `2m`, `1h`) or `#N` (from the N-th message request on: HTTP requests for the
+    /// HTTP listener, `submit_sm` PDUs for the SMPP one). Without `@WHEN` it applies from the
+    /// start.
     fn from_str(s: &str) -> Result<Self, Error> {
         let (set, when) = match s.rsplit_once('@') {
             Some((a, b)) => (a, Some(b)),
@@ -513,20 +603,53 @@ impl FromStr for ScheduleEntry {
         })?;
         match facet.trim() {
             "retry-after" => e.retry_after = Some(value.parse()?),
-            "throttle" => e.throttle = Some(value.parse()?),
+            "throttle" => match value.strip_prefix("smpp-0x") {
+                Some(hex) => {
+                    e.smpp_status = Some(u32::from_str_radix(hex, 16).map_err(|_| {
+                        Error::Config(format!(
+                            "behaviour {s:?}: throttle {value:?}: expected smpp-0x58 or smpp-0x14 (a hex command_status)"
+                        ))
+                    })?);
+                }
+                None => e.throttle = Some(value.parse()?),
+            },
             "smpp-status" => {
                 e.smpp_status = Some(value.parse().map_err(|_| {
                     Error::Config(format!("behaviour {s:?}: smpp-status must be an integer"))
                 })?);
             }
-            "fail-503" => {
-                let f: f64 = value.parse().map_err(|_| {
-                    Error::Config(format!("behaviour {s:?}: fail-503 must be a fraction"))
-                })?;
-                if !(0.0..=1.0).contains(&f) {
-                    return Err(Error::Config(format!("behaviour {s:?}: fail-503 outside 0..=1")));
+            "fail-503" => e.fail_503 = Some(fraction(s, "fail-503", value)?),
+            "congestion" => e.congestion = Some(fraction(s, "congestion", value)?),
+            "bind" => {
+                e.bind_refusal = Some(match value {
+                    "refuse" => true,
+                    "accept" => false,
+                    _ => return Err(Error::Config(format!("behaviour {s:?}: bind is refuse or accept"))),
+                });
+            }
+            "drop-after" => {
+                e.drop_after_pdus = Some(match value {
+                    "off" => 0,
+                    n => n.parse().map_err(|_| {
+                        Error::Config(format!("behaviour {s:?}: drop-after is a number of PDUs or off"))
+                    })?,
+                });
+            }
+            "drop" => {
+                if value != "all" {
+                    return Err(Error::Config(format!("behaviour {s:?}: drop takes all (drop=all@WHEN)")));
                 }
-                e.fail_503 = Some(f);
+                if when.is_none() {
+                    return Err(Error::Config(format!("behaviour {s:?}: drop=all needs @WHEN")));
+                }
+                e.drop_connections = Some(true);
+            }
+            "slow" => {
+                let ms = u64::try_from(parse_duration(value)?.as_millis()).unwrap_or(u64::MAX);
+                if ms > MAX_SLOW_MS {
+                    return Err(Error::Config(format!("behaviour {s:?}: slow is at most 60s")));
+                }
+                e.slow_ms = Some(ms);
             }
             "grace" => {
                 e.grace = Some(match value {
@@ -537,12 +660,25 @@ impl FromStr for ScheduleEntry {
             }
             other => {
                 return Err(Error::Config(format!(
-                    "behaviour {s:?}: unknown facet {other:?} (retry-after, throttle, smpp-status, fail-503, grace)"
+                    "behaviour {s:?}: unknown facet {other:?} (retry-after, throttle, smpp-status, fail-503, grace, bind, drop-after, drop, slow, congestion)"
                 )))
             }
         }
         Ok(e)
     }
+}
+
+/// A fraction within 0..=1 for facet `name` of behaviour `s`.
+fn fraction(s: &str, name: &str, value: &str) -> Result<f64, Error> {
+    let f: f64 = value
+        .parse()
+        .map_err(|_| Error::Config(format!("behaviour {s:?}: {name} must be a fraction")))?;
+    if !(0.0..=1.0).contains(&f) {
+        return Err(Error::Config(format!(
+            "behaviour {s:?}: {name} outside 0..=1"
+        )));
+    }
+    Ok(f)
 }
 
 /// Parse `250ms`, `60s`, `2m`, `1h`, `1d` or a bare number of seconds.
@@ -588,6 +724,49 @@ mod tests {
         assert!("retry-after=sometimes".parse::<ScheduleEntry>().is_err());
         assert!("fail-503=2".parse::<ScheduleEntry>().is_err());
         assert!("colour=red".parse::<ScheduleEntry>().is_err());
+    }
+
+    #[test]
+    fn smpp_schedule_syntax() {
+        let e: ScheduleEntry = "throttle=smpp-0x14@#100".parse().unwrap();
+        assert_eq!(
+            (e.smpp_status, e.throttle, e.at_request),
+            (Some(0x14), None, Some(100))
+        );
+        let e: ScheduleEntry = "bind=refuse@10s".parse().unwrap();
+        assert_eq!((e.bind_refusal, e.at_secs), (Some(true), Some(10.0)));
+        let e: ScheduleEntry = "drop-after=500".parse().unwrap();
+        assert_eq!(e.drop_after_pdus, Some(500));
+        assert_eq!(
+            "drop-after=off"
+                .parse::<ScheduleEntry>()
+                .unwrap()
+                .drop_after_pdus,
+            Some(0)
+        );
+        let e: ScheduleEntry = "drop=all@30s".parse().unwrap();
+        assert_eq!(e.drop_connections, Some(true));
+        let e: ScheduleEntry = "slow=250ms@#10".parse().unwrap();
+        assert_eq!(e.slow_ms, Some(250));
+        let e: ScheduleEntry = "congestion=0.5".parse().unwrap();
+        let mut b = Behaviour::default();
+        e.apply(&mut b);
+        assert_eq!(b.congestion, 0.5);
+        for (bad, token) in [
+            ("drop=all", "@WHEN"),
+            ("drop=some@1s", "some"),
+            ("slow=2m", "60s"),
+            ("throttle=smpp-0xZZ", "smpp-0xZZ"),
+            ("bind=maybe", "refuse"),
+            ("congestion=2", "congestion"),
+            ("wobble=1", "wobble"),
+        ] {
+            let e = bad.parse::<ScheduleEntry>().unwrap_err().to_string();
+            assert!(e.contains(token), "{bad}: {e}");
+        }
+        let c = ProviderConfig::from_toml_str("[[schedule]]\ndrop_connections = true\n");
+        let e = c.unwrap().check_values().unwrap_err().to_string();
+        assert!(e.contains("drop_connections"), "{e}");
     }
 
     #[test]
