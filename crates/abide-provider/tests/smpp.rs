@@ -439,7 +439,7 @@ async fn garbage_gets_generic_nack_and_a_huge_length_closes() {
     assert!(e.recv().await.is_none(), "closed");
     let s = stats(&p);
     assert_eq!(
-        (s.pdus_received["invalid"], s.pdus_received["unknown"]),
+        (s.pdus_received["invalid"], s.pdus_received["0x00001234"]),
         (2, 1)
     );
     assert_eq!(s.connections_dropped["bad_command_length"], 1);
@@ -532,4 +532,79 @@ async fn http_stats_show_the_smpp_counts() {
     assert_eq!(body["smpp"]["accepted"], 1);
     assert_eq!(body["smpp"]["pdus_received"]["bind_transmitter"], 1);
     assert_eq!(body["requests"], 0, "HTTP counters stay HTTP");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_window_cap_stops_reading_and_connections_are_bounded() {
+    let p = start(&format!(
+        "{OPEN}\n[behaviour]\nslow_ms = 1000\n\
+         [smpp]\nwindow_cap = 2\nmax_connections = 2\nbind_timeout_secs = 30\n"
+    ))
+    .await;
+    let mut e = Esme::bound(&p, Bind::Tx).await;
+    e.pipelined = true;
+    for k in ["a", "b", "c"] {
+        e.submit(Some(k), k).await;
+    }
+    SinkExt::<Command>::flush(&mut e.io).await.unwrap();
+    e.pipelined = false;
+    let read = || stats(&p).pdus_received.get("submit_sm").copied();
+    // Clock held: let the SMSC read what it will.
+    still(async {
+        for _ in 0..1_000 {
+            if read() == Some(2) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(read(), Some(2), "the third waits in the socket");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    for _ in 0..2 {
+        assert_eq!(e.recv().await.unwrap().status(), CommandStatus::EsmeRok);
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(e.recv().await.unwrap().status(), CommandStatus::EsmeRok);
+    assert_eq!(stats(&p).accepted, 3);
+
+    // A second connection may stay unbound until the bind timeout; a third is refused.
+    let mut idle = Esme::connect(&p).await;
+    let seq = idle.send(Pdu::EnquireLink).await;
+    let r = idle.recv().await.unwrap();
+    assert_eq!(
+        (r.id(), r.sequence_number()),
+        (CommandId::EnquireLinkResp, seq)
+    );
+    let mut third = Esme::connect(&p).await;
+    assert!(third.recv().await.is_none(), "over max_connections");
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    assert!(idle.recv().await.is_none(), "bind timeout");
+    let s = stats(&p);
+    assert_eq!((s.connections, s.connections_refused), (3, 1));
+    assert_eq!(s.connections_dropped["bind_timeout"], 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_the_tlv_repeats_are_counted_by_content_and_accepted() {
+    let p = start(OPEN).await;
+    let mut e = Esme::bound(&p, Bind::Tx).await;
+    let (_, a) = e.submit_wait(None, "same text").await;
+    let (_, b) = e.submit_wait(None, "same text").await;
+    let (_, c) = e.submit_wait(None, "other text").await;
+    assert_eq!(
+        [a.as_str(), b.as_str(), c.as_str()],
+        ["0000000001", "0000000002", "0000000003"]
+    );
+    let s = stats(&p);
+    assert_eq!((s.accepted, s.repeats, s.content_repeats), (3, 0, 1));
+    let (key, n) = s.repeats_by_key.iter().next().unwrap();
+    assert!(key.starts_with("ABIDE>15550100#"), "{key}");
+    assert_eq!(*n, 1);
+    // An empty key TLV is refused, not ignored (the retry would be accepted twice).
+    assert_eq!(
+        e.submit_wait(Some(""), "x").await.0,
+        CommandStatus::EsmeRinvtlvval
+    );
 }

@@ -214,10 +214,10 @@ async fn on_inbound(
             tracing::debug!(command_id, "smpp PDU does not decode; generic_nack");
             // An id rusmpp does not know: not served. A known one: its body does not fit.
             let (status, what) = match CommandId::from(command_id) {
-                CommandId::Other(_) => (CommandStatus::EsmeRinvcmdid, "unknown"),
-                _ => (CommandStatus::EsmeRinvcmdlen, "invalid"),
+                id @ CommandId::Other(_) => (CommandStatus::EsmeRinvcmdid, command_name(id)),
+                _ => (CommandStatus::EsmeRinvcmdlen, "invalid".to_owned()),
             };
-            smsc.with_stats(|s| s.received(what));
+            smsc.with_stats(|s| s.received(&what));
             c.invalid += 1;
             let nack = resp(status, sequence_number, Pdu::GenericNack);
             if send(smsc, io, nack).await.is_err() {
