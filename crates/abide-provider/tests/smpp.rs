@@ -608,3 +608,49 @@ async fn without_the_tlv_repeats_are_counted_by_content_and_accepted() {
         CommandStatus::EsmeRinvtlvval
     );
 }
+
+/// The gates in Redis (real time there, so a rate no test outlasts): skipped, printing
+/// `SKIPPED:`, without a Redis on 127.0.0.1:6379 unless `ABIDE_REQUIRE_SERVICES=1`.
+#[tokio::test]
+async fn redis_gates_limit_smpp_binds_too() {
+    use std::hash::BuildHasher;
+    let prefix = format!(
+        "abide:test:smpp:{:016x}",
+        std::hash::RandomState::new().hash_one(std::process::id())
+    );
+    let toml = format!(
+        "redis_url = \"redis://127.0.0.1:6379\"\nredis_prefix = \"{prefix}\"\n\
+         [limits]\nkey_rate = \"2/1h\"\naccount_rate = \"1000/s\"\n"
+    );
+    let cfg = ProviderConfig::from_toml_str(&toml).unwrap();
+    let listen = Listeners {
+        http: None,
+        smpp: Some("127.0.0.1:0".parse().unwrap()),
+    };
+    let p = match spawn_listeners(cfg, Arc::new(abide_core::SystemClock), listen).await {
+        Ok(p) => p,
+        Err(e) if std::env::var("ABIDE_REQUIRE_SERVICES").as_deref() != Ok("1") => {
+            println!("SKIPPED: redis_gates_limit_smpp_binds_too: no Redis ({e})");
+            return;
+        }
+        Err(e) => panic!("ABIDE_REQUIRE_SERVICES=1 but Redis is unreachable: {e}"),
+    };
+    let mut e = Esme::bound(&p, Bind::Tx).await;
+    assert_eq!(
+        e.submit_wait(Some("a"), "1").await.0,
+        CommandStatus::EsmeRok
+    );
+    assert_eq!(
+        e.submit_wait(Some("b"), "2").await.0,
+        CommandStatus::EsmeRok
+    );
+    assert_eq!(
+        e.submit_wait(Some("c"), "3").await.0,
+        CommandStatus::EsmeRthrottled
+    );
+    assert_eq!(
+        e.submit_wait(Some("a"), "1").await,
+        (CommandStatus::EsmeRok, "0000000001".into())
+    );
+    assert_eq!(stats(&p).repeats, 1);
+}
