@@ -71,6 +71,21 @@ async fn still<F: Future>(f: F) -> F::Output {
     out
 }
 
+/// With the clock held, let the SMSC read until it has `n` submit_sm (bounded).
+async fn read_submits(p: &RunningProvider, n: u64) -> Option<u64> {
+    let read = || stats(p).pdus_received.get("submit_sm").copied();
+    still(async {
+        for _ in 0..1_000 {
+            if read() == Some(n) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    read()
+}
+
 fn stats(p: &RunningProvider) -> SmppStats {
     p.stats().smpp.unwrap()
 }
@@ -363,10 +378,8 @@ async fn a_window_over_the_concurrency_limit_gets_queue_full() {
         e.submit(Some("c"), "3").await,
     ];
     SinkExt::<Command>::flush(&mut e.io).await.unwrap();
-    // The refusal comes at once; the two accepted answers after the slow delay.
-    let first = e.recv().await.unwrap();
-    assert_eq!(first.sequence_number(), seqs[2]);
-    assert_eq!(first.status(), CommandStatus::EsmeRmsgqful);
+    assert_eq!(read_submits(&p, 3).await, Some(3));
+    // Every answer is slow, the refusal too: nothing before a second.
     assert!(
         tokio::time::timeout(Duration::from_millis(900), e.io.next())
             .await
@@ -374,14 +387,20 @@ async fn a_window_over_the_concurrency_limit_gets_queue_full() {
         "nothing before the slow delay"
     );
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut ok = Vec::new();
-    for _ in 0..2 {
+    let mut got = Vec::new();
+    for _ in 0..3 {
         let r = e.recv().await.unwrap();
-        assert_eq!(r.status(), CommandStatus::EsmeRok);
-        ok.push(r.sequence_number());
+        got.push((r.sequence_number(), r.status()));
     }
-    ok.sort_unstable();
-    assert_eq!(ok, seqs[..2]);
+    got.sort_unstable_by_key(|g| g.0);
+    assert_eq!(
+        got,
+        [
+            (seqs[0], CommandStatus::EsmeRok),
+            (seqs[1], CommandStatus::EsmeRok),
+            (seqs[2], CommandStatus::EsmeRmsgqful)
+        ]
+    );
     // The slots are free again (the answer itself is slow).
     e.pipelined = false;
     let seq = e.submit(Some("c"), "3").await;
@@ -548,19 +567,14 @@ async fn the_window_cap_stops_reading_and_connections_are_bounded() {
     }
     SinkExt::<Command>::flush(&mut e.io).await.unwrap();
     e.pipelined = false;
-    let read = || stats(&p).pdus_received.get("submit_sm").copied();
     // Clock held: let the SMSC read what it will.
-    still(async {
-        for _ in 0..1_000 {
-            if read() == Some(2) {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
+    assert_eq!(read_submits(&p, 2).await, Some(2));
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(read(), Some(2), "the third waits in the socket");
+    assert_eq!(
+        read_submits(&p, 3).await,
+        Some(2),
+        "the third waits in the socket"
+    );
     tokio::time::sleep(Duration::from_millis(600)).await;
     for _ in 0..2 {
         assert_eq!(e.recv().await.unwrap().status(), CommandStatus::EsmeRok);

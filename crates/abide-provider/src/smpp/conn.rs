@@ -279,33 +279,35 @@ async fn on_inbound(
         Some(Pdu::SubmitSm(sm)) => match &c.bound {
             Some((Kind::Transmitter | Kind::Transceiver, login)) => {
                 let login = login.clone();
-                match smsc.submit(&login, sm).await {
-                    Submitted::Repeat { message_id } => Some(submit_resp(seq, &message_id)),
-                    Submitted::Refused(status) => Some(resp(status, seq, empty_submit_resp())),
+                let slow = Duration::from_millis(b.slow_ms);
+                let (answer, guard, delay) = match smsc.submit(&login, sm).await {
+                    Submitted::Repeat { message_id } => (submit_resp(seq, &message_id), None, slow),
+                    Submitted::Refused(status) => {
+                        (resp(status, seq, empty_submit_resp()), None, slow)
+                    }
                     Submitted::Accepted {
                         message_id,
                         guard,
                         delay,
-                    } => {
-                        let answer = submit_resp(seq, &message_id);
-                        if delay.is_zero() || drop_now {
-                            if let Some(g) = guard {
-                                g.release().await;
-                            }
-                            Some(answer)
-                        } else {
-                            c.outstanding += 1;
-                            let tx = tx.clone();
-                            tokio::spawn(async move {
-                                tokio::time::sleep(delay).await;
-                                if let Some(g) = guard {
-                                    g.release().await;
-                                }
-                                let _ = tx.send(answer).await;
-                            });
-                            None
-                        }
+                    } => (submit_resp(seq, &message_id), guard, delay),
+                };
+                if delay.is_zero() || drop_now {
+                    if let Some(g) = guard {
+                        g.release().await;
                     }
+                    Some(answer)
+                } else {
+                    // Answered later; the concurrency slot stays held until then.
+                    c.outstanding += 1;
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        if let Some(g) = guard {
+                            g.release().await;
+                        }
+                        let _ = tx.send(answer).await;
+                    });
+                    None
                 }
             }
             _ => Some(resp(
