@@ -276,7 +276,7 @@ async fn bind_submit_repeat_and_one_receipt() {
         (s.receipts_sent, s.receipts_acknowledged, s.receipts_pending),
         (1, 1, 0)
     );
-    assert_eq!(s.binds["transceiver"], 1);
+    assert_eq!((s.binds["transceiver"], s.sequence_reuses), (1, 0));
     assert_eq!(s.pdus_received["submit_sm"], 2);
     assert_eq!(s.responses_by_status["0x00000000"], 4);
     // unbind: answered, then closed.
@@ -606,6 +606,7 @@ async fn without_the_tlv_repeats_are_counted_by_content_and_accepted() {
     let mut e = Esme::bound(&p, Bind::Tx).await;
     let (_, a) = e.submit_wait(None, "same text").await;
     let (_, b) = e.submit_wait(None, "same text").await;
+    e.seq = 1; // the next request reuses sequence number 2
     let (_, c) = e.submit_wait(None, "other text").await;
     assert_eq!(
         [a.as_str(), b.as_str(), c.as_str()],
@@ -613,6 +614,7 @@ async fn without_the_tlv_repeats_are_counted_by_content_and_accepted() {
     );
     let s = stats(&p);
     assert_eq!((s.accepted, s.repeats, s.content_repeats), (3, 0, 1));
+    assert_eq!(s.sequence_reuses, 1);
     let (key, n) = s.repeats_by_key.iter().next().unwrap();
     assert!(key.starts_with("ABIDE>15550100#"), "{key}");
     assert_eq!(*n, 1);
