@@ -57,9 +57,9 @@ use tokio::task::JoinHandle;
 
 pub use abide_gate::Algorithm;
 pub use config::{
-    parse_duration, Abuse, ApiKey, Behaviour, HeaderStyle, Limits, ProviderConfig, Rate, RedisUrl,
-    RetryAfterStyle, ScheduleEntry, SuspensionStyle, ThrottleStyle, DEMO_KEY, MAX_SLOW_MS,
-    MAX_SUSPEND_SECS,
+    parse_duration, Abuse, ApiKey, Behaviour, HeaderStyle, Limits, ProviderConfig, Rate,
+    ReceiptState, RedisUrl, RetryAfterStyle, ScheduleEntry, SuspensionStyle, ThrottleStyle,
+    DEMO_KEY, MAX_SLOW_MS, MAX_SUSPEND_SECS,
 };
 pub use smpp::config::{
     ReceiptPolicy, SmppAccount, SmppConfig, DEMO_PASSWORD, DEMO_SYSTEM_ID, MAX_PDU_BYTES,

@@ -84,6 +84,9 @@ BEHAVIOURS: --behaviour FACET=VALUE[@WHEN] (repeatable, applied in order)
                      concurrency slot); slow=0ms ends it.
   congestion=F       Answer a fraction F of submit_sm with the throttle status before any
                      limit (a congested SMSC), evenly spread.
+  receipt=STATE      Receipts of messages accepted from WHEN on report delivered (stat:DELIVRD,
+                     default), undeliverable (UNDELIV), expired (EXPIRED) or rejected
+                     (REJECTD), with the matching message_state TLV.
 
 ABUSE PROTECTION
   --abuse-threshold N suspends a key after N throttled requests within --abuse-window;
@@ -144,7 +147,7 @@ CONFIG FILE (--config provider.toml)
   [[schedule]]
   at_secs = 60             # or at_request = 100
   retry_after = \"imf-fixdate\"  # SMPP: bind_refusal, drop_after_pdus, slow_ms,
-                                # congestion, drop_connections = true
+                                # congestion, receipt_state, drop_connections = true
   [smpp]
   receipt_delay_ms = 500   # receipts = \"requested\" | \"always\" | \"never\"
   concurrency_status = 20  # window_cap = 1024, max_connections = 256,
