@@ -107,7 +107,8 @@ SHARED LIMITS (--redis redis://127.0.0.1:6379)
 SMPP (--smpp 127.0.0.1:2775)
   A fake SMSC speaking SMPP 3.4 (rusmpp), beside the HTTP API or instead of it
   (--listen off). Same gates and schedule: the system_id is the key, its account the
-  account. bind_transmitter / bind_receiver / bind_transceiver check system_id and password
+  account (so the HTTP defaults apply: 10/s and 4 unanswered submit_sm per system_id, 50/s
+  per account). bind_transmitter / bind_receiver / bind_transceiver check system_id and password
   (--smpp-account; default demo / demo-pw, account demo): unknown system_id
   ESME_RINVSYSID 0x0F, wrong password ESME_RINVPASWD 0x0E, bind=refuse ESME_RBINDFAIL 0x0D.
   submit_sm -> submit_sm_resp with a 10-digit message_id. Over a rate: behaviour smpp-status
@@ -117,7 +118,8 @@ SMPP (--smpp 127.0.0.1:2775)
   already accepted is a repeat: the same message_id, no second delivery or receipt. Without
   the TLV, (source_addr, destination_addr, short_message) repeats are counted and accepted.
   Receipts: deliver_sm to receiver/transceiver binds of the system_id, --receipt-delay after
-  acceptance, esm_class 0x04, TLVs receipted_message_id and message_state, text
+  acceptance, for submits whose registered_delivery asks (--receipts always|never to
+  override), esm_class 0x04, TLVs receipted_message_id and message_state, text
   \"id:0000000001 sub:001 dlvr:001 submit date:YYMMDDhhmm done date:YYMMDDhhmm stat:DELIVRD
   err:000 text:...\". Receipts not acknowledged when a connection ends wait for the next bind.
   enquire_link answered; unbind -> unbind_resp and close. Bad PDUs: generic_nack
@@ -127,7 +129,7 @@ SMPP (--smpp 127.0.0.1:2775)
   max_connections, bind_timeout_secs, idle_timeout_secs. /_stats gains \"smpp\": binds,
   pdus_received / pdus_sent by command, responses_by_status, accepted, repeats,
   content_repeats, repeats_by_key, throttled, receipts_sent / _acknowledged / _pending,
-  connections_dropped by reason.
+  sequence_reuses (a request number reused on a connection), connections_dropped by reason.
 
 CONFIG FILE (--config provider.toml)
   latency_ms = 0
