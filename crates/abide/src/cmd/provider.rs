@@ -108,8 +108,8 @@ SMPP (--smpp 127.0.0.1:2775)
   A fake SMSC speaking SMPP 3.4 (rusmpp), beside the HTTP API or instead of it
   (--listen off). Same gates and schedule: the system_id is the key, its account the
   account (so the HTTP defaults apply: 10/s and 4 unanswered submit_sm per system_id, 50/s
-  per account). bind_transmitter / bind_receiver / bind_transceiver check system_id and password
-  (--smpp-account; default demo / demo-pw, account demo): unknown system_id
+  per account). bind_transmitter / bind_receiver / bind_transceiver check system_id and
+  password (--smpp-account; default demo / demo-pw, account demo): unknown system_id
   ESME_RINVSYSID 0x0F, wrong password ESME_RINVPASWD 0x0E, bind=refuse ESME_RBINDFAIL 0x0D.
   submit_sm -> submit_sm_resp with a 10-digit message_id. Over a rate: behaviour smpp-status
   (0x58 by default); over key/account concurrency (submit_sm awaiting their answer, i.e. the
