@@ -487,6 +487,16 @@ pub struct Completion {
     pub last_provider_code: Option<String>,
 }
 
+/// A request about to go on the wire, for [`crate::Store::mark_sent`]: the item and the
+/// lease it is sent under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendMark {
+    /// Item id.
+    pub id: String,
+    /// The lease owner it was claimed under ([`Item::lease_owner`]).
+    pub lease_owner: String,
+}
+
 /// Items per state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {

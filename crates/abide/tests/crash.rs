@@ -78,7 +78,7 @@ async fn kill_9_mid_run_then_resume_delivers_everything_once() {
         "input was enqueued before the kill"
     );
     // abide's own record: one 202 per item. The dead run's last responses were never
-    // recorded (that is why a reclaimed item counts one more attempt).
+    // recorded (a reclaimed item is charged the request it had marked as sent).
     let ok = r["outbox"]["remote_counts"]["http_202"].as_u64().unwrap();
     assert_eq!(ok, N as u64, "{}", show(&second));
 }

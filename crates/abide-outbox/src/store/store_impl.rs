@@ -16,7 +16,7 @@ use super::Store;
 use crate::error::{Error, Result};
 use crate::model::{
     from_ms, new_item_id, to_ms, Completion, Counts, Enqueued, Item, ListFilter, MovedBy, NewItem,
-    RemoteCode, RequeueFilter, StoredAttempt, FAILED_OVER_PREFIX,
+    RemoteCode, RequeueFilter, SendMark, StoredAttempt, FAILED_OVER_PREFIX,
 };
 use crate::state::{transition, Event, State};
 
@@ -224,6 +224,31 @@ where
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(Error::Corrupt("unplanned completion".into()))))
             .collect())
+    }
+
+    async fn mark_sent(&self, sends: &[SendMark]) -> Result<Vec<bool>> {
+        if sends.is_empty() {
+            return Ok(Vec::new());
+        }
+        let in_flight = State::InFlight.as_str();
+        let mut conn = self.writer().await?;
+        let r = async {
+            let mut tx = begin(&mut conn).await?;
+            let mut out = Vec::with_capacity(sends.len());
+            for m in sends {
+                let r = sqlx::query(sql::MARK_SENT)
+                    .bind(m.id.as_str())
+                    .bind(in_flight)
+                    .bind(m.lease_owner.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+                out.push(DB::rows_affected(&r) == 1);
+            }
+            tx.commit().await?;
+            Ok(out)
+        }
+        .await;
+        settle(&mut conn, r)
     }
 
     async fn reclaim_expired(&self, now: SystemTime) -> Result<u64> {
