@@ -26,7 +26,8 @@
 //!   `Idempotency-Key`): `202 {"id": "msg_…"}`; a repeated idempotency key gets the original
 //!   answer and counts as a duplicate. Throttles per [`Behaviour`].
 //! - `GET /v1/quota` (bearer key): the caller's gates; never charges, works while exhausted.
-//! - `GET /_stats`: [`StatsSnapshot`] as JSON. `GET /healthz`: `ok`.
+//! - `GET /_stats`: [`StatsSnapshot`] as JSON. `GET /_stats/keys`: [`KeyCounts`] (requests
+//!   per idempotency key) as JSON. `GET /healthz`: `ok`.
 //!
 //! ## Map
 //! [`config`] (what to limit, what quirks to replay and when), [`StatsSnapshot`],
@@ -54,7 +55,7 @@ pub use config::{
     parse_duration, Abuse, ApiKey, Behaviour, HeaderStyle, Limits, ProviderConfig, Rate, RedisUrl,
     RetryAfterStyle, ScheduleEntry, SuspensionStyle, ThrottleStyle, DEMO_KEY, MAX_SUSPEND_SECS,
 };
-pub use stats::{SecondCount, StatsSnapshot, HISTORY_SECS};
+pub use stats::{KeyCounts, SecondCount, StatsSnapshot, HISTORY_SECS, MAX_COUNTED_KEYS};
 
 /// Errors of abide-provider.
 #[derive(Debug, thiserror::Error)]
@@ -146,6 +147,11 @@ impl RunningProvider {
     /// A snapshot of the counters (the same data as `GET /_stats`).
     pub fn stats(&self) -> StatsSnapshot {
         self.app.stats()
+    }
+
+    /// Requests received per idempotency key (the same data as `GET /_stats/keys`).
+    pub fn requests_by_key(&self) -> KeyCounts {
+        self.app.key_counts()
     }
 
     /// Stop accepting connections, let in-flight requests finish, and wait for the server.
