@@ -57,7 +57,7 @@ pub(crate) const STATE_OF: &str = "SELECT state, lease_owner FROM items WHERE id
 
 /// `$4` is [`crate::model::LEASE_EXPIRED_REASON`], `$5` the marker
 /// [`crate::model::MovedBy::LeaseExpired`]. Charges the requests the lease holder marked as
-/// sent ([`MARK_SENT`]) and never recorded: an attempt is a request on the wire, so an item
+/// sent ([`mark_sent_sql`]) and never recorded: an attempt is a request on the wire, so an item
 /// claimed and never sent costs nothing.
 pub(crate) const RECLAIM: &str = "UPDATE items SET state = $1, \
     attempts = attempts + sent_unrecorded, \
@@ -72,11 +72,6 @@ pub(crate) const RECLAIM_ALL: &str = "UPDATE items SET state = $1, \
     window_attempts = window_attempts + sent_unrecorded, sent_unrecorded = 0, \
     next_attempt_at_ms = $2, reason = $4, moved_by = $5, lease_owner = NULL, \
     lease_expires_at_ms = NULL, updated_at_ms = $2 WHERE state = $3";
-
-/// One request of item `$1` (state `$2`, leased by `$3`) goes on the wire: committed before
-/// it is sent, so that a lease reclaimed after a crash charges it ([`RECLAIM`]).
-pub(crate) const MARK_SENT: &str = "UPDATE items SET sent_unrecorded = sent_unrecorded + 1 \
-    WHERE id = $1 AND state = $2 AND lease_owner = $3";
 
 pub(crate) const DEFER_ONE: &str = "UPDATE items SET state = $1, reason = $2, \
     updated_at_ms = $3 WHERE id = $4 AND state = $5";
@@ -165,7 +160,7 @@ impl Placeholders {
 /// attempts made, next attempt (ms or NULL), provider code, reason, lease owner; then now
 /// (ms) and the source state (`IN_FLIGHT`). Conditioned per row on the state and lease
 /// owner like a single-row update; returns the rows it moved. The attempts made replace
-/// the lease's sends marked as unrecorded ([`MARK_SENT`]). Clears `moved_by` when the
+/// the lease's sends marked as unrecorded ([`mark_sent_sql`]). Clears `moved_by` when the
 /// remote answered (attempts made); an item handed back unsent keeps it, or a reclaimed
 /// item would turn into a retry that spends budget.
 pub(crate) fn complete_sql(rows: usize, ph: Placeholders) -> String {
@@ -206,6 +201,36 @@ pub(crate) fn complete_sql(rows: usize, ph: Placeholders) -> String {
         " AND items.lease_owner = v.owner \
          RETURNING items.id, items.attempts, items.idempotency_key",
     );
+    sql
+}
+
+/// One request each of `rows` items goes on the wire: bind, per item, its id and lease
+/// owner; then the source state (`IN_FLIGHT`). One statement (atomic on its own, no
+/// transaction around it), committed before the requests are sent so that a lease
+/// reclaimed after a crash charges them ([`RECLAIM`]); returns the (id, lease owner) pairs
+/// it marked. The ids
+/// must be distinct.
+pub(crate) fn mark_sent_sql(rows: usize, ph: Placeholders) -> String {
+    let mut sql = String::with_capacity(200 + rows * 50);
+    sql.push_str("WITH v (id, owner) AS (VALUES ");
+    let mut n = 0;
+    for r in 0..rows {
+        if r > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str("(CAST(");
+        ph.push(&mut sql, n + 1);
+        sql.push_str(" AS TEXT), CAST(");
+        ph.push(&mut sql, n + 2);
+        sql.push_str(" AS TEXT))");
+        n += 2;
+    }
+    sql.push_str(
+        ") UPDATE items SET sent_unrecorded = sent_unrecorded + 1 FROM v \
+         WHERE items.id = v.id AND items.lease_owner = v.owner AND items.state = ",
+    );
+    ph.push(&mut sql, n + 1);
+    sql.push_str(" RETURNING items.id, items.lease_owner");
     sql
 }
 

@@ -227,28 +227,44 @@ where
     }
 
     async fn mark_sent(&self, sends: &[SendMark]) -> Result<Vec<bool>> {
-        if sends.is_empty() {
-            return Ok(Vec::new());
+        // Rounds in which every id occurs once (a joined UPDATE marks a row once), cut
+        // into statements of at most MAX_COMPLETE_ROWS rows, each padded with rows that
+        // match nothing up to a power of two (few statement shapes, all cached). One
+        // statement (the usual case: the marker's batches are smaller) runs on its own;
+        // more run in one transaction, so that a failure marks nothing.
+        let mut statements: Vec<Vec<usize>> = Vec::new();
+        let mut pending: Vec<usize> = (0..sends.len()).collect();
+        while !pending.is_empty() {
+            let mut seen = std::collections::HashSet::new();
+            let (round, later): (Vec<usize>, Vec<usize>) = pending
+                .into_iter()
+                .partition(|&i| seen.insert(sends[i].id.as_str()));
+            pending = later;
+            statements.extend(round.chunks(MAX_COMPLETE_ROWS).map(<[usize]>::to_vec));
         }
-        let in_flight = State::InFlight.as_str();
-        let mut conn = self.writer().await?;
-        let r = async {
-            let mut tx = begin(&mut conn).await?;
-            let mut out = Vec::with_capacity(sends.len());
-            for m in sends {
-                let r = sqlx::query(sql::MARK_SENT)
-                    .bind(m.id.as_str())
-                    .bind(in_flight)
-                    .bind(m.lease_owner.as_str())
-                    .execute(&mut *tx)
-                    .await?;
-                out.push(DB::rows_affected(&r) == 1);
+        let mut marked = std::collections::HashSet::new();
+        match statements.as_slice() {
+            [] => {}
+            [one] => marked.extend(self.mark_chunk(sends, one, &self.writes).await?),
+            many => {
+                let mut conn = self.writer().await?;
+                let r = async {
+                    let mut tx = begin(&mut conn).await?;
+                    let mut ids = Vec::new();
+                    for chunk in many {
+                        ids.extend(self.mark_chunk(sends, chunk, &mut *tx).await?);
+                    }
+                    tx.commit().await?;
+                    Ok(ids)
+                }
+                .await;
+                marked.extend(settle(&mut conn, r)?);
             }
-            tx.commit().await?;
-            Ok(out)
         }
-        .await;
-        settle(&mut conn, r)
+        Ok(sends
+            .iter()
+            .map(|m| marked.contains(&(m.id.clone(), m.lease_owner.clone())))
+            .collect())
     }
 
     async fn reclaim_expired(&self, now: SystemTime) -> Result<u64> {
