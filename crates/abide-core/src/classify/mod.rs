@@ -415,6 +415,5 @@ fn transport(t: TransportFailure) -> Verdict {
     }
 }
 
-
 #[cfg(test)]
 mod tests;
