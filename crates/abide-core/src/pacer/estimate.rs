@@ -156,6 +156,11 @@ impl Estimate {
         }
     }
 
+    /// Nothing learned yet: the first search for the limit (slow start), no decrease so far.
+    pub(super) fn first_search(&self) -> bool {
+        self.ceiling.is_none() && self.decreases == 0
+    }
+
     /// Was an answer arriving at `now`, reservation time unknown, spaced at the current rate?
     pub(super) fn fresh_at(&self, now: Instant) -> bool {
         self.round_seen.is_none_or(|r| now >= r)

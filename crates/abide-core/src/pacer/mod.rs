@@ -99,6 +99,20 @@
 //! - **No arbitrary start.** Without a hint a caller starts at
 //!   [`PacerConfig::cold_start_rate`] for its senders.
 //!
+//! # How far ahead
+//! A sender that reserves a slot seconds away sleeps until it, holding the rate of the
+//! moment it asked: 40 senders at 10/s hold 4 s of slots, so a doubling reaches the host
+//! only 4 s later, and slow start (bounded by what the host accepted) climbs about 25 % per
+//! queue length: from 10/s to a 100/s limit took 15 s. So while the first search lasts
+//! (nothing learned, no decrease yet), [`Pacer::reserve_near`] hands out slots at most the
+//! *slot horizon* ahead (800 ms, or two send intervals at rates under 2.5/s); a sender
+//! whose slot would lie further asks again when it is within it, at the rate of then.
+//! 800 ms, not less: a faster climb overshoots further before the first throttle, and the
+//! ceiling read from it is off by more (at 400 ms a fixed window's first ceiling read 121
+//! for 100/s in `search_tests`). After the first decrease the queue is left as it was:
+//! there it damps the re-search after a stale estimate (with the horizon, `abide sim
+//! --scenario limit-changes-blind` see-sawed at 5/s and converged after 125 s, not 19 s).
+//!
 //! # Once per round of reservations
 //! Requests already reserved or in flight were spaced at the old rate and keep coming back
 //! throttled; counting them would cut the rate again and again for one overshoot (with 40
@@ -271,6 +285,29 @@ impl Pacer {
             .reserve(now, s.estimate.rate, self.cfg.burst, pause_end)
     }
 
+    /// Reserve the next slot only if it lies within the slot horizon of `now` (see "How
+    /// far ahead" in the module docs): `Ok(slot)` as [`Pacer::reserve`], or `Err(at)`, the
+    /// instant to ask again, with nothing reserved. A caller that sleeps until a slot seconds
+    /// away holds it at the rate of the moment it asked: when the rate rises, slots already
+    /// handed out keep their spacing, and what the host sees lags the rate by the whole
+    /// queue (40 senders at 10/s hold 4 s of slots).
+    ///
+    /// # Errors
+    /// The instant from which the next slot is within the horizon, when it is not yet.
+    pub fn reserve_near(&self, now: Instant) -> Result<Instant, Instant> {
+        let s = &mut *self.lock();
+        let pause_end = s.pauses.end();
+        let rate = s.estimate.rate;
+        if s.estimate.first_search() {
+            let next = s.schedule.peek(now, rate, self.cfg.burst, pause_end);
+            let horizon = slot_horizon(rate);
+            if next > now + horizon {
+                return Err(next - horizon);
+            }
+        }
+        Ok(s.schedule.reserve(now, rate, self.cfg.burst, pause_end))
+    }
+
     /// The slot [`Pacer::reserve`] would hand out at `now`, without taking it: `now` itself
     /// when neither the pace nor a pause holds a caller back.
     pub fn next_slot(&self, now: Instant) -> Instant {
@@ -434,6 +471,19 @@ impl Pacer {
         // Every update leaves the state consistent, so a panicked holder is harmless.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Shortest slot horizon: how far ahead [`Pacer::reserve_near`] hands out slots at least.
+const MIN_HORIZON: Duration = Duration::from_millis(800);
+/// The slot horizon in send intervals, when that is longer than [`MIN_HORIZON`] (a caller
+/// at a low rate takes a slot two intervals ahead, not a poll per 800 ms).
+const HORIZON_INTERVALS: u32 = 2;
+
+/// How far ahead of `now` slots are handed out at `rate` (requests per second).
+fn slot_horizon(rate: f64) -> Duration {
+    schedule::interval(rate)
+        .saturating_mul(HORIZON_INTERVALS)
+        .max(MIN_HORIZON)
 }
 
 #[allow(clippy::cast_precision_loss)] // counts in one window stay far below 2^53

@@ -149,7 +149,19 @@ impl Delivery {
                             return hand_back(left, HandBackReason::ProviderPaused);
                         }
                     }
-                    let at = s.pacer().reserve(now);
+                    let at = match s.pacer().reserve_near(now) {
+                        Ok(at) => at,
+                        Err(later) => {
+                            // The queue of slots reaches further than the horizon: ask again
+                            // then, at the rate of then. (An item whose lease ends before
+                            // that goes back now; the slot itself is checked when reserved.)
+                            let wait = later - now;
+                            if self.item.send_by.is_some_and(|by| wall + wait >= by) {
+                                return hand_back(wait, HandBackReason::LeaseNearExpiry);
+                            }
+                            return Step::WaitUntil(later);
+                        }
+                    };
                     let slot = Slot {
                         reserved_at: now,
                         at,
