@@ -89,6 +89,9 @@
 //!   lane hands out slots between them at the difference of the two rates until the old
 //!   queue ends, so the new rate holds from that answer on rather than a queue later.
 //!   `remaining` bounds it as before: `remaining = 0` pauses the host until the reset.
+//!   Downward (a start above the limit), the adoption counts as a decrease for the queue:
+//!   answers to slots reserved before it are echoes that decide nothing, and the queue is
+//!   re-costed to average the target.
 //! - **Without headers, slow start doubles per round.** Nothing known: the rate doubles
 //!   per 250 ms of clean time (TCP slow start doubles per round trip), never above 1.25 ×
 //!   what the host accepted over the last 500 ms (so the climb follows the evidence, and
@@ -179,8 +182,9 @@
 //! - `schedule.rs`: spacing (GCRA) and the queue of reserved slots.
 //! - `pauses.rs`: pauses of the host, the pacer's own after a throttle without a delay.
 //! - `estimate.rs`: the ceiling estimate, cubic recovery and slow start: the rate.
-//! - `tests.rs`, `search_tests.rs`: unit tests; the latter runs senders against a model
-//!   GCRA and fixed window in virtual time (cold start, the search).
+//! - `tests.rs`, `search_tests.rs`: unit tests; the latter runs senders against model
+//!   limiters in virtual time (GCRA with a burst of 10 or of a second's quota, fixed
+//!   window, sliding window counter): cold start, the search.
 //! - this file: [`Pacer`], which feeds each verdict to the three.
 
 mod config;

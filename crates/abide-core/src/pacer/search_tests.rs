@@ -443,3 +443,37 @@ fn the_search_never_climbs_above_one_and_a_quarter_times_what_was_accepted() {
         assert!(climbs > 10, "{algo:?}/{senders}: {climbs} climbs");
     }
 }
+
+#[test]
+fn a_first_target_below_the_start_makes_the_old_slots_echoes() {
+    let clock = ManualClock::new(UNIX_EPOCH);
+    let t0 = clock.monotonic();
+    let start = PacerConfig {
+        initial_rate: 150.0,
+        ..PacerConfig::default()
+    };
+    let p = Pacer::new(start, t0);
+    // 24 senders take a slot each at 150/s: 160 ms of slots.
+    let slots: Vec<Instant> = (0..24).map(|_| p.reserve(t0)).collect();
+    assert!(slots[23] - t0 >= Duration::from_millis(150));
+    let mut host = Host::new(Algo::FixedWindow, 75.0, true, t0);
+    let (_, v) = host.handle(t0);
+    clock.advance(60 * MS);
+    p.on_verdict_for(clock.monotonic(), t0, &v);
+    assert!((p.rate() - 72.75).abs() < 1e-9, "{}", p.rate());
+    // A throttle (say, an unadvertised concurrency cap) for a slot reserved at 150/s is an
+    // echo of the start, not evidence against the target: no decrease, no ceiling.
+    let throttle = Verdict {
+        class: VerdictClass::Throttle,
+        ..v
+    };
+    clock.advance(10 * MS);
+    p.on_verdict_for(clock.monotonic(), t0, &throttle);
+    assert_eq!(p.snapshot(clock.monotonic()).decreases, 0);
+    assert_eq!(p.ceiling(), None);
+    assert!((p.rate() - 72.75).abs() < 1e-9, "{}", p.rate());
+    // The queue handed out at 150/s was re-costed at the target: the next free slot lies
+    // beyond it by twice what was left of it (at most twice, as after a decrease).
+    let next = p.reserve(clock.monotonic());
+    assert!(next - t0 >= Duration::from_millis(250), "{:?}", next - t0);
+}
