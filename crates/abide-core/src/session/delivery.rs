@@ -9,6 +9,7 @@ use rand::RngCore;
 use super::decide::{decide, DecideInput, Decision};
 use super::{BudgetRole, ItemContext, Session};
 use crate::classify::{Observation, Verdict, VerdictClass};
+use crate::coordination::Reservation;
 use crate::retry_after::RetryDelay;
 
 /// What the caller does next, from [`Delivery::poll`].
@@ -137,6 +138,9 @@ impl Delivery {
         rng: &mut dyn RngCore,
     ) -> Step {
         let cfg = s.config();
+        let coord = s.coordination();
+        // What other nodes on the host's limit shared: a pause, a decrease, our share.
+        coord.pull(s.pacer(), now);
         let slot = loop {
             let slot = match self.slot {
                 Some(slot) => slot,
@@ -149,7 +153,11 @@ impl Delivery {
                             return hand_back(left, HandBackReason::ProviderPaused);
                         }
                     }
-                    let at = s.pacer().reserve(now);
+                    let at = match coord.reserve(s.pacer(), now) {
+                        Reservation::Slot(at) => at,
+                        // No shared slot at hand yet: no attempt made, ask again then.
+                        Reservation::Retry(at) => return Step::WaitUntil(at.max(now)),
+                    };
                     let slot = Slot {
                         reserved_at: now,
                         at,
@@ -187,9 +195,9 @@ impl Delivery {
         }
         if !self.budget_settled {
             match self.item.role {
-                BudgetRole::First => s.budget().deposit(now),
+                BudgetRole::First => coord.deposit(s.budget(), now),
                 BudgetRole::Resume => {}
-                BudgetRole::Retry if s.budget().try_withdraw(now) => {
+                BudgetRole::Retry if coord.try_withdraw(s.budget(), now) => {
                     self.withdrawn_at = Some(now);
                 }
                 BudgetRole::Retry => {
@@ -228,6 +236,8 @@ impl Delivery {
         // The reservation time tells the pacer whether this answer is news about its
         // current rate or an echo of a round it already cut.
         s.pacer().on_verdict_for(now, reserved_at, &verdict);
+        // Share what the pacer just learned (a pause, a decrease) with the other nodes.
+        s.coordination().push(s.pacer(), now);
         let outage_began = match obs {
             Observation::Transport(_) => s.outage.on_failure(s.pacer(), now, reserved_at),
             _ => {
@@ -239,7 +249,7 @@ impl Delivery {
             // A retry that succeeded added no failing traffic: it pays for the next one
             // (crate::budget, "Recovery").
             if let Some(at) = self.withdrawn_at.take() {
-                s.budget().refund(at);
+                s.coordination().refund(s.budget(), at);
             }
         }
         if verdict.class == VerdictClass::RefreshCredentials && !self.refreshed {
