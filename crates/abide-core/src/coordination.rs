@@ -83,6 +83,10 @@ pub struct CoordinationStatus {
 pub trait Coordination: Send + Sync + fmt::Debug {
     /// A send slot at or after `now` for a request to the host whose pacer is `pacer`.
     fn reserve(&self, pacer: &Pacer, now: Instant) -> Reservation;
+    /// A slot from [`Coordination::reserve`] that will not be used (its item goes back to
+    /// its queue unsent), at `now`: another sender may take it. The default drops it, as a
+    /// pacer's own slot is dropped.
+    fn release(&self, _pacer: &Pacer, _slot: Instant, _now: Instant) {}
     /// Before a decision at `now`: bring what other nodes shared into `pacer` (a pause, a
     /// decrease, this node's share of the traffic).
     fn pull(&self, pacer: &Pacer, now: Instant);

@@ -172,6 +172,7 @@ impl Delivery {
                 let wait = slot.at - now;
                 if self.item.send_by.is_some_and(|by| wall + wait >= by) {
                     self.slot = None;
+                    coord.release(s.pacer(), slot.at, now);
                     return hand_back(wait, HandBackReason::LeaseNearExpiry);
                 }
                 return Step::WaitUntil(slot.at);
@@ -191,6 +192,7 @@ impl Delivery {
         };
         if self.item.send_by.is_some_and(|by| wall >= by) {
             self.slot = None;
+            coord.release(s.pacer(), slot.at, now);
             return hand_back(Duration::ZERO, HandBackReason::LeaseNearExpiry);
         }
         if !self.budget_settled {
@@ -203,6 +205,7 @@ impl Delivery {
                 BudgetRole::Retry => {
                     // Budget exhaustion never drops work: the item waits longer.
                     self.slot = None;
+                    coord.release(s.pacer(), slot.at, now);
                     let n = self.item.window_attempts.max(1);
                     let backoff = cfg.retry.backoff.delay(n, None, rng);
                     let after = backoff.max(cfg.budget_denied_delay);

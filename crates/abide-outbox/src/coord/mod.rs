@@ -127,8 +127,9 @@ struct View {
     /// A decrease made elsewhere (or the shared estimate at join), for the next pull.
     adopt: Option<(f64, Option<f64>)>,
     seen_dseq: i64,
-    /// The pacer's rate and ceiling at the last pull or push.
+    /// The pacer's rate and ceiling at the last push; `informed` once it has had an answer.
     rate: f64,
+    informed: bool,
     ceiling: Option<f64>,
     share: f64,
     nodes: u32,
@@ -213,6 +214,7 @@ impl View {
             adopt: None,
             seen_dseq: 0,
             rate,
+            informed: false,
             ceiling: None,
             share: 1.0,
             nodes: 1,
@@ -300,6 +302,17 @@ impl Coordination for RedisCoordination {
         }
     }
 
+    fn release(&self, _pacer: &Pacer, slot: Instant, now: Instant) {
+        // A slot handed out but not used (its item went back to the queue): the next
+        // sender takes it, unless it is stale by then.
+        if slot + STALE_SLOT >= now {
+            let mut v = self.view();
+            v.slots.push_front(slot);
+            v.taken = v.taken.saturating_sub(1);
+            v.slots.make_contiguous().sort_unstable();
+        }
+    }
+
     fn pull(&self, pacer: &Pacer, now: Instant) {
         let (pause, adopt, share) = {
             let mut v = self.view();
@@ -318,6 +331,7 @@ impl Coordination for RedisCoordination {
         let snap = pacer.snapshot(now);
         let mut v = self.view();
         v.rate = snap.rate;
+        v.informed = true;
         v.ceiling = snap.ceiling;
         let mut wake = false;
         if let Some(until) = snap.paused_until {
@@ -331,6 +345,8 @@ impl Coordination for RedisCoordination {
         if snap.decreases > v.own_decreases {
             v.own_decreases = snap.decreases;
             v.pending_decrease = Some((snap.rate, snap.ceiling));
+            // Slots at hand were spaced at the old rate (see `take_decrease`).
+            v.slots.clear();
             wake = true;
         }
         drop(v);

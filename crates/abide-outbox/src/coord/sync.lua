@@ -8,7 +8,10 @@
 --       6 pause for (us, 0 = none)  7 decreased (0/1)  8 its rate  9 its ceiling ('' none)
 --       10 deposits  11 refunds  12 tokens wanted  13 retry ratio  14 floor (/s)
 --       15 token cap  16 initial tokens  17 current ceiling ('' none)  18 node info
---       19 horizon (us): no slot further out than this
+--       19 horizon (us): no slot further out than this  20 the decreases this node has
+--       seen  21 its rate when neither it nor any node has learned one
+-- The rate of the schedule is the last one a node learned from answers ('rate'): a node
+-- that has had none ('' in ARGV[3]) or has not yet taken the latest decrease does not set it.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ttl = tonumber(ARGV[2])
@@ -44,8 +47,17 @@ if ARGV[7] == '1' then
   dceil = ARGV[9]
 end
 
+local mine = tonumber(ARGV[3])
+local rate
+if ARGV[7] == '1' then
+  rate = tonumber(ARGV[8])
+elseif mine and tonumber(ARGV[20]) >= dseq then
+  rate = mine
+end
+local written = rate
+rate = rate or tonumber(cur_rate) or tonumber(ARGV[21])
+
 -- GCRA (ITU-T I.371 virtual scheduling) over the shared TAT, never into the pause.
-local rate = tonumber(ARGV[3])
 local interval = 1000000 / rate
 local tol = interval * (tonumber(ARGV[4]) - 1)
 local horizon = now + tonumber(ARGV[19])
@@ -72,8 +84,11 @@ tokens = tokens - granted
 -- Microsecond times need 16 digits: tostring keeps 14.
 local function int(x) return string.format('%.0f', x) end
 redis.call('HSET', KEYS[1], 'tat', int(tat), 'pause', int(pause), 'dseq', int(dseq),
-  'drate', drate, 'dceil', dceil, 'rate', ARGV[3], 'ceil', ARGV[17], 'total', int(total),
+  'drate', drate, 'dceil', dceil, 'total', int(total),
   'tokens', string.format('%.6f', tokens), 'tokens_at', int(now))
+if written then
+  redis.call('HSET', KEYS[1], 'rate', tostring(written), 'ceil', ARGV[17])
+end
 redis.call('PEXPIRE', KEYS[1], 3600000)
 
 return {nodes, math.floor(math.max(0, pause - now)), dseq, drate, dceil, cur_rate, cur_ceil,

@@ -23,7 +23,7 @@ const SHARE_LEAST: i64 = 10;
 /// Most live nodes believed (a bound on a remote count).
 const MAX_NODES: i64 = 10_000;
 /// Longest a granted slot may lie ahead (µs): no hoarding of a far schedule.
-const HORIZON_US: u64 = 5_000_000;
+const HORIZON_US: u64 = 2_000_000;
 /// Most retry tokens asked for in one sync.
 const MAX_TOKENS: u32 = 16;
 
@@ -36,8 +36,12 @@ pub(super) struct Args {
     deposits: u64,
     refunds: u64,
     tokens: u32,
-    rate: f64,
+    /// The pacer's rate, once it has learned from an answer.
+    rate: Option<f64>,
+    /// Its rate before that (used when no node has learned one).
+    start_rate: f64,
     ceiling: Option<f64>,
+    seen_dseq: i64,
     info: String,
 }
 
@@ -169,10 +173,11 @@ impl Shared {
                 .clamp(0.0, abide_core::budget::MAX_RETRY_RATIO)
         };
         let floor = f64::from(b.min_per_sec);
-        let cap = (floor + ratio * a.rate) * ttl;
+        let rate = a.rate.unwrap_or(a.start_rate);
+        let cap = (floor + ratio * rate) * ttl;
         inv.arg(&self.node)
             .arg(ttl_ms)
-            .arg(a.rate.to_string())
+            .arg(a.rate.map(|r| r.to_string()).unwrap_or_default())
             .arg(self.burst.to_string())
             .arg(a.slots)
             .arg(pause_us)
@@ -188,7 +193,9 @@ impl Shared {
             .arg((floor * ttl).to_string())
             .arg(a.ceiling.map(|c| c.to_string()).unwrap_or_default())
             .arg(&a.info)
-            .arg(HORIZON_US);
+            .arg(HORIZON_US)
+            .arg(a.seen_dseq)
+            .arg(a.start_rate.to_string());
     }
 }
 
@@ -225,8 +232,10 @@ impl View {
             deposits: std::mem::take(&mut self.deposits),
             refunds: std::mem::take(&mut self.refunds),
             tokens,
-            rate: self.rate,
+            rate: self.informed.then_some(self.rate),
+            start_rate: self.rate,
             ceiling: self.ceiling,
+            seen_dseq: self.seen_dseq,
             info: format!(
                 "{} share={:.3} rate={:.2}",
                 self.mode.as_str(),
@@ -234,6 +243,16 @@ impl View {
                 self.rate
             ),
         }
+    }
+
+    /// A rate decided elsewhere, for the pacer at the next pull. The slots at hand were
+    /// spaced at the old rate: sent after the cut, their throttles would read as news and
+    /// cut again (a second cut within half a window halves the rate), so they go.
+    fn take_decrease(&mut self, rate: f64, ceiling: Option<f64>) {
+        self.adopt = Some((rate, ceiling));
+        self.rate = rate;
+        self.ceiling = ceiling;
+        self.slots.clear();
     }
 
     /// A sync failed: what it was to publish waits for the next.
@@ -277,14 +296,14 @@ impl View {
             // A late node starts from the shared estimate, not from its own guess.
             if !fresh && nodes > 1 {
                 if let Some(rate) = parse_rate(&cur_rate) {
-                    self.adopt = Some((rate, parse_rate(&cur_ceil)));
+                    self.take_decrease(rate, parse_rate(&cur_ceil));
                 }
             }
         } else if dseq > self.seen_dseq && a.decrease.is_none() {
             // Another node decreased: take it (a Redis that lost its state says nothing,
             // and this node keeps its own rate).
             if let Some(rate) = parse_rate(&drate) {
-                self.adopt = Some((rate, parse_rate(&dceil)));
+                self.take_decrease(rate, parse_rate(&dceil));
             }
         }
         self.seen_dseq = dseq;

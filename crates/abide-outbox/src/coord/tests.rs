@@ -49,6 +49,8 @@ struct Call<'a> {
     refunds: u64,
     tokens: u32,
     ceiling: Option<f64>,
+    /// Decreases the caller has seen.
+    seen: i64,
 }
 
 impl Default for Call<'_> {
@@ -63,6 +65,7 @@ impl Default for Call<'_> {
             refunds: 0,
             tokens: 0,
             ceiling: None,
+            seen: 0,
         }
     }
 }
@@ -95,7 +98,9 @@ async fn call(conn: &mut ConnectionManager, key: &str, c: Call<'_>) -> sync::Rep
         .arg("10") // initial tokens (floor x ttl)
         .arg(c.ceiling.map(|x| x.to_string()).unwrap_or_default())
         .arg("redis share=1")
-        .arg(5_000_000u64);
+        .arg(5_000_000u64)
+        .arg(c.seen)
+        .arg("1");
     inv.invoke_async(conn).await.unwrap()
 }
 
@@ -239,6 +244,44 @@ async fn a_decrease_and_the_current_estimate_reach_the_other_nodes() {
     )
     .await;
     assert_eq!((b.2, b.3.as_str(), b.4.as_str()), (1, "40", "42"));
+    // A node that has not taken the decrease yet neither spaces slots at its old rate nor
+    // raises the shared one; nor does a node that has had no answer ('' rate).
+    let b = call(
+        &mut conn,
+        &key,
+        Call {
+            node: "b",
+            rate: 500.0,
+            slots: 2,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(b.10[1] - b.10[0], S / 40, "{:?}", b.10);
+    let c = call(
+        &mut conn,
+        &key,
+        Call {
+            node: "c",
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(c.5, "40");
+    // Once it has seen it, its own learned rate is the schedule's again.
+    let b = call(
+        &mut conn,
+        &key,
+        Call {
+            node: "b",
+            rate: 50.0,
+            seen: 1,
+            slots: 2,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(b.10[1] - b.10[0], S / 50, "{:?}", b.10);
 }
 
 #[tokio::test]

@@ -303,6 +303,12 @@ impl<S: Store> Dispatcher<S> {
             .map(|(since, e)| (now.saturating_duration_since(since), e))
     }
 
+    /// This node's id: the prefix of its lease owners, and its name among the nodes that
+    /// share a provider's limit.
+    pub fn node(&self) -> &str {
+        &self.inner.owner
+    }
+
     /// The store.
     pub fn store(&self) -> &S {
         &self.inner.store
