@@ -57,7 +57,7 @@ const BATCH_SPAN: Duration = Duration::from_millis(200);
 const MAX_BATCH: u32 = 64;
 /// A granted slot not used within this long after its time is dropped (using it late
 /// would be a burst).
-const STALE_SLOT: Duration = Duration::from_millis(100);
+const STALE_SLOT: Duration = Duration::from_millis(25);
 /// A sender that found no slot asks again after this long.
 const RETRY_SLOT: Duration = Duration::from_millis(10);
 /// At start, how long senders wait for the first sync before falling back.

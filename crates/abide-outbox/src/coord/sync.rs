@@ -17,7 +17,7 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(500);
 /// Longest wait for a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Span over which this node's share of the granted slots is measured.
-const SHARE_SPAN: Duration = Duration::from_secs(10);
+const SHARE_SPAN: Duration = Duration::from_secs(3);
 /// Fewest slots granted to all nodes over the span before a share is computed.
 const SHARE_LEAST: i64 = 10;
 /// Most live nodes believed (a bound on a remote count).

@@ -540,7 +540,8 @@ fn a_node_takes_only_fresh_slots_outside_a_pause_and_asks_by_its_share() {
     v.slots
         .extend([t0, t0 + ms(10), t0 + ms(500), t0 + ms(900)]);
     let now = t0 + ms(300);
-    // Stale (more than 100 ms past) slots are dropped; those inside a pause too.
+    // Stale (more than 25 ms past: a burst if used) slots are dropped; those inside a
+    // pause too.
     assert_eq!(v.take_slot(now, Some(t0 + ms(600))), Some(t0 + ms(900)));
     assert_eq!(v.take_slot(now, None), None);
 }

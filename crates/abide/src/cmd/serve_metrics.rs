@@ -113,7 +113,7 @@ pub(crate) const METRICS: &[Metric] = &[
     ),
     gauge(
         COORD_SHARE,
-        "This node's fraction of the shared send slots over the last 10 s.",
+        "This node's fraction of the shared send slots over the last 3 s.",
     ),
     gauge(
         SUNSET,
