@@ -14,7 +14,9 @@
 # Per run: wall time from the first node's start to the last node's exit; accepted,
 # duplicates and 429s from the provider's /_stats; efficiency = accepted / (seconds with
 # traffic x LIMIT) from its per-second histogram (whole seconds: reads slightly low); the
-# busiest second in requests (the restart criterion: never above 1.2 x LIMIT).
+# busiest second in requests (the restart criterion: never above 1.2 x LIMIT); Redis round
+# trips (EVALSHA calls, from INFO commandstats; after the restart only, in restart mode)
+# per item. The provider's /_stats of each run is kept next to the log.
 # Output: target/bench-out/scale-out-<time>.txt (one line per run).
 set -euo pipefail
 
@@ -69,7 +71,7 @@ for i in $(seq 0 $((ITEMS - 1))); do
 done >"$WORK/items.jsonl"
 
 echo "# $(date -u) $(nproc) cores; $NODES nodes x $SENDERS senders, $ITEMS items, limit $LIMIT/s per key" | tee "$LOG"
-echo "# mode run wall_s accepted duplicates throttled_429 per_msg efficiency max_req_per_s" | tee -a "$LOG"
+echo "# mode run wall_s accepted duplicates throttled_429 per_msg efficiency max_req_per_s redis_round_trips_per_item" | tee -a "$LOG"
 start_redis
 for mode in $MODES; do
     for run in $(seq "$RUNS"); do
@@ -99,7 +101,7 @@ EOF
         t0=$(date +%s.%N)
         NODE_PIDS=()
         for n in $(seq "$NODES"); do
-            BENCH_TOKEN=demo-key "$ABIDE" send --config "$WORK/providers.toml" --db "$PG/$db" \
+            BENCH_TOKEN=demo-key RUST_LOG=${RUST_LOG:-warn} "$ABIDE" send --config "$WORK/providers.toml" --db "$PG/$db" \
                 --quiet --lease 6s --redis-prefix "$prefix" "$WORK/items.jsonl" \
                 >"$WORK/node$n.out" 2>"$WORK/node$n.err" &
             NODE_PIDS+=($!)
@@ -123,10 +125,16 @@ EOF
         NODE_PIDS=()
         t1=$(date +%s.%N)
         stat "$addr" >"$WORK/stats.json"
+        cp "$WORK/stats.json" "$OUT/scale-out-$STAMP-$mode-$run.json"
+        for n in $(seq "$NODES"); do
+            grep -v "result refused" "$WORK/node$n.err" >"$OUT/scale-out-$STAMP-$mode-$run-node$n.log" || true
+        done
+        syncs=$(redis-cli -p "$REDIS_PORT" info commandstats | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p')
+        redis-cli -p "$REDIS_PORT" config resetstat >/dev/null
         kill "$PROVIDER_PID" 2>/dev/null || true; wait "$PROVIDER_PID" 2>/dev/null || true
         PROVIDER_PID=""
         psql "$PG/test" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
-        python3 - "$WORK/stats.json" "$mode" "$run" "$t0" "$t1" "$ITEMS" "$LIMIT" <<'PY' | tee -a "$LOG"
+        python3 - "$WORK/stats.json" "$mode" "$run" "$t0" "$t1" "$ITEMS" "$LIMIT" "${syncs:-0}" <<'PY' | tee -a "$LOG"
 import json, sys
 s = json.load(open(sys.argv[1])); mode, run = sys.argv[2], sys.argv[3]
 t0, t1, items, limit = float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
@@ -135,7 +143,7 @@ secs = h[-1]["second"] - h[0]["second"] + 1 if h else 1
 r429 = s.get("rejected_by_status", {}).get("429", 0)
 print(f"{mode} {run} {t1 - t0:.1f} {s['accepted']} {s['duplicates']} {r429} "
       f"{r429 / items:.4f} {s['accepted'] / (secs * limit):.3f} "
-      f"{max((x['requests'] for x in h), default=0)}")
+      f"{max((x['requests'] for x in h), default=0)} {int(sys.argv[8]) / items:.3f}")
 PY
     done
 done

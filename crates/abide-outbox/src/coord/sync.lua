@@ -9,7 +9,9 @@
 --       10 deposits  11 refunds  12 tokens wanted  13 retry ratio  14 floor (/s)
 --       15 token cap  16 initial tokens  17 current ceiling ('' none)  18 node info
 --       19 horizon (us): no slot further out than this  20 the decreases this node has
---       seen  21 its rate when neither it nor any node has learned one
+--       seen  21 its rate when neither it nor any node has learned one  22 slots this
+--       node handed out on its own while Redis was away, still ahead: taken off the
+--       schedule so that rejoining adds no burst
 -- The rate of the schedule is the last one a node learned from answers ('rate'): a node
 -- that has had none ('' in ARGV[3]) or has not yet taken the latest decrease does not set it.
 local t = redis.call('TIME')
@@ -61,6 +63,9 @@ rate = rate or tonumber(cur_rate) or tonumber(ARGV[21])
 local interval = 1000000 / rate
 local tol = interval * (tonumber(ARGV[4]) - 1)
 local horizon = now + tonumber(ARGV[19])
+for _ = 1, tonumber(ARGV[22]) do
+  tat = math.max(tat, now, tat - tol, pause) + interval
+end
 local slots = {}
 for _ = 1, tonumber(ARGV[5]) do
   local at = math.max(now, tat - tol, pause)

@@ -42,6 +42,8 @@ pub(super) struct Args {
     start_rate: f64,
     ceiling: Option<f64>,
     seen_dseq: i64,
+    /// Fallback slots handed out and still ahead (see `sync.lua`, ARGV 22).
+    debt: u32,
     info: String,
 }
 
@@ -195,7 +197,8 @@ impl Shared {
             .arg(&a.info)
             .arg(HORIZON_US)
             .arg(a.seen_dseq)
-            .arg(a.start_rate.to_string());
+            .arg(a.start_rate.to_string())
+            .arg(a.debt);
     }
 }
 
@@ -224,6 +227,17 @@ impl View {
         self.taken = 0;
         self.starved = 0;
         let tokens = (TOKENS_HELD.saturating_sub(self.tokens) + self.denied).min(MAX_TOKENS);
+        // Slots this node spaced on its own in fallback and still to come: rejoining, the
+        // shared schedule must not hand the same time out again.
+        let ahead = self
+            .fallback_tat
+            .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
+        let per_node = self.rate / f64::from(self.nodes.max(1));
+        // Bounded by the clamp; the cast cannot truncate.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let debt = (ahead.as_secs_f64() * per_node)
+            .ceil()
+            .clamp(0.0, f64::from(MAX_BATCH) * 4.0) as u32;
         self.denied = 0;
         Args {
             slots,
@@ -236,6 +250,7 @@ impl View {
             start_rate: self.rate,
             ceiling: self.ceiling,
             seen_dseq: self.seen_dseq,
+            debt,
             info: format!(
                 "{} share={:.3} rate={:.2}",
                 self.mode.as_str(),

@@ -51,6 +51,8 @@ struct Call<'a> {
     ceiling: Option<f64>,
     /// Decreases the caller has seen.
     seen: i64,
+    /// Slots it handed out itself in fallback, still ahead.
+    debt: u32,
 }
 
 impl Default for Call<'_> {
@@ -66,6 +68,7 @@ impl Default for Call<'_> {
             tokens: 0,
             ceiling: None,
             seen: 0,
+            debt: 0,
         }
     }
 }
@@ -100,7 +103,8 @@ async fn call(conn: &mut ConnectionManager, key: &str, c: Call<'_>) -> sync::Rep
         .arg("redis share=1")
         .arg(5_000_000u64)
         .arg(c.seen)
-        .arg("1");
+        .arg("1")
+        .arg(c.debt);
     inv.invoke_async(conn).await.unwrap()
 }
 
@@ -383,6 +387,25 @@ async fn lost_state_reads_as_fresh_and_starts_from_the_callers_rate() {
     assert_eq!(a.9, 1);
     // Spaced at the caller's rate from the first slot: no burst.
     assert_eq!(a.10, [0, S / 2, S]);
+    // A node rejoining with 4 slots of its own still ahead: the schedule skips them.
+    let _: () = redis::cmd("DEL")
+        .arg(format!("{key}:state"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let b = call(
+        &mut conn,
+        &key,
+        Call {
+            node: "b",
+            slots: 1,
+            rate: 2.0,
+            debt: 4,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(b.10, [2 * S]);
 }
 
 fn pacer(rate: f64, clock: &dyn Clock) -> Pacer {
