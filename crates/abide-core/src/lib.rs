@@ -41,6 +41,7 @@ pub mod backoff;
 pub mod budget;
 pub mod classify;
 pub mod clock;
+pub mod coordination;
 pub mod pacer;
 pub mod ratelimit;
 pub mod retry_after;
@@ -56,6 +57,7 @@ pub use classify::{
     MAX_CLASSIFY_BODY,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use coordination::{Coordination, CoordinationMode, CoordinationStatus, Local, Reservation};
 pub use pacer::{NotYet, Pacer, PacerConfig, PacerSnapshot, SlotCounts};
 pub use ratelimit::{parse_rate_limit, Dialect, RateLimitInfo, RateLimitSource};
 pub use retry_after::{DelayReason, RetryAfter, RetryAfterError, RetryAfterPolicy, RetryDelay};

@@ -33,6 +33,8 @@
 //!   [`Progress`] snapshots.
 //! - [`transport`]: the [`Transport`] seam: [`HttpTransport`] (reqwest),
 //!   [`ScriptedTransport`] (answers from a script, for tests and benchmarks).
+//! - [`coord`]: several nodes sharing each provider's limit through Redis
+//!   ([`RedisCoordination`], abide-core's [`abide_core::Coordination`] seam).
 //! - [`credentials`]: where tokens come from ([`EnvCredentials`] at the CLI edge,
 //!   [`StaticCredentials`] in tests and for library users).
 //! - [`path`]: item paths confined below the provider's base path ([`path::confine`]).
@@ -43,6 +45,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod config;
+pub mod coord;
 pub mod credentials;
 pub mod dispatcher;
 pub mod echo;
@@ -58,6 +61,7 @@ pub mod store;
 pub mod transport;
 
 pub use config::{Config, FailoverConfig, PacerSettings, ProviderConfig, RetryConfig, Secret};
+pub use coord::{CoordinationTarget, RedisCoordination};
 pub use credentials::{CredentialSource, EnvCredentials, StaticCredentials};
 pub use dispatcher::{Dispatcher, DispatcherOptions, MIN_LEASE_MARGIN};
 pub use error::{Error, Result};

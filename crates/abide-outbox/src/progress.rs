@@ -192,6 +192,9 @@ pub struct ProviderProgress {
     /// How the pacer granted this run's send slots: when nearly all were free at once
     /// while items were waiting, concurrency limited the run.
     pub slots: abide_core::SlotCounts,
+    /// This node and how it shares the provider's limit with others (local, redis,
+    /// fallback; live nodes; its share).
+    pub coordination: abide_core::CoordinationStatus,
     /// Items per state currently targeting this provider.
     pub counts: Counts,
     /// What was done for this provider.

@@ -81,6 +81,10 @@ pub(super) struct Estimate {
     probe_cost: Duration,
     /// What worked before the host went dark (see [`Held`]); restored at its first success.
     held: Option<Held>,
+    /// This node's fraction of the traffic to the host (1 alone; set by a coordination
+    /// layer when several nodes share one limit): what this node sees accepted, divided by
+    /// it, is what the host accepted.
+    pub(super) share: f64,
 }
 
 /// The pacer's knowledge from before an outage: an outage says nothing about capacity, so
@@ -125,7 +129,35 @@ impl Estimate {
             decreases: 0,
             probe_cost: Duration::ZERO,
             held: None,
+            share: 1.0,
         }
+    }
+
+    /// Another node sharing this host's limit decreased the rate to `rate` (ceiling
+    /// `ceiling`), or a node joining starts from the shared estimate: take it as if this
+    /// pacer had decreased itself, without counting a decrease of its own. Requests reserved
+    /// before now were spaced at the old rate, so their throttles decide nothing.
+    pub(super) fn adopt_shared(
+        &mut self,
+        cfg: &PacerConfig,
+        now: Instant,
+        rate: f64,
+        ceiling: Option<f64>,
+        schedule: &mut Schedule,
+    ) {
+        let cap = self.target.unwrap_or(cfg.max_rate).min(cfg.max_rate);
+        let old = self.rate;
+        let rate = rate.clamp(cfg.min_rate, cap.max(cfg.min_rate));
+        self.ceiling = ceiling.map(|c| c.clamp(cfg.min_rate, cfg.max_rate));
+        self.anchor = self.ceiling.unwrap_or(rate);
+        self.held = None;
+        let round_end = schedule.recost(now, old, rate, 1.0 / OUTAGE);
+        self.rate = rate;
+        self.base = rate;
+        self.probe = Duration::ZERO;
+        self.decreased_at = Some(now);
+        self.round_seen = Some(round_end + cfg.window / 10);
+        self.decide.clear();
     }
 
     /// The server advertised `adv` requests per second: aim at `headroom ×` that, and never
@@ -457,6 +489,7 @@ impl Estimate {
         if open < least {
             return None;
         }
-        Some(total.saturating_sub(throttles) as f64 / open.as_secs_f64())
+        // This node's part of what the host accepted, scaled to the whole.
+        Some(total.saturating_sub(throttles) as f64 / open.as_secs_f64() / self.share)
     }
 }

@@ -444,6 +444,47 @@ impl Pacer {
         }
     }
 
+    /// Several nodes share this host's limit and this one sends `share` of the traffic
+    /// (clamped to [0.01, 1]; 1 alone, the default): what it sees accepted is divided by it
+    /// when the pacer estimates the host's limit. Set by a coordination layer.
+    pub fn set_share(&self, share: f64) {
+        let share = if share.is_nan() {
+            1.0
+        } else {
+            share.clamp(0.01, 1.0)
+        };
+        self.lock().estimate.share = share;
+    }
+
+    /// This node's fraction of the host's traffic (see [`Pacer::set_share`]).
+    pub fn share(&self) -> f64 {
+        self.lock().estimate.share
+    }
+
+    /// Take a rate decided elsewhere at `now`: another node sharing this host's limit
+    /// decreased to `rate` (requests per second) with the ceiling estimate `ceiling`, or
+    /// this node joins late and starts from the shared estimate. It acts as a decrease of
+    /// this pacer (requests reserved before `now` were spaced at the old rate) but is not
+    /// counted in [`PacerSnapshot::decreases`], which counts this pacer's own. Both numbers
+    /// are clamped to the configured rates, and the rate to an advertised target.
+    pub fn adopt_shared(&self, now: Instant, rate: f64, ceiling: Option<f64>) {
+        if !rate.is_finite() || rate <= 0.0 {
+            return;
+        }
+        let ceiling = ceiling.filter(|c| c.is_finite() && *c > 0.0);
+        let s = &mut *self.lock();
+        s.estimate
+            .adopt_shared(&self.cfg, now, rate, ceiling, &mut s.schedule);
+    }
+
+    /// Pause the whole host from `now` until `until`, a pause heard by another node: like
+    /// a pause of its own, the time is left out of what the host could accept.
+    pub fn adopt_pause(&self, now: Instant, until: Instant) {
+        self.lock()
+            .pauses
+            .extend(Some(now), until.min(now + MAX_PAUSE));
+    }
+
     /// Pause the whole host until `until` (a pause only ever extends; a shorter one is
     /// ignored).
     pub fn pause_until(&self, until: Instant) {

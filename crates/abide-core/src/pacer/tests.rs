@@ -573,3 +573,51 @@ proptest! {
         }
     }
 }
+
+/// A node sending a third of the host's traffic sees a third accepted: told its share, it
+/// learns the host's ceiling, not a third of it.
+#[test]
+fn a_node_told_its_share_learns_the_whole_hosts_ceiling() {
+    let learn = |share: f64, per_sec: u32| {
+        let (clock, _, p) = setup(200.0);
+        p.set_share(share);
+        let step = Duration::from_secs(1) / per_sec;
+        for _ in 0..(per_sec * 10) {
+            clock.advance(step);
+            p.reserve(clock.monotonic());
+            p.on_verdict(clock.monotonic(), &verdict(VerdictClass::Success));
+        }
+        p.on_verdict(clock.monotonic(), &verdict(VerdictClass::Throttle));
+        p.ceiling().unwrap()
+    };
+    let alone = learn(1.0, 90);
+    let third = learn(1.0 / 3.0, 30);
+    assert!((alone - third).abs() / alone < 0.05, "{alone} vs {third}");
+    let unscaled = learn(1.0, 30);
+    assert!(unscaled < alone / 2.0, "{unscaled}");
+}
+
+/// A decrease another node made is taken as one: lower rate, its ceiling, and throttles of
+/// requests reserved before it cause no second cut here.
+#[test]
+fn an_adopted_decrease_lowers_the_rate_once_without_counting_one() {
+    let (clock, t0, p) = setup(100.0);
+    let before = p.reserve(t0);
+    clock.advance(Duration::from_millis(100));
+    p.adopt_shared(clock.monotonic(), 50.0, Some(52.0));
+    assert_eq!(p.rate(), 50.0);
+    assert_eq!(p.ceiling(), Some(52.0));
+    assert_eq!(p.snapshot(clock.monotonic()).decreases, 0);
+    // An echo: reserved before the adopted decrease.
+    p.on_verdict_for(clock.monotonic(), before, &verdict(VerdictClass::Throttle));
+    assert_eq!(p.rate(), 50.0);
+    // Nonsense is ignored.
+    p.adopt_shared(clock.monotonic(), f64::NAN, None);
+    p.adopt_shared(clock.monotonic(), 0.0, None);
+    assert_eq!(p.rate(), 50.0);
+    // A pause heard elsewhere pauses this pacer until the same instant.
+    let until = clock.monotonic() + Duration::from_secs(3);
+    p.adopt_pause(clock.monotonic(), until);
+    assert_eq!(p.admit(clock.monotonic()), Err(until));
+    assert!(p.reserve(clock.monotonic()) >= until);
+}

@@ -9,7 +9,7 @@ use rand::RngCore;
 use super::decide::{decide, DecideInput, Decision};
 use super::{BudgetRole, ItemContext, Session};
 use crate::classify::{Observation, Verdict, VerdictClass};
-use crate::pacer::NotYet;
+use crate::coordination::Reservation;
 use crate::retry_after::RetryDelay;
 
 /// What the caller does next, from [`Delivery::poll`].
@@ -138,6 +138,9 @@ impl Delivery {
         rng: &mut dyn RngCore,
     ) -> Step {
         let cfg = s.config();
+        let coord = s.coordination();
+        // What other nodes on the host's limit shared: a pause, a decrease, our share.
+        coord.pull(s.pacer(), now);
         let slot = loop {
             let slot = match self.slot {
                 Some(slot) => slot,
@@ -151,21 +154,23 @@ impl Delivery {
                         }
                     }
                     // A slot past `send_by` is not taken: given up, it would still push
-                    // every later slot back (a queue of them stalled whole runs). A slot
-                    // beyond the horizon is asked for again then, at the rate of then.
+                    // every later slot back (a queue of them stalled whole runs).
                     let deadline = self
                         .item
                         .send_by
                         .map(|by| now + by.duration_since(wall).unwrap_or_default());
-                    let at = match s.pacer().reserve_within(now, deadline) {
-                        Ok(at) => at,
-                        Err(NotYet::PastDeadline(at)) => {
+                    let at = match coord.reserve(s.pacer(), now, deadline) {
+                        Reservation::Slot(at) => at,
+                        Reservation::PastDeadline(at) => {
                             return hand_back(
                                 at.saturating_duration_since(now),
                                 HandBackReason::LeaseNearExpiry,
                             );
                         }
-                        Err(NotYet::AskAgainAt(later)) => {
+                        // No slot at hand yet (beyond the horizon, or no shared slot): no
+                        // attempt made, ask again then, at the rate of then.
+                        Reservation::Retry(later) => {
+                            let later = later.max(now);
                             let wait = later - now;
                             if self.item.send_by.is_some_and(|by| wall + wait >= by) {
                                 return hand_back(wait, HandBackReason::LeaseNearExpiry);
@@ -187,6 +192,7 @@ impl Delivery {
                 let wait = slot.at - now;
                 if self.item.send_by.is_some_and(|by| wall + wait >= by) {
                     self.slot = None;
+                    coord.release(s.pacer(), slot.at, now);
                     return hand_back(wait, HandBackReason::LeaseNearExpiry);
                 }
                 return Step::WaitUntil(slot.at);
@@ -206,18 +212,20 @@ impl Delivery {
         };
         if self.item.send_by.is_some_and(|by| wall >= by) {
             self.slot = None;
+            coord.release(s.pacer(), slot.at, now);
             return hand_back(Duration::ZERO, HandBackReason::LeaseNearExpiry);
         }
         if !self.budget_settled {
             match self.item.role {
-                BudgetRole::First => s.budget().deposit(now),
+                BudgetRole::First => coord.deposit(s.budget(), now),
                 BudgetRole::Resume => {}
-                BudgetRole::Retry if s.budget().try_withdraw(now) => {
+                BudgetRole::Retry if coord.try_withdraw(s.budget(), now) => {
                     self.withdrawn_at = Some(now);
                 }
                 BudgetRole::Retry => {
                     // Budget exhaustion never drops work: the item waits longer.
                     self.slot = None;
+                    coord.release(s.pacer(), slot.at, now);
                     let n = self.item.window_attempts.max(1);
                     let backoff = cfg.retry.backoff.delay(n, None, rng);
                     let after = backoff.max(cfg.budget_denied_delay);
@@ -251,6 +259,8 @@ impl Delivery {
         // The reservation time tells the pacer whether this answer is news about its
         // current rate or an echo of a round it already cut.
         s.pacer().on_verdict_for(now, reserved_at, &verdict);
+        // Share what the pacer just learned (a pause, a decrease) with the other nodes.
+        s.coordination().push(s.pacer(), now);
         let outage_began = match obs {
             Observation::Transport(_) => s.outage.on_failure(s.pacer(), now, reserved_at),
             _ => {
@@ -262,7 +272,7 @@ impl Delivery {
             // A retry that succeeded added no failing traffic: it pays for the next one
             // (crate::budget, "Recovery").
             if let Some(at) = self.withdrawn_at.take() {
-                s.budget().refund(at);
+                s.coordination().refund(s.budget(), at);
             }
         }
         if verdict.class == VerdictClass::RefreshCredentials && !self.refreshed {

@@ -55,6 +55,7 @@ pub use delivery::{Answer, Delivery, HandBackReason, Step};
 
 use crate::budget::RetryBudget;
 use crate::classify::Classifier;
+use crate::coordination::{Coordination, Local};
 use crate::pacer::Pacer;
 use outage::Outage;
 
@@ -111,11 +112,24 @@ pub struct Session {
     pacer: Arc<Pacer>,
     budget: Arc<RetryBudget>,
     outage: Outage,
+    coordination: Arc<dyn Coordination>,
 }
 
 impl Session {
-    /// A session whose pacer and budget start at `now`.
+    /// A session whose pacer and budget start at `now`, alone on its host
+    /// ([`Local`] coordination).
     pub fn new(cfg: SessionConfig, now: Instant) -> Self {
+        Self::with_coordination(cfg, now, Arc::new(Local))
+    }
+
+    /// A session whose schedule, pauses, learned rate and retry budget are shared with
+    /// other nodes through `coordination` (see [`crate::coordination`]); it decides as
+    /// [`Session::new`]'s does.
+    pub fn with_coordination(
+        cfg: SessionConfig,
+        now: Instant,
+        coordination: Arc<dyn Coordination>,
+    ) -> Self {
         let classifier = Classifier::default()
             .with_retry_after_policy(cfg.retry_after.clone())
             .with_overrides(cfg.classify.clone())
@@ -124,6 +138,7 @@ impl Session {
             pacer: Arc::new(Pacer::new(cfg.pacer, now)),
             budget: Arc::new(RetryBudget::new(cfg.budget, now)),
             outage: Outage::new(cfg.outage_pause, cfg.max_outage_pause),
+            coordination,
             classifier,
             cfg,
         }
@@ -152,6 +167,11 @@ impl Session {
     /// The host's retry budget, shared by every delivery.
     pub fn budget(&self) -> &Arc<RetryBudget> {
         &self.budget
+    }
+
+    /// How the host's state is shared with other nodes.
+    pub fn coordination(&self) -> &Arc<dyn Coordination> {
+        &self.coordination
     }
 
     /// Whether the host is in a transport outage (connections refused) right now, and

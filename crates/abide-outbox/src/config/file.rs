@@ -7,6 +7,14 @@ use super::*;
 pub(super) struct FileConfig {
     #[serde(default)]
     pub(super) provider: Vec<FileProvider>,
+    pub(super) coordination: Option<FileCoordination>,
+}
+
+/// `[coordination]`: how several nodes share each provider's limit.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileCoordination {
+    pub(super) redis_url: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -66,6 +66,10 @@ pub const DEFAULT_IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
 pub struct Config {
     /// Providers, in file order.
     pub providers: Vec<ProviderConfig>,
+    /// `[coordination] redis_url`: the Redis through which several nodes share each
+    /// provider's limit (see [`crate::coord`]); `None` = this node alone, in memory. It may
+    /// hold a password: show it only through [`crate::echo::redact_url`].
+    pub redis_url: Option<Secret>,
 }
 
 /// One provider.
@@ -302,7 +306,23 @@ impl Config {
                 }
             }
         }
-        Ok(Self { providers })
+        let redis_url = match file.coordination.and_then(|c| c.redis_url) {
+            Some(u) if !(u.starts_with("redis://") || u.starts_with("rediss://")) => {
+                return Err(invalid(
+                    "<file>",
+                    "coordination.redis_url",
+                    format!(
+                        "{} is not a redis:// or rediss:// URL",
+                        clip(&echo::redact_url(&u))
+                    ),
+                ));
+            }
+            u => u.map(Secret::new),
+        };
+        Ok(Self {
+            providers,
+            redis_url,
+        })
     }
 
     /// The provider called `name`.

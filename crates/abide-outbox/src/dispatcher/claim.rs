@@ -47,7 +47,9 @@ pub(super) async fn claimer<S: Store>(
         let free = tx.capacity();
         let backlog = tx.max_capacity() - free;
         // Claim no more than can be sent well within the lease at the current pace.
-        let sendable = (rt.session.pacer().rate() * lease.as_secs_f64() / 4.0).floor() as usize;
+        // This node's share of it, when several nodes share the provider's limit.
+        let pacer = rt.session.pacer();
+        let sendable = (pacer.rate() * pacer.share() * lease.as_secs_f64() / 4.0).floor() as usize;
         let limit = free
             .min(inner.opts.claim_batch)
             .min(sendable.max(1).saturating_sub(backlog));

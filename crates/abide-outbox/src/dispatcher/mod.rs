@@ -33,11 +33,12 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use abide_core::{Clock, Pacer, RetryBudget, Session};
+use abide_core::{Clock, Coordination, Local, Pacer, RetryBudget, Session};
 use tokio::sync::{mpsc, watch, Mutex};
 use tokio::task::JoinSet;
 
 use crate::config::{Config, ProviderConfig};
+use crate::coord::{CoordinationTarget, RedisCoordination};
 use crate::credentials::{CredentialSource, EnvCredentials};
 use crate::error::Result;
 use crate::model::{Completion, Enqueued, Item, NewItem};
@@ -66,6 +67,8 @@ pub const MIN_LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// - `sleeper`: `None` = [`TokioSleeper`] on the dispatcher's clock
 /// - `credentials`: `None` = [`EnvCredentials`] (each provider's `credentials_env`)
 /// - `store_fault_limit`: 60 s (results failing to be written this long stop the run)
+/// - `redis_url`: `None` (each provider's limit is this node's alone, in memory)
+/// - `coordination_prefix`: `abide:coord`
 #[derive(Debug, Clone)]
 pub struct DispatcherOptions {
     /// Lease on claimed items; at least every provider's `timeout` + [`MIN_LEASE_MARGIN`].
@@ -92,6 +95,12 @@ pub struct DispatcherOptions {
     /// before the run stops with [`crate::Error::ResultsNotRecorded`]. Nothing is claimed or
     /// sent while they fail.
     pub store_fault_limit: Duration,
+    /// Share each provider's schedule, pauses, learned rate and retry budget with the
+    /// other nodes on this Redis ([`crate::coord`]); the node id is the lease owner. May
+    /// hold a password: it is shown only redacted.
+    pub redis_url: Option<String>,
+    /// Prefix of the Redis keys (nodes that share limits use the same one).
+    pub coordination_prefix: String,
 }
 
 impl Default for DispatcherOptions {
@@ -108,6 +117,8 @@ impl Default for DispatcherOptions {
             owner: None,
             credentials: None,
             store_fault_limit: Duration::from_secs(60),
+            redis_url: None,
+            coordination_prefix: "abide:coord".into(),
         }
     }
 }
@@ -226,28 +237,53 @@ impl<S: Store> Dispatcher<S> {
             }
         }
         let mono = clock.monotonic();
-        let providers = config
-            .providers
-            .iter()
-            .map(|p| {
-                let mut rules = p.session_config();
-                rules.budget_denied_delay = opts.budget_denied_delay;
-                Arc::new(ProviderRuntime {
-                    session: Arc::new(Session::new(rules, mono)),
-                    transport: transport(p),
-                    stats: Stats::default(),
-                    cfg: p.clone(),
-                })
-            })
-            .collect();
-        let sleeper = opts
-            .sleeper
-            .clone()
-            .unwrap_or_else(|| Arc::new(TokioSleeper::new(Arc::clone(&clock))));
         let owner = opts
             .owner
             .clone()
             .unwrap_or_else(|| format!("abide-{}", uuid::Uuid::new_v4().simple()));
+        let mut providers = Vec::with_capacity(config.providers.len());
+        for p in &config.providers {
+            let mut rules = p.session_config();
+            rules.budget_denied_delay = opts.budget_denied_delay;
+            let coordination: Arc<dyn Coordination> = match &opts.redis_url {
+                None => Arc::new(Local),
+                Some(url) => {
+                    let target = CoordinationTarget {
+                        url: url.clone(),
+                        prefix: opts.coordination_prefix.clone(),
+                        node: owner.clone(),
+                    };
+                    let c = RedisCoordination::start(
+                        &target,
+                        &p.name,
+                        rules.pacer.initial_rate,
+                        rules.pacer.burst,
+                        rules.budget,
+                        Arc::clone(&clock),
+                    )
+                    .map_err(|e| crate::Error::Config {
+                        provider: "<all>".into(),
+                        field: "redis_url".into(),
+                        message: format!(
+                            "{}: {}",
+                            crate::echo::redact_url(url),
+                            crate::echo::redact_url(&e.to_string())
+                        ),
+                    })?;
+                    Arc::new(c)
+                }
+            };
+            providers.push(Arc::new(ProviderRuntime {
+                session: Arc::new(Session::with_coordination(rules, mono, coordination)),
+                transport: transport(p),
+                stats: Stats::default(),
+                cfg: p.clone(),
+            }));
+        }
+        let sleeper = opts
+            .sleeper
+            .clone()
+            .unwrap_or_else(|| Arc::new(TokioSleeper::new(Arc::clone(&clock))));
         Ok(Self {
             inner: Arc::new(Inner {
                 store,
@@ -273,6 +309,12 @@ impl<S: Store> Dispatcher<S> {
             .health
             .fault()
             .map(|(since, e)| (now.saturating_duration_since(since), e))
+    }
+
+    /// This node's id: the prefix of its lease owners, and its name among the nodes that
+    /// share a provider's limit.
+    pub fn node(&self) -> &str {
+        &self.inner.owner
     }
 
     /// The store.
@@ -354,6 +396,11 @@ impl<S: Store> Dispatcher<S> {
                 limited_by_concurrency: t.on_wire >= rt.cfg.concurrency as u64
                     && pacer.next_slot(mono) <= mono,
                 slots: pacer.slot_counts(),
+                coordination: {
+                    let mut c = rt.session.coordination().status(pacer, mono);
+                    c.node.clone_from(&inner.owner);
+                    c
+                },
                 counts: inner.store.counts_by_state(Some(&rt.cfg.name)).await?,
                 totals: t,
             });

@@ -181,6 +181,8 @@ pub(crate) struct ProviderLine {
     /// At least [`CONCURRENCY_BOUND`] of the slots were free at once while a batch was
     /// waiting: the senders, not the pacer or the provider, set the pace.
     pub(crate) limited_by_concurrency: bool,
+    /// This node and how it shared the provider's limit (local, redis, fallback).
+    pub(crate) coordination: abide_core::CoordinationStatus,
     pub(crate) totals: abide_outbox::Totals,
 }
 
@@ -237,6 +239,7 @@ impl RunReport {
                     throttle_rate: x.throttle_rate,
                     slots_at_once: at_once_share(x.slots),
                     limited_by_concurrency: at_once_share(x.slots) >= CONCURRENCY_BOUND,
+                    coordination: x.coordination.clone(),
                     totals: x.totals,
                 })
                 .collect(),
@@ -285,6 +288,17 @@ impl RunReport {
                 p.totals.delivered,
                 p.totals.throttled
             );
+            let c = &p.coordination;
+            if c.mode != abide_core::CoordinationMode::Local {
+                let _ = writeln!(
+                    s,
+                    "    coordination {} (node {}, {} node(s) seen, share {:.2})",
+                    c.mode.as_str(),
+                    c.node,
+                    c.nodes,
+                    c.share
+                );
+            }
             if p.limited_by_concurrency {
                 let _ = writeln!(
                     s,

@@ -96,6 +96,21 @@ pub(crate) struct Args {
     /// Seed for retry jitter (reproducible schedules); default: from the OS.
     #[arg(long)]
     pub(crate) seed: Option<u64>,
+    /// Share each provider's limit with the other nodes on this Redis (send schedule,
+    /// pauses, learned rate, retry budget): `redis://[:PASSWORD@]HOST:PORT[/DB]`. Wins over
+    /// `[coordination] redis_url` in the providers file. Prefer the environment variable to
+    /// keep a password out of `ps`; it is shown redacted everywhere.
+    #[arg(long, value_name = "URL", env = "ABIDE_REDIS_URL", hide_env_values = true,
+        value_parser = parse_redis)]
+    pub(crate) redis: Option<String>,
+    /// Prefix of the Redis keys: nodes that share limits use the same one.
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        default_value = "abide:coord",
+        hide = true
+    )]
+    pub(crate) redis_prefix: String,
 }
 
 /// `--lease`: a duration between 100 ms and 1 h.
@@ -187,6 +202,26 @@ pub(crate) fn load_config(
     Ok(cfg)
 }
 
+/// The Redis that coordinates this node with others: `--redis` (or `ABIDE_REDIS_URL`),
+/// else the providers file's `[coordination] redis_url`, else none (local).
+pub(crate) fn redis_url(flag: Option<&str>, cfg: &Config) -> Option<String> {
+    flag.filter(|u| !u.trim().is_empty())
+        .map(str::to_owned)
+        .or_else(|| cfg.redis_url.as_ref().map(|s| s.expose().to_owned()))
+}
+
+/// `--redis`: a redis:// or rediss:// URL.
+pub(crate) fn parse_redis(s: &str) -> Result<String, String> {
+    if s.starts_with("redis://") || s.starts_with("rediss://") {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "{} is not a redis:// or rediss:// URL",
+            abide_outbox::echo::redact_url(s)
+        ))
+    }
+}
+
 /// The whole input as bytes (UTF-8 is checked per line, so a bad one is named by number).
 fn read_input(src: &str) -> anyhow::Result<Vec<u8>> {
     if src == "-" {
@@ -233,6 +268,8 @@ async fn send(args: Args, cfg: Config, items: Option<Vec<NewItem>>) -> anyhow::R
     let opts = DispatcherOptions {
         lease: args.lease,
         seed: args.seed,
+        redis_url: redis_url(args.redis.as_deref(), &cfg),
+        coordination_prefix: args.redis_prefix.clone(),
         ..DispatcherOptions::default()
     };
     let d = Dispatcher::new(outbox.store.clone(), cfg, Arc::clone(&clock), opts)?;

@@ -101,6 +101,21 @@ pub(crate) struct Args {
     /// Lease on a claimed item (see `abide send --help`).
     #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = send::parse_lease)]
     lease: Duration,
+    /// Share each provider's limit with the other nodes on this Redis (send schedule,
+    /// pauses, learned rate, retry budget): `redis://[:PASSWORD@]HOST:PORT[/DB]`. Wins over
+    /// `[coordination] redis_url` in the providers file. Prefer the environment variable to
+    /// keep a password out of `ps`; it is shown redacted everywhere.
+    #[arg(long, value_name = "URL", env = "ABIDE_REDIS_URL", hide_env_values = true,
+        value_parser = send::parse_redis)]
+    pub(crate) redis: Option<String>,
+    /// Prefix of the Redis keys: nodes that share limits use the same one.
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        default_value = "abide:coord",
+        hide = true
+    )]
+    pub(crate) redis_prefix: String,
 }
 
 /// Shortest API token not warned about, in bytes (128 bits of hex-encoded randomness would
@@ -159,9 +174,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             // A service stays up through a store fault: it stops sending and reports 503
             // on /healthz until the database accepts writes again.
             store_fault_limit: Duration::MAX,
+            redis_url: send::redis_url(args.redis.as_deref(), &cfg),
+            coordination_prefix: args.redis_prefix.clone(),
             ..DispatcherOptions::default()
         };
+        match &opts.redis_url {
+            Some(url) => tracing::info!(redis = %abide_outbox::echo::redact_url(url),
+                "sharing each provider's limit with the other nodes on this Redis"),
+            None => tracing::info!("coordination local: this node alone sends to each provider"),
+        }
         let d = Dispatcher::new(outbox.store.clone(), cfg.clone(), Arc::clone(&clock), opts)?;
+        tracing::info!(node = %d.node(), "node id (lease owner, coordination)");
         let progress = Arc::new(RwLock::new(None));
         let fault = d.clone();
         let api = Api {

@@ -63,6 +63,9 @@ pub(crate) const PAUSE_REMAINING: &str = "abide_provider_pause_remaining_seconds
 const HTTP_429: &str = "http_429";
 pub(crate) const SUNSET: &str = "abide_provider_sunset_timestamp_seconds";
 pub(crate) const STORE_FAULT: &str = "abide_store_fault_seconds";
+pub(crate) const COORD_MODE: &str = "abide_coordination_mode";
+pub(crate) const COORD_NODES: &str = "abide_coordination_nodes";
+pub(crate) const COORD_SHARE: &str = "abide_coordination_share_ratio";
 
 /// Every metric `abide serve` exports.
 pub(crate) const METRICS: &[Metric] = &[
@@ -99,6 +102,18 @@ pub(crate) const METRICS: &[Metric] = &[
     gauge(
         PAUSE_REMAINING,
         "Pause the provider imposed (Retry-After, suspension) still to wait, 0 when not paused.",
+    ),
+    gauge(
+        COORD_MODE,
+        "1 for how this node shares the provider's limit now (mode = local, redis, fallback), 0 for the others; labelled by node id.",
+    ),
+    gauge(
+        COORD_NODES,
+        "Nodes sharing the provider's limit, alive by their heartbeats (1 when local).",
+    ),
+    gauge(
+        COORD_SHARE,
+        "This node's fraction of the shared send slots over the last 3 s.",
     ),
     gauge(
         SUNSET,
@@ -189,6 +204,20 @@ pub(crate) fn record(
                 .map_or(0.0, |d| d.as_secs_f64());
             g(SUNSET).set(unix);
         }
+        let c = &x.coordination;
+        for mode in [
+            abide_core::CoordinationMode::Local,
+            abide_core::CoordinationMode::Redis,
+            abide_core::CoordinationMode::Fallback,
+        ] {
+            let on = if c.mode == mode { 1.0 } else { 0.0 };
+            metrics::gauge!(COORD_MODE, "provider" => x.name.clone(), "node" => c.node.clone(),
+                "mode" => mode.as_str())
+            .set(on);
+        }
+        let node = |name: &'static str| metrics::gauge!(name, "provider" => x.name.clone(), "node" => c.node.clone());
+        node(COORD_NODES).set(f64::from(c.nodes));
+        node(COORD_SHARE).set(c.share);
         let t = &x.totals;
         for (name, n) in [
             ("abide_dispatcher_attempts_total", t.attempts),
@@ -253,7 +282,7 @@ mod tests {
                 Kind::Counter => assert!(m.name.ends_with("_total"), "{}", m.name),
                 Kind::Gauge => assert!(!m.name.ends_with("_total"), "{}", m.name),
             }
-            let unitless_ok = m.name == ITEMS;
+            let unitless_ok = [ITEMS, COORD_MODE, COORD_NODES].contains(&m.name);
             assert!(
                 unitless_ok
                     || m.name.ends_with("_total")

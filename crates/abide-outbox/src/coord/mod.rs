@@ -1,0 +1,406 @@
+//! Several nodes (`abide send`, `abide serve`) sharing one provider's limit through Redis.
+//!
+//! [`RedisCoordination`] implements abide-core's [`Coordination`] seam for one provider key:
+//! the session keeps deciding alone; this shares the state it decides with.
+//!
+//! ```text
+//!   senders ──reserve/pull/push/budget (sync, no I/O)──▶ View ◀──one EVALSHA per sync──▶ Redis
+//!                                                        ▲ background task: on demand, or
+//!                                                        │ every 250 ms as a heartbeat
+//! ```
+//!
+//! - **Send schedule.** One GCRA (ITU-T I.371 virtual scheduling) over a TAT in Redis, in
+//!   the Redis server's time, so the sum over nodes follows the pacer's rate. A sync
+//!   reserves a batch of slots (about 200 ms of this node's share, at most 64), so round
+//!   trips per item stay well under one; slots are mapped to local monotonic time with the
+//!   round trip's midpoint.
+//! - **Host pause.** A pause this node's pacer takes (a `Retry-After`, an exhausted quota,
+//!   its own backoff) is published at once; every node's pacer is paused until the same
+//!   instant, and no slot is granted inside it.
+//! - **Learned rate.** A decrease one node makes is adopted by the others
+//!   ([`Pacer::adopt_shared`]); a node joining late starts from the last rate and ceiling
+//!   shared; each pacer is told its share of the granted slots ([`Pacer::set_share`]) so
+//!   that what it sees accepted reads as the host's.
+//! - **Retry budget.** Tokens in Redis, refilled at `min_per_sec`, earned at `retry_ratio`
+//!   per first attempt, given back by refunds, capped at `(min_per_sec + retry_ratio ×
+//!   rate) × ttl`; each node holds a couple, fetched with its syncs.
+//!
+//! # Redis unavailable or slow
+//! Never unlimited. A sync that fails or takes longer than [`SYNC_TIMEOUT`] switches the
+//! node to *fallback* (one warning per episode): it sends at its pacer's rate divided by the
+//! live node count last seen (heartbeats expire after [`HEARTBEAT_TTL`]), with its own
+//! retry budget, and rejoins when Redis answers. A Redis that lost its state (a restart)
+//! gets each node's own current rate, not a fresh start, so no burst follows.
+
+mod sync;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use abide_core::{
+    Clock, Coordination, CoordinationMode, CoordinationStatus, Pacer, Reservation, RetryBudget,
+    RetryBudgetConfig,
+};
+use tokio::sync::Notify;
+
+/// Longest a sync may take before the node falls back.
+pub const SYNC_TIMEOUT: Duration = Duration::from_millis(250);
+/// A node not heard from for this long no longer counts as alive.
+pub const HEARTBEAT_TTL: Duration = Duration::from_secs(2);
+/// Sync at least this often (heartbeat, pauses and decreases of other nodes).
+pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(250);
+/// How much of this node's share of the rate one sync reserves.
+const BATCH_SPAN: Duration = Duration::from_millis(200);
+/// Most slots reserved by one sync.
+const MAX_BATCH: u32 = 64;
+/// A granted slot not used within this long after its time is dropped (using it late
+/// would be a burst).
+const STALE_SLOT: Duration = Duration::from_millis(25);
+/// A sender that found no slot asks again after this long.
+const RETRY_SLOT: Duration = Duration::from_millis(10);
+/// At start, how long senders wait for the first sync before falling back.
+const JOIN_WAIT: Duration = Duration::from_secs(2);
+/// Retry tokens a node keeps at hand.
+const TOKENS_HELD: u32 = 2;
+
+/// Where a node's shared state lives in Redis and who it is.
+#[derive(Debug, Clone)]
+pub struct CoordinationTarget {
+    /// `redis://…` (may hold a password: never shown unredacted).
+    pub url: String,
+    /// Prefix of every key (nodes sharing limits use the same one).
+    pub prefix: String,
+    /// This node's id, unique per process (e.g. the dispatcher's lease owner).
+    pub node: String,
+}
+
+/// One provider key's state shared through Redis; see the [module docs](self).
+#[derive(Clone)]
+pub struct RedisCoordination {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for RedisCoordination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisCoordination")
+            .field("node", &self.shared.node)
+            .field("key", &self.shared.key)
+            .field("url", &self.shared.shown_url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the senders and the sync task share.
+struct Shared {
+    node: String,
+    key: String,
+    shown_url: String,
+    budget: RetryBudgetConfig,
+    burst: f64,
+    clock: Arc<dyn Clock>,
+    view: Mutex<View>,
+    wake: Notify,
+}
+
+/// This node's view of the shared state, and what it has yet to publish.
+#[derive(Debug)]
+struct View {
+    mode: CoordinationMode,
+    /// A sync has succeeded since start.
+    joined: bool,
+    started: Instant,
+    /// Granted slots, earliest first (local monotonic time).
+    slots: VecDeque<Instant>,
+    /// Slots taken, and reservations that found none, since the last sync: demand.
+    taken: u32,
+    starved: u32,
+    /// End of the shared pause, as last heard.
+    pause_until: Option<Instant>,
+    /// A pause of this node's pacer not yet published, and the last one published.
+    pending_pause: Option<Instant>,
+    published_pause: Option<Instant>,
+    /// A decrease of this node's pacer not yet published: (rate, ceiling).
+    pending_decrease: Option<(f64, Option<f64>)>,
+    own_decreases: u64,
+    /// A decrease made elsewhere (or the shared estimate at join), for the next pull.
+    adopt: Option<(f64, Option<f64>)>,
+    seen_dseq: i64,
+    /// The pacer's rate and ceiling at the last push; `informed` once it has had an answer.
+    rate: f64,
+    informed: bool,
+    ceiling: Option<f64>,
+    share: f64,
+    nodes: u32,
+    deposits: u64,
+    refunds: u64,
+    tokens: u32,
+    denied: u32,
+    /// Fallback: the local schedule's next free slot.
+    fallback_tat: Option<Instant>,
+    /// (when, slots granted to all nodes, slots granted to this one), for the share.
+    samples: VecDeque<(Instant, i64, i64)>,
+    granted: i64,
+}
+
+impl RedisCoordination {
+    /// Share provider `provider`'s state under `target`, with `rate` (requests per second)
+    /// as this node's pacer's starting rate, `burst` its burst and `budget` its retry
+    /// budget, reading monotonic time from `clock`. Starts a background task on the current tokio runtime that connects (and
+    /// reconnects) on its own: until the first sync succeeds (at most 2 s) senders wait,
+    /// then fall back.
+    ///
+    /// # Errors
+    /// [`redis::RedisError`] for a malformed URL (never for an unreachable server).
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn start(
+        target: &CoordinationTarget,
+        provider: &str,
+        rate: f64,
+        burst: f64,
+        budget: RetryBudgetConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, redis::RedisError> {
+        let now = clock.monotonic();
+        let client = redis::Client::open(target.url.as_str())?;
+        let shared = Arc::new(Shared {
+            node: target.node.clone(),
+            key: format!("{}:{provider}", target.prefix),
+            shown_url: crate::echo::redact_url(&target.url),
+            budget,
+            burst,
+            clock,
+            view: Mutex::new(View::new(rate, now)),
+            wake: Notify::new(),
+        });
+        tokio::spawn(sync::run(Arc::downgrade(&shared), client));
+        Ok(Self { shared })
+    }
+
+    /// The Redis URL with its password replaced by `***`.
+    pub fn shown_url(&self) -> &str {
+        &self.shared.shown_url
+    }
+
+    fn view(&self) -> std::sync::MutexGuard<'_, View> {
+        self.shared.view()
+    }
+}
+
+impl Shared {
+    fn view(&self) -> std::sync::MutexGuard<'_, View> {
+        // Every update leaves the view consistent; a panicked holder is harmless.
+        self.view.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl View {
+    fn new(rate: f64, now: Instant) -> Self {
+        Self {
+            mode: CoordinationMode::Redis,
+            joined: false,
+            started: now,
+            slots: VecDeque::new(),
+            taken: 0,
+            starved: 0,
+            pause_until: None,
+            pending_pause: None,
+            published_pause: None,
+            pending_decrease: None,
+            own_decreases: 0,
+            adopt: None,
+            seen_dseq: 0,
+            rate,
+            informed: false,
+            ceiling: None,
+            share: 1.0,
+            nodes: 1,
+            deposits: 0,
+            refunds: 0,
+            tokens: 0,
+            denied: 0,
+            fallback_tat: None,
+            samples: VecDeque::new(),
+            granted: 0,
+        }
+    }
+
+    /// Slots one sync asks for: about [`BATCH_SPAN`] of this node's share of the rate, at
+    /// least one, at most [`MAX_BATCH`]; none without demand.
+    fn batch(&self) -> u32 {
+        if self.taken == 0 && self.starved == 0 {
+            return 0;
+        }
+        let per_node = self.rate / f64::from(self.nodes.max(1));
+        let n = (per_node * BATCH_SPAN.as_secs_f64()).ceil();
+        // In range by the clamp; the cast cannot truncate.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let n = n.clamp(1.0, f64::from(MAX_BATCH)) as u32;
+        n
+    }
+
+    /// Whether the senders need a sync now rather than at the next heartbeat.
+    fn wants_slots(&self) -> bool {
+        self.starved > 0 || (self.taken > 0 && self.slots.len() * 2 <= self.batch() as usize)
+    }
+
+    /// The next granted slot usable at `now`, not inside a pause ending at `paused`.
+    fn take_slot(&mut self, now: Instant, paused: Option<Instant>) -> Option<Instant> {
+        while let Some(&at) = self.slots.front() {
+            let stale = at + STALE_SLOT < now;
+            let voided = paused.is_some_and(|p| at < p);
+            if !(stale || voided) {
+                break;
+            }
+            self.slots.pop_front();
+        }
+        let at = self.slots.pop_front()?;
+        self.taken = self.taken.saturating_add(1);
+        Some(at)
+    }
+
+    /// Fallback: this node's share of the rate, spaced locally.
+    fn fallback_slot(&mut self, now: Instant, rate: f64, paused: Option<Instant>) -> Instant {
+        let per_node = (rate / f64::from(self.nodes.max(1))).max(abide_core::pacer::MIN_RATE);
+        let interval = Duration::try_from_secs_f64(1.0 / per_node).unwrap_or(Duration::MAX);
+        let mut at = self.fallback_tat.map_or(now, |t| t.max(now));
+        if let Some(p) = paused {
+            at = at.max(p);
+        }
+        self.fallback_tat = at.checked_add(interval);
+        at
+    }
+}
+
+impl Coordination for RedisCoordination {
+    fn reserve(&self, pacer: &Pacer, now: Instant, deadline: Option<Instant>) -> Reservation {
+        let paused = pacer.paused_until(now);
+        let rate = pacer.rate();
+        let mut v = self.view();
+        if let Some(at) = v.take_slot(now, paused) {
+            if deadline.is_some_and(|d| at > d) {
+                // Too late for this caller: the next sender takes it.
+                drop(v);
+                self.release(pacer, at, now);
+                return Reservation::PastDeadline(at);
+            }
+            if v.wants_slots() {
+                self.shared.wake.notify_one();
+            }
+            return Reservation::Slot(at);
+        }
+        match v.mode {
+            CoordinationMode::Fallback => Reservation::Slot(v.fallback_slot(now, rate, paused)),
+            _ if !v.joined && now.saturating_duration_since(v.started) >= JOIN_WAIT => {
+                // Redis never answered since start: fall back rather than wait forever.
+                v.mode = CoordinationMode::Fallback;
+                Reservation::Slot(v.fallback_slot(now, rate, paused))
+            }
+            _ => {
+                v.starved = v.starved.saturating_add(1);
+                drop(v);
+                self.shared.wake.notify_one();
+                Reservation::Retry(now + RETRY_SLOT)
+            }
+        }
+    }
+
+    fn release(&self, _pacer: &Pacer, slot: Instant, now: Instant) {
+        // A slot handed out but not used (its item went back to the queue): the next
+        // sender takes it, unless it is stale by then.
+        if slot + STALE_SLOT >= now {
+            let mut v = self.view();
+            v.slots.push_front(slot);
+            v.taken = v.taken.saturating_sub(1);
+            v.slots.make_contiguous().sort_unstable();
+        }
+    }
+
+    fn pull(&self, pacer: &Pacer, now: Instant) {
+        let (pause, adopt, share) = {
+            let mut v = self.view();
+            (v.pause_until, v.adopt.take(), v.share)
+        };
+        if let Some(until) = pause.filter(|u| *u > now) {
+            pacer.adopt_pause(now, until);
+        }
+        if let Some((rate, ceiling)) = adopt {
+            pacer.adopt_shared(now, rate, ceiling);
+        }
+        pacer.set_share(share);
+    }
+
+    fn push(&self, pacer: &Pacer, now: Instant) {
+        let snap = pacer.snapshot(now);
+        let mut v = self.view();
+        v.rate = snap.rate;
+        v.informed = true;
+        v.ceiling = snap.ceiling;
+        let mut wake = false;
+        if let Some(until) = snap.paused_until {
+            // Publish a pause this pacer took that the shared one does not cover yet.
+            let known = v.pause_until.max(v.published_pause).max(v.pending_pause);
+            if known.is_none_or(|k| until > k + Duration::from_millis(5)) {
+                v.pending_pause = Some(until);
+                wake = true;
+            }
+        }
+        if snap.decreases > v.own_decreases {
+            v.own_decreases = snap.decreases;
+            v.pending_decrease = Some((snap.rate, snap.ceiling));
+            // Slots at hand were spaced at the old rate (see `take_decrease`).
+            v.slots.clear();
+            wake = true;
+        }
+        drop(v);
+        if wake {
+            self.shared.wake.notify_one();
+        }
+    }
+
+    fn deposit(&self, budget: &RetryBudget, now: Instant) {
+        // The local budget too: it is what a node falls back on.
+        budget.deposit(now);
+        let mut v = self.view();
+        v.deposits = v.deposits.saturating_add(1);
+    }
+
+    fn try_withdraw(&self, budget: &RetryBudget, now: Instant) -> bool {
+        let mut v = self.view();
+        if v.mode == CoordinationMode::Fallback {
+            drop(v);
+            return budget.try_withdraw(now);
+        }
+        if v.tokens > 0 {
+            v.tokens -= 1;
+            return true;
+        }
+        v.denied = v.denied.saturating_add(1);
+        drop(v);
+        self.shared.wake.notify_one();
+        false
+    }
+
+    fn refund(&self, budget: &RetryBudget, withdrawn_at: Instant) {
+        budget.refund(withdrawn_at);
+        let mut v = self.view();
+        v.refunds = v.refunds.saturating_add(1);
+    }
+
+    fn status(&self, _pacer: &Pacer, now: Instant) -> CoordinationStatus {
+        let v = self.view();
+        CoordinationStatus {
+            node: self.shared.node.clone(),
+            mode: v.mode,
+            nodes: v.nodes,
+            share: v.share,
+            paused_until: v.pause_until.filter(|u| *u > now),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,570 @@
+//! The Lua-backed operations against the Redis on 127.0.0.1:6379 (skipped with `SKIPPED:`
+//! when it is absent, failing under `ABIDE_REQUIRE_SERVICES=1`; a key prefix per test), and
+//! the fallback with Redis unreachable (a closed port).
+
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use abide_core::{
+    Classifier, Clock, Coordination, CoordinationMode, ManualClock, Observation, Pacer,
+    PacerConfig, Reservation, RetryBudget, RetryBudgetConfig, SystemClock,
+};
+use redis::aio::ConnectionManager;
+use redis::Script;
+
+use super::*;
+
+const URL: &str = "redis://127.0.0.1:6379";
+
+fn prefix(test: &str) -> String {
+    format!("abide-test:{test}:{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A connection, or `None` after printing why the test is skipped.
+async fn connect(test: &str) -> Option<ConnectionManager> {
+    let made = async { ConnectionManager::new(redis::Client::open(URL)?).await };
+    let why = match tokio::time::timeout(Duration::from_secs(3), made).await {
+        Ok(Ok(c)) => return Some(c),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "timed out".to_owned(),
+    };
+    match why {
+        other if std::env::var("ABIDE_REQUIRE_SERVICES").as_deref() != Ok("1") => {
+            println!("SKIPPED: {test}: no Redis at {URL} ({other:?})");
+            None
+        }
+        other => panic!("ABIDE_REQUIRE_SERVICES=1 but Redis at {URL} is unreachable: {other:?}"),
+    }
+}
+
+/// One call of `sync.lua`, arguments by name.
+#[derive(Debug, Clone)]
+struct Call<'a> {
+    node: &'a str,
+    rate: f64,
+    slots: u32,
+    pause_us: u64,
+    decrease: Option<(f64, f64)>,
+    deposits: u64,
+    refunds: u64,
+    tokens: u32,
+    ceiling: Option<f64>,
+    /// Decreases the caller has seen.
+    seen: i64,
+    /// Slots it handed out itself in fallback, still ahead.
+    debt: u32,
+}
+
+impl Default for Call<'_> {
+    fn default() -> Self {
+        Self {
+            node: "a",
+            rate: 1.0,
+            slots: 0,
+            pause_us: 0,
+            decrease: None,
+            deposits: 0,
+            refunds: 0,
+            tokens: 0,
+            ceiling: None,
+            seen: 0,
+            debt: 0,
+        }
+    }
+}
+
+async fn call(conn: &mut ConnectionManager, key: &str, c: Call<'_>) -> sync::Reply {
+    let script = Script::new(include_str!("sync.lua"));
+    let mut inv = script.prepare_invoke();
+    let (dec, drate, dceil) = match c.decrease {
+        Some((r, ce)) => ("1", r.to_string(), ce.to_string()),
+        None => ("0", String::new(), String::new()),
+    };
+    inv.key(format!("{key}:state"))
+        .key(format!("{key}:nodes"))
+        .key(format!("{key}:info"))
+        .arg(c.node)
+        .arg(2000)
+        .arg(c.rate.to_string())
+        .arg("1")
+        .arg(c.slots)
+        .arg(c.pause_us)
+        .arg(dec)
+        .arg(drate)
+        .arg(dceil)
+        .arg(c.deposits)
+        .arg(c.refunds)
+        .arg(c.tokens)
+        .arg("0.5") // retry ratio
+        .arg("1") // floor per second
+        .arg("20") // cap
+        .arg("10") // initial tokens (floor x ttl)
+        .arg(c.ceiling.map(|x| x.to_string()).unwrap_or_default())
+        .arg("redis share=1")
+        .arg(5_000_000u64)
+        .arg(c.seen)
+        .arg("1")
+        .arg(c.debt);
+    inv.invoke_async(conn).await.unwrap()
+}
+
+const S: i64 = 1_000_000;
+
+#[tokio::test]
+async fn two_nodes_draw_slots_from_one_schedule() {
+    let Some(mut conn) = connect("schedule").await else {
+        return;
+    };
+    let key = prefix("schedule");
+    // 1/s: node a takes the slots at +0, +1 and +2 s; node b's continue at +3 s (less the
+    // few milliseconds between the calls), on the same server clock.
+    let a = call(
+        &mut conn,
+        &key,
+        Call {
+            slots: 3,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(a.9, 1, "new state reads as fresh");
+    let offs = &a.10;
+    assert_eq!(offs.len(), 3);
+    assert_eq!(offs[0], 0);
+    assert_eq!(offs[1], S);
+    assert_eq!(offs[2], 2 * S);
+    let b = call(
+        &mut conn,
+        &key,
+        Call {
+            node: "b",
+            slots: 4,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(b.0, 2, "two live nodes");
+    assert_eq!(b.9, 0);
+    // The horizon (5 s): b gets the slots at +3, +4 and +5 s (less the time between the
+    // calls), not the one at +6 s.
+    assert_eq!(b.10.len(), 3);
+    assert!((2 * S + S / 2..=3 * S).contains(&b.10[0]), "{:?}", b.10);
+    assert_eq!(b.10[1] - b.10[0], S);
+    assert_eq!(b.7, 6, "slots granted to all nodes");
+}
+
+#[tokio::test]
+async fn a_pause_heard_by_one_node_holds_every_node_and_its_slots() {
+    let Some(mut conn) = connect("pause").await else {
+        return;
+    };
+    let key = prefix("pause");
+    let a = call(
+        &mut conn,
+        &key,
+        Call {
+            pause_us: 30 * S as u64,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert!(a.1 > 29 * S && a.1 <= 30 * S, "{}", a.1);
+    let b = call(
+        &mut conn,
+        &key,
+        Call {
+            node: "b",
+            slots: 5,
+            rate: 100.0,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert!(
+        b.1 > 29 * S && b.1 <= 30 * S,
+        "b sees the same end: {}",
+        b.1
+    );
+    assert!(b.10.is_empty(), "no slot inside the pause: {:?}", b.10);
+    // A shorter pause never shortens it.
+    let c = call(
+        &mut conn,
+        &key,
+        Call {
+            pause_us: S as u64,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert!(c.1 > 29 * S, "{}", c.1);
+}
+
+#[tokio::test]
+async fn a_decrease_and_the_current_estimate_reach_the_other_nodes() {
+    let Some(mut conn) = connect("rate").await else {
+        return;
+    };
+    let key = prefix("rate");
+    let a = call(
+        &mut conn,
+        &key,
+        Call {
+            rate: 77.5,
+            ceiling: Some(80.0),
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(a.2, 0);
+    // A node joining late reads the last rate and ceiling shared.
+    let b = call(
+        &mut conn,
+        &key,
+        Call {
+            node: "b",
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!((b.5.as_str(), b.6.as_str()), ("77.5", "80"));
+    let a = call(
+        &mut conn,
+        &key,
+        Call {
+            decrease: Some((40.0, 42.0)),
+            rate: 40.0,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(a.2, 1);
+    let b = call(
+        &mut conn,
+        &key,
+        Call {
+            node: "b",
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!((b.2, b.3.as_str(), b.4.as_str()), (1, "40", "42"));
+    // A node that has not taken the decrease yet neither spaces slots at its old rate nor
+    // raises the shared one; nor does a node that has had no answer ('' rate).
+    let b = call(
+        &mut conn,
+        &key,
+        Call {
+            node: "b",
+            rate: 500.0,
+            slots: 2,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(b.10[1] - b.10[0], S / 40, "{:?}", b.10);
+    let c = call(
+        &mut conn,
+        &key,
+        Call {
+            node: "c",
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(c.5, "40");
+    // Once it has seen it, its own learned rate is the schedule's again.
+    let b = call(
+        &mut conn,
+        &key,
+        Call {
+            node: "b",
+            rate: 50.0,
+            seen: 1,
+            slots: 2,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(b.10[1] - b.10[0], S / 50, "{:?}", b.10);
+}
+
+#[tokio::test]
+async fn the_retry_budget_is_one_bucket_for_every_node() {
+    let Some(mut conn) = connect("budget").await else {
+        return;
+    };
+    let key = prefix("budget");
+    // Initial allowance: the floor over the ttl (10).
+    let a = call(
+        &mut conn,
+        &key,
+        Call {
+            tokens: 8,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(a.8, 8);
+    let b = call(
+        &mut conn,
+        &key,
+        Call {
+            node: "b",
+            tokens: 8,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(b.8, 2, "what a left, and no more");
+    // 10 first attempts at ratio 0.5 earn 5; 2 refunds give 2 back.
+    let a = call(
+        &mut conn,
+        &key,
+        Call {
+            deposits: 10,
+            refunds: 2,
+            tokens: 16,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(a.8, 7);
+    // Never above the cap (20) however much is deposited.
+    let a = call(
+        &mut conn,
+        &key,
+        Call {
+            deposits: 1000,
+            tokens: 16,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(a.8, 16);
+    let a = call(
+        &mut conn,
+        &key,
+        Call {
+            tokens: 16,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(a.8, 4);
+}
+
+#[tokio::test]
+async fn lost_state_reads_as_fresh_and_starts_from_the_callers_rate() {
+    let Some(mut conn) = connect("lost").await else {
+        return;
+    };
+    let key = prefix("lost");
+    let _ = call(
+        &mut conn,
+        &key,
+        Call {
+            slots: 3,
+            rate: 2.0,
+            ..Call::default()
+        },
+    )
+    .await;
+    let _: () = redis::cmd("DEL")
+        .arg(format!("{key}:state"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let a = call(
+        &mut conn,
+        &key,
+        Call {
+            slots: 3,
+            rate: 2.0,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(a.9, 1);
+    // Spaced at the caller's rate from the first slot: no burst.
+    assert_eq!(a.10, [0, S / 2, S]);
+    // A node rejoining with 4 slots of its own still ahead: the schedule skips them.
+    let _: () = redis::cmd("DEL")
+        .arg(format!("{key}:state"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let b = call(
+        &mut conn,
+        &key,
+        Call {
+            node: "b",
+            slots: 1,
+            rate: 2.0,
+            debt: 4,
+            ..Call::default()
+        },
+    )
+    .await;
+    assert_eq!(b.10, [2 * S]);
+}
+
+fn pacer(rate: f64, clock: &dyn Clock) -> Pacer {
+    Pacer::new(
+        PacerConfig {
+            initial_rate: rate,
+            ..PacerConfig::default()
+        },
+        clock.monotonic(),
+    )
+}
+
+fn budget_cfg() -> RetryBudgetConfig {
+    RetryBudgetConfig {
+        ttl: Duration::from_secs(10),
+        min_per_sec: 0,
+        retry_ratio: 0.0,
+    }
+}
+
+fn start(url: &str, prefix: &str, node: &str, clock: Arc<dyn Clock>) -> RedisCoordination {
+    let target = CoordinationTarget {
+        url: url.into(),
+        prefix: prefix.into(),
+        node: node.into(),
+    };
+    RedisCoordination::start(&target, "sms", 50.0, 1.0, budget_cfg(), clock).unwrap()
+}
+
+/// Poll `done` every 10 ms, at most 3 s (bounded; not a timing assertion).
+async fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    for _ in 0..300 {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    done()
+}
+
+#[tokio::test]
+async fn a_throttle_on_one_node_pauses_the_other_and_its_decrease_is_adopted() {
+    if connect("nodes").await.is_none() {
+        return;
+    }
+    let key = prefix("nodes");
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let (a, b) = (
+        start(URL, &key, "a", Arc::clone(&clock)),
+        start(URL, &key, "b", Arc::clone(&clock)),
+    );
+    let (pa, pb) = (pacer(50.0, &*clock), pacer(50.0, &*clock));
+    // Both get shared slots once joined.
+    let slot = |c: &RedisCoordination, p: &Pacer| {
+        matches!(c.reserve(p, clock.monotonic(), None), Reservation::Slot(_))
+    };
+    assert!(eventually(|| slot(&a, &pa) && slot(&b, &pb)).await);
+    assert_eq!(
+        a.status(&pa, clock.monotonic()).mode,
+        CoordinationMode::Redis
+    );
+    assert!(eventually(|| b.status(&pb, clock.monotonic()).nodes == 2).await);
+    // Node a hears a 429 with Retry-After: 30.
+    let headers = http::HeaderMap::from_iter([(http::header::RETRY_AFTER, "30".parse().unwrap())]);
+    let obs = Observation::Http {
+        status: http::StatusCode::TOO_MANY_REQUESTS,
+        headers: &headers,
+        body: b"",
+    };
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1);
+    let v = Classifier::default().classify(&obs, clock.now(), &mut rng);
+    pa.on_verdict(clock.monotonic(), &v);
+    a.push(&pa, clock.monotonic());
+    let paused = || {
+        b.pull(&pb, clock.monotonic());
+        pb.paused_until(clock.monotonic())
+            .is_some_and(|u| u > clock.monotonic() + Duration::from_secs(25))
+    };
+    assert!(
+        eventually(paused).await,
+        "b paused until a's Retry-After ends"
+    );
+    // A decrease a made reaches b's pacer.
+    let before = pb.rate();
+    pa.adopt_shared(clock.monotonic(), 10.0, Some(11.0)); // stand-in for a's own cut:
+    a.view().pending_decrease = Some((10.0, Some(11.0)));
+    a.shared.wake.notify_one();
+    let adopted = || {
+        b.pull(&pb, clock.monotonic());
+        pb.rate() < before
+    };
+    assert!(eventually(adopted).await);
+    assert_eq!(pb.rate(), 10.0);
+    assert_eq!(pb.ceiling(), Some(11.0));
+}
+
+#[tokio::test]
+async fn redis_unreachable_falls_back_to_a_bounded_share_never_unlimited() {
+    // Port 1 on loopback: nothing listens there.
+    let clock = Arc::new(ManualClock::new(UNIX_EPOCH));
+    let c = start(
+        "redis://127.0.0.1:1",
+        &prefix("down"),
+        "a",
+        clock.clone() as Arc<dyn Clock>,
+    );
+    let p = pacer(10.0, &*clock);
+    assert!(
+        eventually(|| c.status(&p, clock.monotonic()).mode == CoordinationMode::Fallback).await
+    );
+    let t0 = clock.monotonic();
+    let slots: Vec<_> = (0..5)
+        .map(|_| match c.reserve(&p, t0, None) {
+            Reservation::Slot(at) => at - t0,
+            r => panic!("{r:?}"),
+        })
+        .collect();
+    let ms = Duration::from_millis;
+    assert_eq!(slots, [ms(0), ms(100), ms(200), ms(300), ms(400)]);
+    // The last node count seen divides the rate: three nodes, a third each.
+    c.view().nodes = 3;
+    c.view().fallback_tat = None;
+    let t1 = t0 + Duration::from_secs(10);
+    let a = c.reserve(&p, t1, None);
+    let b = c.reserve(&p, t1, None);
+    assert_eq!(
+        (a, b),
+        (Reservation::Slot(t1), Reservation::Slot(t1 + ms(300)))
+    );
+    // Its own retry budget, bounded (no floor, no ratio here: nothing).
+    let budget = RetryBudget::new(budget_cfg(), t0);
+    assert!(!c.try_withdraw(&budget, t0));
+    // The URL never shows a password.
+    let secret = start(
+        "redis://:hunter2@127.0.0.1:1",
+        &prefix("down"),
+        "b",
+        clock.clone() as Arc<dyn Clock>,
+    );
+    assert!(!format!("{secret:?}").contains("hunter2"));
+    assert!(!secret.shown_url().contains("hunter2"));
+}
+
+#[test]
+fn a_node_takes_only_fresh_slots_outside_a_pause_and_asks_by_its_share() {
+    let clock = ManualClock::new(UNIX_EPOCH);
+    let t0 = clock.monotonic();
+    let ms = Duration::from_millis;
+    let mut v = View::new(90.0, t0);
+    v.nodes = 3;
+    assert_eq!(v.batch(), 0, "no demand, no slots");
+    v.starved = 1;
+    // 90/s over 3 nodes: 30/s each, 200 ms of it.
+    assert_eq!(v.batch(), 6);
+    v.slots
+        .extend([t0, t0 + ms(10), t0 + ms(500), t0 + ms(900)]);
+    let now = t0 + ms(300);
+    // Stale (more than 25 ms past: a burst if used) slots are dropped; those inside a
+    // pause too.
+    assert_eq!(v.take_slot(now, Some(t0 + ms(600))), Some(t0 + ms(900)));
+    assert_eq!(v.take_slot(now, None), None);
+}
