@@ -38,13 +38,20 @@ pub(crate) struct Cell {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct View {
     pub(crate) remaining: u32,
-    pub(crate) reset: Duration,
+    /// Nanoseconds (a `Duration` is built only when a status is shown).
+    pub(crate) reset_ns: u64,
+}
+
+impl View {
+    pub(crate) fn reset(&self) -> Duration {
+        Duration::from_nanos(self.reset_ns)
+    }
 }
 
 fn view(remaining: u32, reset_ns: u64) -> View {
     View {
         remaining,
-        reset: Duration::from_nanos(reset_ns),
+        reset_ns,
     }
 }
 
@@ -236,24 +243,24 @@ mod tests {
         let cell = fill(&q, Cell::default(), t0, 9);
         let (cell, v) = admit(&q, cell, t0 + ms(999)).unwrap();
         assert_eq!(v.remaining, 0);
-        assert_eq!(v.reset, Duration::from_millis(1));
+        assert_eq!(v.reset(), Duration::from_millis(1));
         let no = admit(&q, cell, t0 + ms(999)).unwrap_err();
-        assert_eq!(no.reset, Duration::from_millis(1));
+        assert_eq!(no.reset(), Duration::from_millis(1));
         // 1 ns before the boundary: still refused; at it, a whole new quota.
         let just_before = t0 + ms(1000) - 1;
         assert_eq!(
-            admit(&q, cell, just_before).unwrap_err().reset,
+            admit(&q, cell, just_before).unwrap_err().reset(),
             Duration::from_nanos(1)
         );
         let at = t0 + ms(1000);
         let cell = fill(&q, cell, at, 10);
         assert_eq!(
-            admit(&q, cell, at).unwrap_err().reset,
+            admit(&q, cell, at).unwrap_err().reset(),
             Duration::from_secs(1)
         );
         // Windows keep their phase: the next one starts at 2 s, not at a later request.
         let (_, v) = admit(&q, cell, t0 + ms(2500)).unwrap();
-        assert_eq!((v.remaining, v.reset), (9, Duration::from_millis(500)));
+        assert_eq!((v.remaining, v.reset()), (9, Duration::from_millis(500)));
     }
 
     #[test]
@@ -264,12 +271,12 @@ mod tests {
             peek(&q, Cell::default(), t0),
             View {
                 remaining: 3,
-                reset: Duration::ZERO
+                reset_ns: 0
             }
         );
         let cell = fill(&q, Cell::default(), t0, 2);
         let v = peek(&q, cell, t0 + ms(400));
-        assert_eq!((v.remaining, v.reset), (1, Duration::from_millis(600)));
+        assert_eq!((v.remaining, v.reset()), (1, Duration::from_millis(600)));
         assert_eq!(peek(&q, cell, t0 + ms(400)), v);
     }
 
@@ -281,20 +288,20 @@ mod tests {
         let cell = fill(&q, Cell::default(), t0, 10);
         // Full current window: wait for its end, then until 10·(1−x) + 1 ≤ 10, x = 0.1 s.
         let no = admit(&q, cell, t0).unwrap_err();
-        assert_eq!(no.reset, Duration::from_millis(1100));
+        assert_eq!(no.reset(), Duration::from_millis(1100));
         // At 1.0 s the previous window still weighs 10: refused, 100 ms to go.
         let at = t0 + ms(1000);
         assert_eq!(
-            admit(&q, cell, at).unwrap_err().reset,
+            admit(&q, cell, at).unwrap_err().reset(),
             Duration::from_millis(100)
         );
         // At 1.1 s: weight 9, one fits; then 9 + 1 = 10 refuses again, for another 100 ms.
         let at = t0 + ms(1100);
         let (cell, v) = admit(&q, cell, at).unwrap();
         assert_eq!(v.remaining, 0);
-        assert_eq!(v.reset, Duration::from_millis(1900));
+        assert_eq!(v.reset(), Duration::from_millis(1900));
         let no = admit(&q, cell, at).unwrap_err();
-        assert_eq!(no.reset, Duration::from_millis(100));
+        assert_eq!(no.reset(), Duration::from_millis(100));
         // Half way through: weight 5 + 1 counted leaves 4.
         let at = t0 + ms(1500);
         assert_eq!(peek(&q, cell, at).remaining, 4);
@@ -330,8 +337,8 @@ mod tests {
                 match admit(&q, cell, now) {
                     Ok((c, _)) => cell = c,
                     Err(v) => {
-                        assert!(v.reset > Duration::ZERO, "{a:?} step {step}");
-                        let wait = u64::try_from(v.reset.as_nanos()).unwrap();
+                        assert!(v.reset() > Duration::ZERO, "{a:?} step {step}");
+                        let wait = u64::try_from(v.reset().as_nanos()).unwrap();
                         let before = now + wait - 1;
                         assert!(admit(&q, cell, before).is_err(), "{a:?} step {step}");
                         cell = admit(&q, cell, now + wait).unwrap().0;

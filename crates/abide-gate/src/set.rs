@@ -285,12 +285,12 @@ impl GateSet {
             let Some(entry) = entry else { continue };
             match (&g.kind, &mut entry.gates[self.local[i]]) {
                 (Kind::Rate(q), GateState::Rate(cell)) => match rate::admit(q, *cell, now) {
-                    Err(v) => refused.push((i, v.reset)),
+                    Err(v) => refused.push((i, v.reset())),
                     Ok((cell, v)) => {
                         tallies.push(Tally {
-                            gate: i,
+                            gate: i as u32,
                             remaining: v.remaining,
-                            reset: v.reset,
+                            reset_ns: v.reset_ns,
                         });
                         charges.push(Charge::Rate { gate: i, cell });
                     }
@@ -310,9 +310,9 @@ impl GateSet {
                     if held || used < limit.get() {
                         let after = if held { used } else { used + 1 };
                         tallies.push(Tally {
-                            gate: i,
+                            gate: i as u32,
                             remaining: limit.get() - after,
-                            reset: Duration::ZERO,
+                            reset_ns: 0,
                         });
                         charges.push(Charge::Slot {
                             gate: i,
@@ -375,11 +375,11 @@ impl GateSet {
                 }),
             }
             leases.push(Lease {
-                gate,
+                gate: gate as u32,
                 shard: match scope {
                     Scope::Key => ks,
                     Scope::Account => accs,
-                },
+                } as u32,
                 scope_id: entry.id.clone(),
                 trace: id,
                 ticket,
@@ -405,10 +405,11 @@ impl GateSet {
     /// Give a lease back. Returns whether this call freed anything; releasing twice, releasing
     /// after the lease expired, or releasing a lease that is not held does nothing.
     pub fn release(&self, lease: &Lease) -> bool {
-        let Some(g) = self.gates.get(lease.gate) else {
+        let gate = lease.gate as usize;
+        let Some(g) = self.gates.get(gate) else {
             return false;
         };
-        let Some(shard) = self.shards.get(lease.shard) else {
+        let Some(shard) = self.shards.get(lease.shard as usize) else {
             return false;
         };
         let mut shard = shard.lock();
@@ -419,7 +420,7 @@ impl GateSet {
         let Some(entry) = map.get_mut(&*lease.scope_id) else {
             return false;
         };
-        let Some(GateState::Slots(slots)) = entry.gates.get_mut(self.local[lease.gate]) else {
+        let Some(GateState::Slots(slots)) = entry.gates.get_mut(self.local[gate]) else {
             return false;
         };
         let Some(si) = slots.iter().position(|s| s.trace == lease.trace) else {
@@ -463,7 +464,7 @@ impl GateSet {
                         _ => Cell::default(),
                     };
                     let v = rate::peek(q, cell, now);
-                    out.push(status(g, v.remaining, v.reset));
+                    out.push(status(g, v.remaining, v.reset()));
                 }
                 Kind::Concurrency { limit, .. } => {
                     let used = match state {
