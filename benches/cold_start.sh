@@ -48,6 +48,9 @@ for algo in $ALGORITHMS; do
         use=true; [ "$headers" = off ] && use=false
         for run in $(seq "$RUNS"); do
             plog="$WORK/provider.out"
+            # A fresh file: the shell truncates it in the background job, and under load the
+            # wait below could otherwise read the last run's address.
+            rm -f "$plog"
             "$ABIDE" provider --listen 127.0.0.1:0 --key-rate "$LIMIT/s" --algorithm "$algo" \
                 --account-rate off --key-concurrency off >"$plog" 2>/dev/null &
             PROVIDER_PID=$!
@@ -67,8 +70,9 @@ use_rate_limit_headers = $use
 EOF
             rm -f "$WORK"/send.db*
             start=$(date +%s.%N)
-            ABIDE_SMS_TOKEN=demo-key "$ABIDE" send --quiet --json --config "$WORK/providers.toml" \
-                --db "$WORK/send.db" "$WORK/items.jsonl" >"$WORK/report.json"
+            # Bounded: a run that cannot reach its provider must not hang the bench.
+            ABIDE_SMS_TOKEN=demo-key timeout 300 "$ABIDE" send --quiet --json --config "$WORK/providers.toml" \
+                --db "$WORK/send.db" "$WORK/items.jsonl" >"$WORK/report.json" || echo "send exited $?" >&2
             end=$(date +%s.%N)
             stats=$(curl -s "http://$addr/_stats")
             kill "$PROVIDER_PID"; wait "$PROVIDER_PID" 2>/dev/null || true; PROVIDER_PID=""

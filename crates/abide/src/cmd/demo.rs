@@ -14,6 +14,7 @@ use abide_provider::{ProviderConfig, Rate, ScheduleEntry, StatsSnapshot};
 use anyhow::Context;
 
 use super::deliver::{deliver, init_logs, Outbox};
+use super::demo_phases::{request_at, Timeline, SWITCHES};
 use super::progress::{Display, Mode};
 use super::report::{InputSummary, RunReport, Snapshot};
 
@@ -31,7 +32,9 @@ See the whole idea in about a minute, on this machine only (127.0.0.1):
    real limit so the pacer has something to learn.
 4. The report puts side by side what the provider saw (requests, accepted, duplicates,
    rejections) and what abide decided (delivered, throttled, retried, deferred, failed),
-   plus abide's own count of every status the provider answered.
+   plus abide's own count of every status the provider answered, and a table of the
+   phases: how long each took, what it accepted, and what share of the run it cost
+   (its time beyond accepted / --rate), with the rate outside the 503 and 403 phases.
 
 Expected: every message accepted exactly once (duplicates 0), few 429s per message, no
 suspension, and an achieved rate below --rate: abide aims at 97% of the advertised limit,
@@ -91,15 +94,8 @@ fn provider_config(a: &Args) -> anyhow::Result<ProviderConfig> {
     c.limits.key_concurrency = Some(6);
     c.latency_ms = 60;
     // Quirks by request number, so they land at the same point of any run.
-    let n = u64::from(a.items);
-    let at = |pct: u64| (n * pct / 100).max(1);
-    for spec in [
-        format!("retry-after=imf-fixdate@#{}", at(25)),
-        format!("fail-503=0.5@#{}", at(45)),
-        format!("fail-503=0@#{}", at(50)),
-        format!("throttle=403@#{}", at(65)),
-        format!("throttle=429@#{}", at(75)),
-    ] {
+    for sw in &SWITCHES {
+        let spec = format!("{}@#{}", sw.spec, request_at(a.items, sw.pct));
         c.schedule.push(spec.parse::<ScheduleEntry>()?);
     }
     // A suspension is what a burst would earn; the demo shows there is none.
@@ -205,8 +201,17 @@ async fn demo(args: &Args, pcfg: ProviderConfig, db: &std::path::Path) -> anyhow
     )?;
     let input = InputSummary::from_enqueued(&d.enqueue(&items(args.items)).await?);
     let mode = if args.quiet { Mode::None } else { Mode::Auto };
-    let (p, ending) = deliver(&d, Display::new(mode)).await?;
+    let start = clock.monotonic();
+    let mut timeline = Timeline::default();
+    let (p, ending) = tokio::select! {
+        r = deliver(&d, Display::new(mode)) => r?,
+        () = timeline.follow(&provider, args.items, clock.as_ref(), start) => {
+            unreachable!("follow never returns")
+        }
+    };
     let saw = provider.stats();
+    let total = clock.monotonic().saturating_duration_since(start);
+    let phases = timeline.phases(total, saw.accepted, f64::from(args.rate));
     let snap = Snapshot::load(&outbox.store, clock.now()).await?;
     let report = RunReport::new(&p, ending.as_str(), Some(input), snap);
     if args.json {
@@ -216,6 +221,7 @@ async fn demo(args: &Args, pcfg: ProviderConfig, db: &std::path::Path) -> anyhow
             o.remove("histogram");
         }
         v["provider_saw"] = seen;
+        v["phases"] = serde_json::to_value(&phases)?;
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         // The temporary outbox is removed on exit: do not print a path that is gone.
@@ -225,6 +231,7 @@ async fn demo(args: &Args, pcfg: ProviderConfig, db: &std::path::Path) -> anyhow
         };
         print!("{}", report.render_text(shown));
         print!("{}", side_by_side(&saw, &report));
+        print!("{}", phases.render());
     }
     provider.shutdown().await?;
     Ok(ending.exit_code(&report.outbox.counts))
