@@ -301,6 +301,10 @@ pub struct Item {
     /// When the lease runs out (UTC; RFC 3339).
     #[serde(serialize_with = "ser::rfc3339_opt")]
     pub lease_expires_at: Option<SystemTime>,
+    /// The remote's id of the accepted message (an SMSC's `submit_sm_resp` `message_id`),
+    /// which its delivery receipts name. Left out of JSON when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 /// Prefix of [`Item::reason`] set by a fail-over (`failed_over_from:<provider>`). Shown
@@ -485,6 +489,9 @@ pub struct Completion {
     pub attempts: Vec<AttemptRecord>,
     /// The last thing the provider said, stored on the item.
     pub last_provider_code: Option<String>,
+    /// The remote's id of the message, stored on the item with an accepting outcome
+    /// ([`Outcome::Submitted`]); ignored otherwise.
+    pub message_id: Option<String>,
 }
 
 /// Items per state.
@@ -795,6 +802,7 @@ mod tests {
             moved_by: None,
             lease_owner: None,
             lease_expires_at: None,
+            message_id: None,
         };
         let v = serde_json::to_value(&item).unwrap();
         assert_eq!(v["created_at"], "2025-06-15T15:06:40.123Z");
