@@ -7,6 +7,7 @@ mod dialects;
 mod faults;
 mod migrations;
 mod same_decisions;
+mod smpp;
 mod store_conformance;
 mod support;
 mod virtual_time;
