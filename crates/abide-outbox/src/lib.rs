@@ -77,4 +77,6 @@ pub use receipt::{Receipt, ReceiptCounts, ReceiptState};
 pub use sleep::{ManualSleeper, Sleeper, TokioSleeper};
 pub use state::{transition, Event, IllegalTransition, State};
 pub use store::{AnyStore, Dialect, PostgresStore, SqlStore, SqliteStore, Store};
-pub use transport::{HttpTransport, Response, ScriptedTransport, Transport};
+pub use transport::{
+    HttpTransport, Response, ScriptedTransport, SmppStats, SmppTransport, Transport,
+};

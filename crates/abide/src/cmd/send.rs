@@ -266,6 +266,8 @@ async fn send(args: Args, cfg: Config, items: Option<Vec<NewItem>>) -> anyhow::R
     } else {
         print!("{}", report.render_text(&args.db));
     }
+    // SMPP binds unbind; HTTP has nothing to say.
+    d.close().await;
     drop(d);
     outbox.close(&args.db).await?;
     Ok(ending.exit_code(&report.outbox.counts))

@@ -63,10 +63,15 @@ pub(crate) const PAUSE_REMAINING: &str = "abide_provider_pause_remaining_seconds
 const HTTP_429: &str = "http_429";
 pub(crate) const SUNSET: &str = "abide_provider_sunset_timestamp_seconds";
 pub(crate) const STORE_FAULT: &str = "abide_store_fault_seconds";
+pub(crate) const RECEIPTS: &str = "abide_receipts";
 
 /// Every metric `abide serve` exports.
 pub(crate) const METRICS: &[Metric] = &[
     gauge(ITEMS, "Items in the outbox per state (what abide decided)."),
+    gauge(
+        RECEIPTS,
+        "Delivery receipts (SMPP) per state; state=\"unmatched\" counts receipts naming no item.",
+    ),
     gauge(
         STORE_FAULT,
         "How long results have failed to be written to the database (0 when healthy); nothing is sent meanwhile.",
@@ -158,6 +163,10 @@ pub(crate) fn record(
             metrics::gauge!(ITEMS, "state" => st.as_str()).set(s.counts.get(st) as f64);
         }
         metrics::gauge!(OLDEST_PENDING_AGE).set(s.oldest_pending_age_secs.unwrap_or(0.0));
+        for st in abide_outbox::ReceiptState::ALL {
+            metrics::gauge!(RECEIPTS, "state" => st.as_str()).set(s.receipts.get(st) as f64);
+        }
+        metrics::gauge!(RECEIPTS, "state" => "unmatched").set(s.receipts.unmatched as f64);
         for (code, n) in &s.remote_counts {
             metrics::counter!(REMOTE_RESPONSES, "remote" => code.clone()).absolute(*n);
         }
@@ -253,7 +262,7 @@ mod tests {
                 Kind::Counter => assert!(m.name.ends_with("_total"), "{}", m.name),
                 Kind::Gauge => assert!(!m.name.ends_with("_total"), "{}", m.name),
             }
-            let unitless_ok = m.name == ITEMS;
+            let unitless_ok = m.name == ITEMS || m.name == RECEIPTS;
             assert!(
                 unitless_ok
                     || m.name.ends_with("_total")
