@@ -1,5 +1,6 @@
 //! The three HTTP-date forms (RFC 9110 §5.6.7): IMF-fixdate and the obsolete RFC 850 and
-//! asctime forms that recipients must still accept.
+//! asctime forms that recipients must still accept; and the `YYMMDDhhmm` of SMPP delivery
+//! receipts (SMPP 3.4 Appendix B).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -55,6 +56,18 @@ pub(crate) fn asctime(t: SystemTime) -> String {
     )
 }
 
+/// `9411060849` (UTC, minutes truncated), as in a delivery receipt's `submit date:`.
+pub(crate) fn yymmddhhmm(t: SystemTime) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let [_, dd, mon, year, time] = fields(t);
+    let mm = MONTHS.iter().position(|m| *m == mon).map_or(1, |i| i + 1);
+    let yy = year.get(year.len().saturating_sub(2)..).unwrap_or("00");
+    let hhmm: String = time.chars().filter(char::is_ascii_digit).take(4).collect();
+    format!("{yy}{mm:02}{dd}{hhmm}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,6 +78,8 @@ mod tests {
         assert_eq!(imf_fixdate(t), "Sun, 06 Nov 1994 08:49:37 GMT");
         assert_eq!(rfc850(t), "Sunday, 06-Nov-94 08:49:37 GMT");
         assert_eq!(asctime(t), "Sun Nov  6 08:49:37 1994");
+        assert_eq!(yymmddhhmm(t), "9411060849");
+        assert_eq!(yymmddhhmm(UNIX_EPOCH), "7001010000");
         // All three parse back to the same instant.
         for s in [imf_fixdate(t), rfc850(t), asctime(t)] {
             assert_eq!(httpdate::parse_http_date(&s).unwrap(), t);

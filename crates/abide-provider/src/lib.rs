@@ -26,7 +26,12 @@
 //!   `Idempotency-Key`): `202 {"id": "msg_…"}`; a repeated idempotency key gets the original
 //!   answer and counts as a duplicate. Throttles per [`Behaviour`].
 //! - `GET /v1/quota` (bearer key): the caller's gates; never charges, works while exhausted.
-//! - `GET /_stats`: [`StatsSnapshot`] as JSON. `GET /healthz`: `ok`.
+//! - `GET /_stats`: [`StatsSnapshot`] as JSON (with an `smpp` object when the SMPP listener
+//!   runs). `GET /healthz`: `ok`.
+//!
+//! ## SMPP
+//! [`spawn_listeners`] with [`Listeners::smpp`] also runs a fake SMSC (SMPP 3.4 over TCP)
+//! under the same gates and schedule: see [`smpp`] and [`SmppConfig`].
 //!
 //! ## Map
 //! [`config`] (what to limit, what quirks to replay and when), [`StatsSnapshot`],
@@ -38,6 +43,7 @@ pub mod config;
 mod dates;
 mod server;
 mod shared;
+pub mod smpp;
 mod stats;
 mod styles;
 
@@ -52,8 +58,14 @@ use tokio::task::JoinHandle;
 pub use abide_gate::Algorithm;
 pub use config::{
     parse_duration, Abuse, ApiKey, Behaviour, HeaderStyle, Limits, ProviderConfig, Rate, RedisUrl,
-    RetryAfterStyle, ScheduleEntry, SuspensionStyle, ThrottleStyle, DEMO_KEY, MAX_SUSPEND_SECS,
+    RetryAfterStyle, ScheduleEntry, SuspensionStyle, ThrottleStyle, DEMO_KEY, MAX_SLOW_MS,
+    MAX_SUSPEND_SECS,
 };
+pub use smpp::config::{
+    ReceiptPolicy, SmppAccount, SmppConfig, DEMO_PASSWORD, DEMO_SYSTEM_ID, MAX_PDU_BYTES,
+};
+pub use smpp::stats::SmppStats;
+pub use smpp::IDEMPOTENCY_TLV;
 pub use stats::{SecondCount, StatsSnapshot, HISTORY_SECS};
 
 /// Errors of abide-provider.
@@ -92,6 +104,46 @@ pub async fn spawn(
     clock: Arc<dyn Clock>,
     addr: SocketAddr,
 ) -> io::Result<RunningProvider> {
+    spawn_listeners(
+        config,
+        clock,
+        Listeners {
+            http: Some(addr),
+            smpp: None,
+        },
+    )
+    .await
+}
+
+/// Where the provider listens. Port 0 picks a free port.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Listeners {
+    /// The HTTP API (`/v1/messages`, `/_stats`); `None`: no HTTP.
+    pub http: Option<SocketAddr>,
+    /// The fake SMSC (SMPP 3.4); `None`: no SMPP.
+    pub smpp: Option<SocketAddr>,
+}
+
+/// Start a provider with the given listeners (at least one) inside the current tokio
+/// runtime, reading time from `clock`. Both listeners share one set of gates, one schedule
+/// and one [`StatsSnapshot`].
+///
+/// # Errors
+/// As [`spawn`]; `InvalidInput` also when no listener is given.
+///
+/// # Cancel safety
+/// Cancelling before it returns leaves nothing running.
+pub async fn spawn_listeners(
+    config: ProviderConfig,
+    clock: Arc<dyn Clock>,
+    listeners: Listeners,
+) -> io::Result<RunningProvider> {
+    if listeners.http.is_none() && listeners.smpp.is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "no listener: give an HTTP or an SMPP address",
+        ));
+    }
     let redis = config.redis_url.clone();
     let prefix = config.redis_prefix.clone();
     let mut app = server::App::new(config, clock)
@@ -102,45 +154,68 @@ pub async fn spawn(
             .map_err(|e| io::Error::new(io::ErrorKind::ConnectionRefused, e))?;
         app.redis = Some(store);
     }
+    let smsc = listeners.smpp.map(|_| Arc::new(smpp::Smsc::new(&app)));
+    app.smsc.clone_from(&smsc);
     let app = Arc::new(app);
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let addr = listener.local_addr()?;
-    let (tx, rx) = oneshot::channel::<()>();
-    let router = server::router(Arc::clone(&app));
-    let task = tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                let _ = rx.await;
-            })
-            .await
-    });
-    tracing::info!(%addr, "fake provider listening");
-    Ok(RunningProvider {
-        addr,
-        app,
-        shutdown: Some(tx),
-        task: Some(task),
-    })
+    let smpp = match (smsc, listeners.smpp) {
+        (Some(smsc), Some(addr)) => Some(smpp::Listener::start(smsc, addr).await?),
+        _ => None,
+    };
+    let mut running = RunningProvider {
+        http_addr: None,
+        smpp,
+        app: Arc::clone(&app),
+        shutdown: None,
+        task: None,
+    };
+    if let Some(addr) = listeners.http {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let (tx, rx) = oneshot::channel::<()>();
+        let router = server::router(app);
+        running.task = Some(tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = rx.await;
+                })
+                .await
+        }));
+        running.shutdown = Some(tx);
+        running.http_addr = Some(addr);
+        tracing::info!(%addr, "fake provider listening");
+    }
+    Ok(running)
 }
 
 /// A provider running in the background. Dropping it asks the server to stop.
 #[derive(Debug)]
 pub struct RunningProvider {
-    addr: SocketAddr,
+    http_addr: Option<SocketAddr>,
+    smpp: Option<smpp::Listener>,
     app: Arc<server::App>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<io::Result<()>>>,
 }
 
 impl RunningProvider {
-    /// The bound address.
+    /// The HTTP address (the SMPP address when HTTP is off).
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        match (self.http_addr, &self.smpp) {
+            (Some(a), _) => a,
+            (None, Some(s)) => s.addr,
+            // spawn_listeners refuses to start without a listener.
+            (None, None) => SocketAddr::from(([127, 0, 0, 1], 0)),
+        }
+    }
+
+    /// The SMPP address, when the SMPP listener runs.
+    pub fn smpp_addr(&self) -> Option<SocketAddr> {
+        self.smpp.as_ref().map(|s| s.addr)
     }
 
     /// `http://<addr>`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.addr())
     }
 
     /// A snapshot of the counters (the same data as `GET /_stats`).
@@ -153,6 +228,9 @@ impl RunningProvider {
     /// # Errors
     /// An I/O error the server ended with.
     pub async fn shutdown(mut self) -> io::Result<()> {
+        if let Some(s) = self.smpp.take() {
+            s.stop();
+        }
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }

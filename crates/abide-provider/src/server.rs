@@ -38,13 +38,15 @@ pub(crate) const MAX_BODY_BYTES: usize = 2 << 20;
 const GRACE_MEMORY: usize = 100_000;
 
 pub(crate) struct App {
-    cfg: ProviderConfig,
-    clock: Arc<dyn Clock>,
-    start: Instant,
+    pub(crate) cfg: ProviderConfig,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) start: Instant,
     pub(crate) gates: Arc<GateSet>,
     pub(crate) keys: BearerKeys,
     /// The same gates shared through Redis (`--redis`); `None`: in memory.
     pub(crate) redis: Option<abide_gate::RedisGates>,
+    /// The SMPP listener's state, when it runs (its counters join `/_stats`).
+    pub(crate) smsc: Option<Arc<crate::smpp::Smsc>>,
     inner: Mutex<Inner>,
 }
 
@@ -136,12 +138,15 @@ impl App {
             gates,
             keys,
             redis: None,
+            smsc: None,
             inner: Mutex::new(Inner::default()),
         })
     }
 
     pub(crate) fn stats(&self) -> StatsSnapshot {
-        self.lock().stats.snapshot()
+        let mut s = self.lock().stats.snapshot();
+        s.smpp = self.smsc.as_ref().map(|m| m.stats());
+        s
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -149,16 +154,7 @@ impl App {
     }
 
     fn behaviour(&self, elapsed: Duration, request: u64) -> Behaviour {
-        let mut b = self.cfg.behaviour.clone();
-        for e in self
-            .cfg
-            .schedule
-            .iter()
-            .filter(|e| e.reached(elapsed, request))
-        {
-            e.apply(&mut b);
-        }
-        b
+        self.cfg.behaviour_at(elapsed, request)
     }
 }
 
@@ -390,8 +386,17 @@ pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ()>
     let Some(v) = values.next() else {
         return Ok(None);
     };
-    let b = v.as_bytes();
-    if values.next().is_some() || b.is_empty() || b.len() > MAX_IDEMPOTENCY_KEY_LEN {
+    if values.next().is_some() {
+        return Err(());
+    }
+    escape_key(v.as_bytes()).map(Some)
+}
+
+/// An idempotency key's bytes as a string: `Err` when empty or longer than
+/// [`MAX_IDEMPOTENCY_KEY_LEN`] bytes. Bytes outside printable ASCII and `\` are written
+/// `\xNN`, so distinct keys stay distinct.
+pub(crate) fn escape_key(b: &[u8]) -> Result<String, ()> {
+    if b.is_empty() || b.len() > MAX_IDEMPOTENCY_KEY_LEN {
         return Err(());
     }
     let mut key = String::with_capacity(b.len());
@@ -402,7 +407,7 @@ pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ()>
             key.push_str(&format!("\\x{c:02x}"));
         }
     }
-    Ok(Some(key))
+    Ok(key)
 }
 
 fn note_abuse(app: &App, st: &mut Inner, key: &str, caller: &str, now: Instant) {

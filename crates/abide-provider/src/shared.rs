@@ -48,17 +48,22 @@ pub(crate) async fn ask(app: &App, headers: &HeaderMap) -> Option<Shared> {
     let id = app.keys.lookup(headers)?;
     // A malformed Idempotency-Key is refused later, before the gate point.
     let trace = idempotency_key(headers).ok()?;
-    Some(
-        match store
-            .check_traced(&id.key, id.account.as_deref(), trace.as_deref())
-            .await
-        {
-            Ok(Ok(a)) => Shared::Admitted(Box::new((a.headers(), a.into_guard(store.clone())))),
-            Ok(Err(r)) => Shared::Refused(r),
-            Err(e) => {
-                tracing::warn!(error = %e, "shared gates unavailable; answering 503");
-                Shared::Unavailable
-            }
-        },
-    )
+    Some(ask_for(store, &id.key, id.account.as_deref(), trace.as_deref()).await)
+}
+
+/// Ask the shared gates for `key` of `account` (the SMPP listener passes its system_id).
+pub(crate) async fn ask_for(
+    store: &abide_gate::RedisGates,
+    key: &str,
+    account: Option<&str>,
+    trace: Option<&str>,
+) -> Shared {
+    match store.check_traced(key, account, trace).await {
+        Ok(Ok(a)) => Shared::Admitted(Box::new((a.headers(), a.into_guard(store.clone())))),
+        Ok(Err(r)) => Shared::Refused(r),
+        Err(e) => {
+            tracing::warn!(error = %e, "shared gates unavailable; refusing");
+            Shared::Unavailable
+        }
+    }
 }

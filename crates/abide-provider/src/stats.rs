@@ -32,6 +32,9 @@ pub struct StatsSnapshot {
     pub in_flight: u64,
     /// Per-second counts, oldest first, at most [`HISTORY_SECS`] entries.
     pub histogram: Vec<SecondCount>,
+    /// The SMPP listener's counters, when it runs (the fields above count HTTP only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub smpp: Option<crate::smpp::stats::SmppStats>,
 }
 
 /// Counts of one second since the provider started.

@@ -4,12 +4,13 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::str::FromStr;
 use std::sync::Arc;
 
 use abide_core::SystemClock;
 use abide_provider::{
-    parse_duration, Algorithm, ApiKey, HeaderStyle, ProviderConfig, Rate, RedisUrl, ScheduleEntry,
-    SuspensionStyle,
+    parse_duration, Algorithm, ApiKey, HeaderStyle, Listeners, ProviderConfig, Rate, ReceiptPolicy,
+    RedisUrl, ScheduleEntry, SmppAccount, SuspensionStyle,
 };
 use anyhow::Context;
 
@@ -71,6 +72,18 @@ BEHAVIOURS: --behaviour FACET=VALUE[@WHEN] (repeatable, applied in order)
   grace=on|off       Grace period: throttled requests still get a 429, but the next attempt
                      with the same Idempotency-Key is accepted (counted as grace_passes).
                      Turn it off on a schedule to start enforcing (grace=off@#100).
+  SMPP listener (#N counts submit_sm PDUs there):
+  throttle=smpp-0x58|smpp-0x14
+                     command_status of an over-rate submit_sm: 0x58 ESME_RTHROTTLED
+                     (default) or 0x14 ESME_RMSGQFUL (sets smpp-status; HTTP unaffected).
+  bind=refuse|accept Binds answered ESME_RBINDFAIL (0x0D) from WHEN on, or accepted again.
+  drop-after=N|off   Each connection is closed after its N-th PDU, which is acted on (a
+                     submit_sm is accepted) but never answered.
+  drop=all@WHEN      Close every open connection once, at WHEN.
+  slow=DURATION      Hold each submit_sm_resp this long (at most 60s; holds the PDU's
+                     concurrency slot); slow=0ms ends it.
+  congestion=F       Answer a fraction F of submit_sm with the throttle status before any
+                     limit (a congested SMSC), evenly spread.
 
 ABUSE PROTECTION
   --abuse-threshold N suspends a key after N throttled requests within --abuse-window;
@@ -87,6 +100,31 @@ SHARED LIMITS (--redis redis://127.0.0.1:6379)
   server), concurrency slots are leases that expire there if an instance dies. Every
   authenticated request is counted, duplicates included. If Redis cannot decide, the
   answer is 503 with Retry-After: 1, never an unlimited pass.
+
+SMPP (--smpp 127.0.0.1:2775)
+  A fake SMSC speaking SMPP 3.4 (rusmpp), beside the HTTP API or instead of it
+  (--listen off). Same gates and schedule: the system_id is the key, its account the
+  account. bind_transmitter / bind_receiver / bind_transceiver check system_id and password
+  (--smpp-account; default demo / demo-pw, account demo): unknown system_id
+  ESME_RINVSYSID 0x0F, wrong password ESME_RINVPASWD 0x0E, bind=refuse ESME_RBINDFAIL 0x0D.
+  submit_sm -> submit_sm_resp with a 10-digit message_id. Over a rate: behaviour smpp-status
+  (0x58 by default); over key/account concurrency (submit_sm awaiting their answer, i.e. the
+  client's window): --smpp-concurrency-status (0x14 by default).
+  Exactly-once check: vendor TLV 0x1400 (SMPP 3.4 5.3.2) = the idempotency key's bytes. A key
+  already accepted is a repeat: the same message_id, no second delivery or receipt. Without
+  the TLV, (source_addr, destination_addr, short_message) repeats are counted and accepted.
+  Receipts: deliver_sm to receiver/transceiver binds of the system_id, --receipt-delay after
+  acceptance, esm_class 0x04, TLVs receipted_message_id and message_state, text
+  \"id:0000000001 sub:001 dlvr:001 submit date:YYMMDDhhmm done date:YYMMDDhhmm stat:DELIVRD
+  err:000 text:...\". Receipts not acknowledged when a connection ends wait for the next bind.
+  enquire_link answered; unbind -> unbind_resp and close. Bad PDUs: generic_nack
+  ESME_RINVCMDLEN (body does not decode) or ESME_RINVCMDID (command not served); a
+  command_length over 64 KiB is refused before reading and the connection closed.
+  Bounds: [smpp] window_cap (unanswered PDUs per connection; reading stops beyond),
+  max_connections, bind_timeout_secs, idle_timeout_secs. /_stats gains \"smpp\": binds,
+  pdus_received / pdus_sent by command, responses_by_status, accepted, repeats,
+  content_repeats, repeats_by_key, throttled, receipts_sent / _acknowledged / _pending,
+  connections_dropped by reason.
 
 CONFIG FILE (--config provider.toml)
   latency_ms = 0
@@ -105,18 +143,46 @@ CONFIG FILE (--config provider.toml)
   retry_after = \"seconds\"  # throttle, smpp_status, fail_503, grace
   [[schedule]]
   at_secs = 60             # or at_request = 100
-  retry_after = \"imf-fixdate\"
+  retry_after = \"imf-fixdate\"  # SMPP: bind_refusal, drop_after_pdus, slow_ms,
+                                # congestion, drop_connections = true
+  [smpp]
+  receipt_delay_ms = 500   # receipts = \"requested\" | \"always\" | \"never\"
+  concurrency_status = 20  # window_cap = 1024, max_connections = 256,
+                           # bind_timeout_secs = 30, idle_timeout_secs = 300
+  [[smpp.accounts]]
+  system_id = \"demo\"
+  password = \"demo-pw\"
+  account = \"demo\"
 
-The first line on stdout is `listening on http://ADDR`. Logs go to stderr and never
-contain API keys (callers appear as a hash prefix, e.g. k:1a2b3c4d).";
+The first line on stdout is `listening on http://ADDR`, then `listening on smpp://ADDR`
+with --smpp (only the latter with --listen off). Logs go to stderr and never contain API
+keys or SMPP passwords (callers appear as a hash prefix, e.g. k:1a2b3c4d).";
 
 /// Arguments of `abide provider`.
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = LONG_HELP)]
 pub(crate) struct Args {
-    /// Address to listen on; port 0 picks a free port (printed on stdout).
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    listen: SocketAddr,
+    /// HTTP address to listen on, or `off`; port 0 picks a free port (printed on stdout).
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR|off")]
+    listen: String,
+    /// Also run a fake SMSC (SMPP 3.4) on this address, e.g. 127.0.0.1:2775 (see SMPP below).
+    #[arg(long, value_name = "ADDR")]
+    smpp: Option<SocketAddr>,
+    /// SMPP login `SYSTEM_ID:PASSWORD[:ACCOUNT]` (repeatable; replaces the configured ones).
+    /// Default: demo:demo-pw:demo.
+    #[arg(long = "smpp-account", value_name = "SYSTEM_ID:PASSWORD[:ACCOUNT]")]
+    smpp_accounts: Vec<String>,
+    /// Time from an accepted submit_sm to its delivery receipt [default: 500ms].
+    #[arg(long, value_name = "DURATION")]
+    receipt_delay: Option<String>,
+    /// Which accepted messages get a receipt: requested (registered_delivery asks),
+    /// always, never [default: requested].
+    #[arg(long, value_name = "POLICY")]
+    receipts: Option<String>,
+    /// command_status of a submit_sm over a concurrency limit: 0x14 (ESME_RMSGQFUL) or 0x58
+    /// (ESME_RTHROTTLED) [default: 0x14].
+    #[arg(long, value_name = "STATUS")]
+    smpp_concurrency_status: Option<String>,
     /// TOML configuration file; flags given as well override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -268,20 +334,66 @@ fn config(a: &Args) -> anyhow::Result<ProviderConfig> {
     for b in &a.behaviours {
         c.schedule.push(b.parse::<ScheduleEntry>()?);
     }
+    if !a.smpp_accounts.is_empty() {
+        c.smpp.accounts = a
+            .smpp_accounts
+            .iter()
+            .map(|s| SmppAccount::from_str(s))
+            .collect::<Result<_, _>>()?;
+    }
+    if let Some(v) = &a.receipt_delay {
+        c.smpp.receipt_delay_ms = u64::try_from(parse_duration(v)?.as_millis()).unwrap_or(u64::MAX);
+    }
+    if let Some(v) = &a.receipts {
+        c.smpp.receipts = v.parse::<ReceiptPolicy>()?;
+    }
+    if let Some(v) = &a.smpp_concurrency_status {
+        c.smpp.concurrency_status = status(v)?;
+    }
     c.validate()?;
     Ok(c)
 }
 
+/// A command_status written `0x14` or `20`.
+fn status(s: &str) -> anyhow::Result<u32> {
+    let n = match s.strip_prefix("0x") {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    n.with_context(|| format!("{s:?} is not a command_status (0x14, 0x58, or decimal)"))
+}
+
+/// The listeners: HTTP unless `--listen off`, SMPP with `--smpp`.
+fn listeners(a: &Args) -> anyhow::Result<Listeners> {
+    let http = match a.listen.as_str() {
+        "off" => None,
+        s => Some(
+            s.parse::<SocketAddr>()
+                .with_context(|| format!("--listen {s:?}: expected ADDR:PORT or off"))?,
+        ),
+    };
+    if http.is_none() && a.smpp.is_none() {
+        anyhow::bail!("--listen off needs --smpp ADDR (nothing to listen on)");
+    }
+    Ok(Listeners { http, smpp: a.smpp })
+}
+
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = config(&args)?;
+    let listen = listeners(&args)?;
     super::deliver::init_logs("info");
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
-        let p = abide_provider::spawn(cfg, Arc::new(SystemClock), args.listen)
+        let p = abide_provider::spawn_listeners(cfg, Arc::new(SystemClock), listen)
             .await
-            .with_context(|| format!("cannot listen on {}", args.listen))?;
+            .with_context(|| format!("cannot listen on {listen:?}"))?;
         let mut out = std::io::stdout().lock();
-        writeln!(out, "listening on {}", p.url())?;
+        if listen.http.is_some() {
+            writeln!(out, "listening on {}", p.url())?;
+        }
+        if let Some(a) = p.smpp_addr() {
+            writeln!(out, "listening on smpp://{a}")?;
+        }
         out.flush()?;
         drop(out);
         tokio::signal::ctrl_c().await?;
@@ -294,6 +406,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_status_in_hex_or_decimal() {
+        assert_eq!(status("0x14").unwrap(), 20);
+        assert_eq!(status("88").unwrap(), 0x58);
+        assert!(status("0xZZ").is_err());
+    }
 
     #[test]
     fn sub_second_durations_round_up_not_down_to_zero() {

@@ -8,7 +8,11 @@ use std::time::Duration;
 use abide_gate::Algorithm;
 use serde::Deserialize;
 
+mod schedule;
+
+pub use crate::smpp::config::{ReceiptPolicy, SmppAccount, SmppConfig};
 use crate::Error;
+pub use schedule::ScheduleEntry;
 
 /// Everything a fake provider needs, deserialisable from TOML.
 ///
@@ -57,6 +61,8 @@ pub struct ProviderConfig {
     pub redis_url: Option<RedisUrl>,
     /// Prefix of the provider's keys in Redis.
     pub redis_prefix: String,
+    /// The SMPP listener (`abide provider --smpp ADDR`): accounts, receipts, bounds.
+    pub smpp: SmppConfig,
 }
 
 /// A Redis URL whose `Debug` leaves out the user information (it may hold a password).
@@ -91,6 +97,7 @@ impl Default for ProviderConfig {
             headers: None,
             redis_url: None,
             redis_prefix: "abide:provider".to_owned(),
+            smpp: SmppConfig::default(),
         }
     }
 }
@@ -107,6 +114,18 @@ impl ProviderConfig {
     pub(crate) fn check_values(&self) -> Result<(), Error> {
         let bad = |what: String| Err(Error::Config(what));
         let fraction_ok = |f: f64| (0.0..=1.0).contains(&f);
+        if !fraction_ok(self.behaviour.congestion) {
+            return bad(format!(
+                "behaviour.congestion = {}: must be a fraction within 0..=1",
+                self.behaviour.congestion
+            ));
+        }
+        if self.behaviour.slow_ms > MAX_SLOW_MS {
+            return bad(format!(
+                "behaviour.slow_ms = {}: at most {MAX_SLOW_MS}",
+                self.behaviour.slow_ms
+            ));
+        }
         if !fraction_ok(self.behaviour.fail_503) {
             return bad(format!(
                 "behaviour.fail_503 = {}: must be a fraction within 0..=1",
@@ -117,6 +136,21 @@ impl ProviderConfig {
             if let Some(f) = e.fail_503.filter(|f| !fraction_ok(*f)) {
                 return bad(format!(
                     "schedule[{i}].fail_503 = {f}: must be a fraction within 0..=1"
+                ));
+            }
+            if let Some(f) = e.congestion.filter(|f| !fraction_ok(*f)) {
+                return bad(format!(
+                    "schedule[{i}].congestion = {f}: must be a fraction within 0..=1"
+                ));
+            }
+            if let Some(ms) = e.slow_ms.filter(|ms| *ms > MAX_SLOW_MS) {
+                return bad(format!(
+                    "schedule[{i}].slow_ms = {ms}: at most {MAX_SLOW_MS}"
+                ));
+            }
+            if e.drop_connections == Some(true) && e.at_secs.is_none() && e.at_request.is_none() {
+                return bad(format!(
+                    "schedule[{i}].drop_connections needs at_secs or at_request (when to drop)"
                 ));
             }
             if let Some(t) = e.at_secs.filter(|t| !(t.is_finite() && *t >= 0.0)) {
@@ -139,9 +173,22 @@ impl ProviderConfig {
                 ));
             }
         }
-        Ok(())
+        self.smpp.check()
+    }
+
+    /// The behaviour `elapsed` after start at message request number `request`: the
+    /// configured one with every reached schedule entry applied in order.
+    pub(crate) fn behaviour_at(&self, elapsed: Duration, request: u64) -> Behaviour {
+        let mut b = self.behaviour.clone();
+        for e in self.schedule.iter().filter(|e| e.reached(elapsed, request)) {
+            e.apply(&mut b);
+        }
+        b
     }
 }
+
+/// Longest `slow` delay of an SMPP response, in milliseconds (a minute).
+pub const MAX_SLOW_MS: u64 = 60_000;
 
 impl ProviderConfig {
     /// Parse TOML.
@@ -310,10 +357,13 @@ impl Default for Abuse {
     }
 }
 
-/// How a throttled request is answered. All facets can change on a schedule.
+/// How a throttled request is answered. All facets can change on a schedule. The HTTP
+/// listener reads the HTTP facets, the SMPP listener the SMPP ones (`smpp_status` is
+/// shared: the SMPP listener's over-rate `command_status`).
 ///
 /// # Default
-/// `Retry-After` as delay-seconds, HTTP 429, SMPP status 88, no 503s, no grace.
+/// `Retry-After` as delay-seconds, HTTP 429, SMPP status 88 (`ESME_RTHROTTLED`), no 503s,
+/// no grace; SMPP: binds accepted, no drops, no slow answers, no congestion.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Behaviour {
@@ -321,8 +371,9 @@ pub struct Behaviour {
     pub retry_after: RetryAfterStyle,
     /// Status and body of a throttle.
     pub throttle: ThrottleStyle,
-    /// SMPP `command_status` put in the body by the `smpp-*` throttle styles
-    /// (88 = `ESME_RTHROTTLED`, 20 = `ESME_RMSGQFUL`).
+    /// SMPP `command_status` put in the body by the `smpp-*` throttle styles, and the one
+    /// the SMPP listener answers an over-rate `submit_sm` with (88 = `ESME_RTHROTTLED`,
+    /// 20 = `ESME_RMSGQFUL`).
     pub smpp_status: u32,
     /// Fraction of message requests answered 503 before any limit is checked, 0.0 to 1.0;
     /// spread evenly and deterministically (0.25 = every 4th request).
@@ -330,6 +381,17 @@ pub struct Behaviour {
     /// Grace period: throttled requests still get a 429, but the next attempt with the same
     /// `Idempotency-Key` is accepted whatever the limits say.
     pub grace: bool,
+    /// SMPP: every bind is refused with `ESME_RBINDFAIL` (0x0D).
+    pub bind_refusal: bool,
+    /// SMPP: a connection is closed after its N-th PDU, which is acted on but never
+    /// answered (0 = never).
+    pub drop_after_pdus: u64,
+    /// SMPP: extra time before each `submit_sm_resp`, in milliseconds (at most
+    /// [`MAX_SLOW_MS`]); it holds the PDU's concurrency slot meanwhile.
+    pub slow_ms: u64,
+    /// SMPP: fraction of `submit_sm` answered with [`Behaviour::smpp_status`] before any
+    /// limit (a congested SMSC), 0.0 to 1.0, spread evenly and deterministically.
+    pub congestion: f64,
 }
 
 impl Default for Behaviour {
@@ -340,6 +402,10 @@ impl Default for Behaviour {
             smpp_status: 88,
             fail_503: 0.0,
             grace: false,
+            bind_refusal: false,
+            drop_after_pdus: 0,
+            slow_ms: 0,
+            congestion: 0.0,
         }
     }
 }
@@ -438,113 +504,6 @@ named_enum!(
     }
 );
 
-/// A behaviour change and when it happens. Written on the command line as
-/// `FACET=VALUE[@WHEN]` (see [`ScheduleEntry::from_str`]) or in TOML as
-/// `[[schedule]] at_secs = 60, retry_after = "imf-fixdate"`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ScheduleEntry {
-    /// Applies once this many seconds have passed since the provider started.
-    pub at_secs: Option<f64>,
-    /// Applies from the N-th message request on (1-based, counting every request).
-    pub at_request: Option<u64>,
-    /// New `Retry-After` form.
-    pub retry_after: Option<RetryAfterStyle>,
-    /// New throttle style.
-    pub throttle: Option<ThrottleStyle>,
-    /// New SMPP status.
-    pub smpp_status: Option<u32>,
-    /// New 503 fraction.
-    pub fail_503: Option<f64>,
-    /// Grace on or off.
-    pub grace: Option<bool>,
-}
-
-impl ScheduleEntry {
-    /// Whether the trigger is reached `elapsed` after start at request number `request`.
-    pub fn reached(&self, elapsed: Duration, request: u64) -> bool {
-        self.at_secs.is_none_or(|s| elapsed.as_secs_f64() >= s)
-            && self.at_request.is_none_or(|n| request >= n)
-    }
-
-    /// Apply the changes to `b`.
-    pub fn apply(&self, b: &mut Behaviour) {
-        if let Some(v) = self.retry_after {
-            b.retry_after = v;
-        }
-        if let Some(v) = self.throttle {
-            b.throttle = v;
-        }
-        if let Some(v) = self.smpp_status {
-            b.smpp_status = v;
-        }
-        if let Some(v) = self.fail_503 {
-            b.fail_503 = v;
-        }
-        if let Some(v) = self.grace {
-            b.grace = v;
-        }
-    }
-}
-
-impl FromStr for ScheduleEntry {
-    type Err = Error;
-
-    /// `FACET=VALUE[@WHEN]`. Facets: `retry-after`, `throttle`, `smpp-status`, `fail-503`,
-    /// `grace` (`on`/`off`). WHEN: a duration since start (`60s`, `500ms`, `2m`, `1h`) or
-    /// `#N` (from the N-th message request on). Without `@WHEN` it applies from the start.
-    fn from_str(s: &str) -> Result<Self, Error> {
-        let (set, when) = match s.rsplit_once('@') {
-            Some((a, b)) => (a, Some(b)),
-            None => (s, None),
-        };
-        let mut e = ScheduleEntry::default();
-        match when {
-            Some(w) if w.starts_with('#') => {
-                e.at_request = Some(w[1..].parse().map_err(|_| {
-                    Error::Config(format!("behaviour {s:?}: bad request number {w:?}"))
-                })?);
-            }
-            Some(w) => e.at_secs = Some(parse_duration(w)?.as_secs_f64()),
-            None => {}
-        }
-        let (facet, value) = set.split_once('=').ok_or_else(|| {
-            Error::Config(format!("behaviour {s:?}: expected FACET=VALUE[@WHEN]"))
-        })?;
-        match facet.trim() {
-            "retry-after" => e.retry_after = Some(value.parse()?),
-            "throttle" => e.throttle = Some(value.parse()?),
-            "smpp-status" => {
-                e.smpp_status = Some(value.parse().map_err(|_| {
-                    Error::Config(format!("behaviour {s:?}: smpp-status must be an integer"))
-                })?);
-            }
-            "fail-503" => {
-                let f: f64 = value.parse().map_err(|_| {
-                    Error::Config(format!("behaviour {s:?}: fail-503 must be a fraction"))
-                })?;
-                if !(0.0..=1.0).contains(&f) {
-                    return Err(Error::Config(format!("behaviour {s:?}: fail-503 outside 0..=1")));
-                }
-                e.fail_503 = Some(f);
-            }
-            "grace" => {
-                e.grace = Some(match value {
-                    "on" | "true" => true,
-                    "off" | "false" => false,
-                    _ => return Err(Error::Config(format!("behaviour {s:?}: grace is on or off"))),
-                });
-            }
-            other => {
-                return Err(Error::Config(format!(
-                    "behaviour {s:?}: unknown facet {other:?} (retry-after, throttle, smpp-status, fail-503, grace)"
-                )))
-            }
-        }
-        Ok(e)
-    }
-}
-
 /// Parse `250ms`, `60s`, `2m`, `1h`, `1d` or a bare number of seconds.
 ///
 /// # Errors
@@ -575,20 +534,6 @@ pub fn parse_duration(s: &str) -> Result<Duration, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn schedule_syntax() {
-        let e: ScheduleEntry = "retry-after=http-date@60s".parse().unwrap();
-        assert_eq!(e.retry_after, Some(RetryAfterStyle::ImfFixdate));
-        assert_eq!(e.at_secs, Some(60.0));
-        let e: ScheduleEntry = "grace=on@#5".parse().unwrap();
-        assert_eq!((e.grace, e.at_request), (Some(true), Some(5)));
-        let e: ScheduleEntry = "throttle=403".parse().unwrap();
-        assert!(e.reached(Duration::ZERO, 1));
-        assert!("retry-after=sometimes".parse::<ScheduleEntry>().is_err());
-        assert!("fail-503=2".parse::<ScheduleEntry>().is_err());
-        assert!("colour=red".parse::<ScheduleEntry>().is_err());
-    }
 
     #[test]
     fn rates_and_durations() {

@@ -1,0 +1,398 @@
+//! One SMPP connection: read PDUs (at most `window_cap` unanswered), answer them, push due
+//! receipts to a receiver or transceiver bind, and close on unbind, a quirk or a timeout.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use rusmpp::pdus::{BindReceiverResp, BindTransceiverResp, BindTransmitterResp, SubmitSmResp};
+use rusmpp::types::COctetString;
+use rusmpp::values::InterfaceVersion;
+use rusmpp::{Command, CommandId, CommandStatus, Pdu};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::codec::Framed;
+
+use super::codec::{Inbound, PduCodec};
+use super::receipt::Receipt;
+use super::stats::command_name;
+use super::{Login, Smsc, Submitted, SMSC_SYSTEM_ID};
+
+/// Receipts sent on one connection and not yet acknowledged, at most.
+const RECEIPT_WINDOW: usize = 64;
+
+/// Undecodable PDUs tolerated on one connection before it is closed.
+const MAX_INVALID: u32 = 16;
+
+/// A receipt refused by the ESME (`deliver_sm_resp` with an error) is offered again after
+/// this long.
+const RECEIPT_RETRY: Duration = Duration::from_secs(1);
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Transmitter,
+    Receiver,
+    Transceiver,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Transmitter => "transmitter",
+            Kind::Receiver => "receiver",
+            Kind::Transceiver => "transceiver",
+        }
+    }
+}
+
+struct Conn {
+    bound: Option<(Kind, Login)>,
+    /// PDUs received.
+    pdus: u64,
+    /// Delayed answers not yet sent.
+    outstanding: usize,
+    invalid: u32,
+    next_seq: u32,
+    /// Receipts sent, by our sequence number.
+    receipts_out: HashMap<u32, Receipt>,
+}
+
+impl Conn {
+    fn seq(&mut self) -> u32 {
+        self.next_seq = if self.next_seq >= 0x7FFF_FFFF {
+            1
+        } else {
+            self.next_seq + 1
+        };
+        self.next_seq
+    }
+
+    /// The system_id whose receipts this connection takes.
+    fn receiver(&self) -> Option<&str> {
+        match &self.bound {
+            Some((Kind::Receiver | Kind::Transceiver, l)) => Some(&l.system_id),
+            _ => None,
+        }
+    }
+}
+
+/// What to do after a PDU.
+enum Next {
+    Continue,
+    /// Close, for this reason (`None`: an orderly unbind).
+    Close(Option<&'static str>),
+}
+
+type Io = Framed<TcpStream, PduCodec>;
+
+async fn send(smsc: &Smsc, io: &mut Io, cmd: Command) -> std::io::Result<()> {
+    let response = cmd.id().is_response() || cmd.id() == CommandId::GenericNack;
+    smsc.with_stats(|s| s.sent(cmd.id(), cmd.status(), response));
+    io.send(cmd).await
+}
+
+pub(super) async fn serve(smsc: Arc<Smsc>, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let cfg = &smsc.cfg.smpp;
+    let cap = cfg.window_cap as usize;
+    let mut io = Framed::new(stream, PduCodec::default());
+    let (tx, mut rx) = mpsc::channel::<Command>(cap);
+    let mut drops = smsc.drops.subscribe();
+    drops.mark_unchanged();
+    let mut c = Conn {
+        bound: None,
+        pdus: 0,
+        outstanding: 0,
+        invalid: 0,
+        next_seq: 0,
+        receipts_out: HashMap::new(),
+    };
+    let opened = Instant::now();
+    let mut last_heard = opened;
+    let why: Option<&'static str> = loop {
+        let queued = smsc.receipts_queued.notified();
+        tokio::pin!(queued);
+        queued.as_mut().enable();
+        let due = match c.receiver() {
+            Some(sys) if c.receipts_out.len() < RECEIPT_WINDOW => {
+                smsc.lock().receipts.next_due(sys)
+            }
+            _ => None,
+        };
+        let deadline = if c.bound.is_some() {
+            last_heard + Duration::from_secs(cfg.idle_timeout_secs)
+        } else {
+            opened + Duration::from_secs(cfg.bind_timeout_secs)
+        };
+        tokio::select! {
+            biased;
+            () = smsc.shutdown.cancelled() => break Some("shutdown"),
+            _ = drops.changed() => break Some("drop_all"),
+            Some(resp) = rx.recv() => {
+                c.outstanding = c.outstanding.saturating_sub(1);
+                if send(&smsc, &mut io, resp).await.is_err() {
+                    break None;
+                }
+            }
+            item = io.next(), if c.outstanding < cap => {
+                let Some(Ok(item)) = item else { break None };
+                last_heard = Instant::now();
+                match on_inbound(&smsc, &mut io, &mut c, &tx, item).await {
+                    Next::Continue => {}
+                    Next::Close(why) => break why,
+                }
+            }
+            () = tokio::time::sleep_until(due.unwrap_or(opened)), if due.is_some() => {
+                if send_receipts(&smsc, &mut io, &mut c).await.is_err() {
+                    break None;
+                }
+            }
+            () = &mut queued => {}
+            () = tokio::time::sleep_until(deadline) => {
+                break Some(if c.bound.is_some() { "idle_timeout" } else { "bind_timeout" });
+            }
+        }
+    };
+    if let Some(why) = why {
+        smsc.with_stats(|s| s.dropped(why));
+        tracing::info!(%peer, reason = why, "smpp connection closed by the SMSC");
+    }
+    // Receipts sent and not acknowledged go back to the queue for the next bind.
+    if let Some((_, login)) = &c.bound {
+        let mut st = smsc.lock();
+        let now = Instant::now();
+        for (_, r) in c.receipts_out.drain() {
+            st.receipts.requeue(&login.system_id, now, r);
+        }
+        drop(st);
+        smsc.receipts_queued.notify_waiters();
+    }
+}
+
+async fn send_receipts(smsc: &Smsc, io: &mut Io, c: &mut Conn) -> std::io::Result<()> {
+    let Some(sys) = c.receiver().map(str::to_owned) else {
+        return Ok(());
+    };
+    let room = RECEIPT_WINDOW.saturating_sub(c.receipts_out.len());
+    let due = smsc.lock().receipts.take_due(&sys, Instant::now(), room);
+    for r in due {
+        let seq = c.seq();
+        let pdu = r.to_pdu(smsc.clock.now());
+        c.receipts_out.insert(seq, r);
+        smsc.with_stats(|s| s.receipts_sent += 1);
+        send(smsc, io, Command::new(CommandStatus::EsmeRok, seq, pdu)).await?;
+    }
+    Ok(())
+}
+
+fn resp(status: CommandStatus, seq: u32, pdu: impl Into<Pdu>) -> Command {
+    Command::new(status, seq, pdu)
+}
+
+fn empty_submit_resp() -> SubmitSmResp {
+    SubmitSmResp::builder()
+        .message_id(COctetString::empty())
+        .build()
+}
+
+async fn on_inbound(
+    smsc: &Arc<Smsc>,
+    io: &mut Io,
+    c: &mut Conn,
+    tx: &mpsc::Sender<Command>,
+    item: Inbound,
+) -> Next {
+    let cmd = match item {
+        Inbound::Pdu(cmd) => cmd,
+        Inbound::Invalid {
+            command_id,
+            sequence_number,
+        } => {
+            tracing::debug!(command_id, "smpp PDU does not decode; generic_nack");
+            // An id rusmpp does not know: not served. A known one: its body does not fit.
+            let (status, what) = match CommandId::from(command_id) {
+                id @ CommandId::Other(_) => (CommandStatus::EsmeRinvcmdid, command_name(id)),
+                _ => (CommandStatus::EsmeRinvcmdlen, "invalid".to_owned()),
+            };
+            smsc.with_stats(|s| s.received(&what));
+            c.invalid += 1;
+            let nack = resp(status, sequence_number, Pdu::GenericNack);
+            if send(smsc, io, nack).await.is_err() {
+                return Next::Close(None);
+            }
+            if c.invalid > MAX_INVALID {
+                return Next::Close(Some("invalid_pdus"));
+            }
+            return Next::Continue;
+        }
+        Inbound::BadLength {
+            command_length,
+            sequence_number,
+        } => {
+            tracing::info!(command_length, "smpp command_length out of bounds; closing");
+            smsc.with_stats(|s| s.received("invalid"));
+            let nack = resp(
+                CommandStatus::EsmeRinvcmdlen,
+                sequence_number,
+                Pdu::GenericNack,
+            );
+            let _ = send(smsc, io, nack).await;
+            return Next::Close(Some("bad_command_length"));
+        }
+    };
+    smsc.with_stats(|s| s.received(&command_name(cmd.id())));
+    c.pdus += 1;
+    let b = smsc.behaviour();
+    let drop_now = b.drop_after_pdus > 0 && c.pdus >= b.drop_after_pdus;
+    let seq = cmd.sequence_number();
+    let answer: Option<Command> = match cmd.pdu() {
+        Some(Pdu::BindTransmitter(p)) => bind(
+            smsc,
+            c,
+            &b,
+            Kind::Transmitter,
+            p.system_id.as_str(),
+            p.password.as_str(),
+            seq,
+        ),
+        Some(Pdu::BindReceiver(p)) => bind(
+            smsc,
+            c,
+            &b,
+            Kind::Receiver,
+            p.system_id.as_str(),
+            p.password.as_str(),
+            seq,
+        ),
+        Some(Pdu::BindTransceiver(p)) => bind(
+            smsc,
+            c,
+            &b,
+            Kind::Transceiver,
+            p.system_id.as_str(),
+            p.password.as_str(),
+            seq,
+        ),
+        Some(Pdu::SubmitSm(sm)) => match &c.bound {
+            Some((Kind::Transmitter | Kind::Transceiver, login)) => {
+                let login = login.clone();
+                let slow = Duration::from_millis(b.slow_ms);
+                let (answer, guard, delay) = match smsc.submit(&login, sm).await {
+                    Submitted::Repeat { message_id } => (submit_resp(seq, &message_id), None, slow),
+                    Submitted::Refused(status) => {
+                        (resp(status, seq, empty_submit_resp()), None, slow)
+                    }
+                    Submitted::Accepted {
+                        message_id,
+                        guard,
+                        delay,
+                    } => (submit_resp(seq, &message_id), guard, delay),
+                };
+                if delay.is_zero() || drop_now {
+                    if let Some(g) = guard {
+                        g.release().await;
+                    }
+                    Some(answer)
+                } else {
+                    // Answered later; the concurrency slot stays held until then.
+                    c.outstanding += 1;
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        if let Some(g) = guard {
+                            g.release().await;
+                        }
+                        let _ = tx.send(answer).await;
+                    });
+                    None
+                }
+            }
+            _ => Some(resp(
+                CommandStatus::EsmeRinvbndsts,
+                seq,
+                empty_submit_resp(),
+            )),
+        },
+        Some(Pdu::EnquireLink) => Some(resp(CommandStatus::EsmeRok, seq, Pdu::EnquireLinkResp)),
+        Some(Pdu::Unbind) => {
+            let _ = send(smsc, io, resp(CommandStatus::EsmeRok, seq, Pdu::UnbindResp)).await;
+            return Next::Close(None);
+        }
+        Some(Pdu::DeliverSmResp(_)) | Some(Pdu::GenericNack) => {
+            on_receipt_answer(smsc, c, seq, cmd.status());
+            None
+        }
+        Some(Pdu::EnquireLinkResp) | Some(Pdu::UnbindResp) => None,
+        _ => Some(resp(CommandStatus::EsmeRinvcmdid, seq, Pdu::GenericNack)),
+    };
+    if drop_now {
+        return Next::Close(Some("drop_after"));
+    }
+    if let Some(a) = answer {
+        if send(smsc, io, a).await.is_err() {
+            return Next::Close(None);
+        }
+    }
+    Next::Continue
+}
+
+fn submit_resp(seq: u32, message_id: &str) -> Command {
+    let id = COctetString::from_string(message_id.to_owned()).unwrap_or_default();
+    resp(
+        CommandStatus::EsmeRok,
+        seq,
+        SubmitSmResp::builder().message_id(id).build(),
+    )
+}
+
+fn on_receipt_answer(smsc: &Smsc, c: &mut Conn, seq: u32, status: CommandStatus) {
+    let Some(r) = c.receipts_out.remove(&seq) else {
+        return;
+    };
+    let mut st = smsc.lock();
+    if status == CommandStatus::EsmeRok {
+        st.receipts.done();
+        st.stats.receipts_acknowledged += 1;
+    } else if let Some((_, login)) = &c.bound {
+        st.receipts
+            .requeue(&login.system_id, Instant::now() + RECEIPT_RETRY, r);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bind(
+    smsc: &Smsc,
+    c: &mut Conn,
+    b: &crate::config::Behaviour,
+    kind: Kind,
+    system_id: &str,
+    password: &str,
+    seq: u32,
+) -> Option<Command> {
+    let status = if c.bound.is_some() {
+        CommandStatus::EsmeRalybnd
+    } else {
+        match smsc.bind(b, system_id, password) {
+            Ok(login) => {
+                smsc.with_stats(|s| s.bound(kind.name()));
+                tracing::info!(system_id = %login.system_id, kind = kind.name(), "smpp bind");
+                c.bound = Some((kind, login));
+                CommandStatus::EsmeRok
+            }
+            Err(status) => {
+                tracing::info!(system_id, ?status, "smpp bind refused");
+                status
+            }
+        }
+    };
+    let id = COctetString::from_string(SMSC_SYSTEM_ID.to_owned()).unwrap_or_default();
+    let v = Some(InterfaceVersion::Smpp3_4);
+    Some(match kind {
+        Kind::Transmitter => resp(status, seq, BindTransmitterResp::new(id, v)),
+        Kind::Receiver => resp(status, seq, BindReceiverResp::new(id, v)),
+        Kind::Transceiver => resp(status, seq, BindTransceiverResp::new(id, v)),
+    })
+}

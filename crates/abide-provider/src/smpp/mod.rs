@@ -1,0 +1,479 @@
+//! The SMPP side: a fake SMSC speaking SMPP 3.4 over TCP (`abide provider --smpp ADDR`),
+//! built on `rusmpp` and limited by the same gates as the HTTP side.
+//!
+//! - `bind_transmitter` / `bind_receiver` / `bind_transceiver`: system_id and password
+//!   checked against [`SmppConfig::accounts`] (unknown system_id `ESME_RINVSYSID`, wrong
+//!   password `ESME_RINVPASWD`, the `bind=refuse` quirk `ESME_RBINDFAIL`).
+//! - `submit_sm` → `submit_sm_resp` with a `message_id`; over a rate gate the command_status
+//!   is `behaviour.smpp_status` (0x58 `ESME_RTHROTTLED` by default), over a concurrency gate
+//!   (PDUs awaiting their answer) [`SmppConfig::concurrency_status`] (0x14 `ESME_RMSGQFUL`).
+//! - Exactly-once checking: the vendor TLV 0x1400 (SMPP 3.4 §5.3.2) carries the item's
+//!   idempotency key; a key already accepted is a repeat, answered with the same `message_id`,
+//!   neither delivered nor receipted again.
+//! - Delivery receipts as `deliver_sm` to receiver and transceiver binds of the system_id,
+//!   [`SmppConfig::receipt_delay_ms`] after acceptance ([`receipt`]).
+//! - `enquire_link`, `unbind`, `generic_nack` for PDUs that do not decode or are not served.
+//!
+//! [`SmppConfig`]: config::SmppConfig
+//! [`SmppConfig::accounts`]: config::SmppConfig::accounts
+//! [`SmppConfig::concurrency_status`]: config::SmppConfig::concurrency_status
+//! [`SmppConfig::receipt_delay_ms`]: config::SmppConfig::receipt_delay_ms
+
+mod codec;
+pub mod config;
+mod conn;
+pub(crate) mod receipt;
+pub mod stats;
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use abide_core::Clock;
+use abide_gate::{GateSet, RedisGates};
+use rusmpp::pdus::SubmitSm;
+use rusmpp::tlvs::{TlvTag, TlvValue};
+use rusmpp::CommandStatus;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Behaviour, ProviderConfig};
+use crate::server::{escape_key, App};
+use crate::shared::{self, Guard, Shared};
+use receipt::{Receipt, Receipts};
+use stats::SmppStats;
+
+/// The vendor-specific TLV carrying an idempotency key (SMPP 3.4 §5.3.2 reserves
+/// 0x1400–0x3FFF for vendors): the key's bytes, 1 to 255 of them.
+pub const IDEMPOTENCY_TLV: u16 = 0x1400;
+
+/// Idempotency answers and content keys remembered (oldest forgotten first).
+const MEMORY: usize = 100_000;
+
+/// The system_id the SMSC names itself with in bind responses.
+pub(crate) const SMSC_SYSTEM_ID: &str = "abide";
+
+/// A successful bind.
+#[derive(Debug, Clone)]
+pub(crate) struct Login {
+    pub(crate) system_id: String,
+    pub(crate) account: Option<String>,
+}
+
+/// What became of a `submit_sm`.
+pub(crate) enum Submitted {
+    /// A new message: answer `message_id` after `delay`, then release `guard`.
+    Accepted {
+        message_id: String,
+        guard: Option<Box<Guard>>,
+        delay: Duration,
+    },
+    /// A repeat of an accepted idempotency key: answer the same `message_id` at once.
+    Repeat {
+        message_id: String,
+    },
+    Refused(CommandStatus),
+}
+
+#[derive(Default)]
+struct State {
+    stats: SmppStats,
+    /// `submit_sm` PDUs received (the `#N` of schedule triggers).
+    submits: u64,
+    seq: u64,
+    /// (system_id, idempotency key) -> message_id.
+    answers: HashMap<(String, String), String>,
+    answer_order: VecDeque<(String, String)>,
+    /// Hash of (system_id, source, destination, text) -> times accepted.
+    content: HashMap<u64, u64>,
+    content_order: VecDeque<u64>,
+    receipts: Receipts,
+    acc_congestion: f64,
+    /// `drop_connections` schedule entries already fired.
+    drops_fired: Vec<bool>,
+}
+
+/// The SMSC shared by all SMPP connections.
+pub(crate) struct Smsc {
+    cfg: ProviderConfig,
+    clock: Arc<dyn Clock>,
+    start: Instant,
+    gates: Arc<GateSet>,
+    redis: Option<RedisGates>,
+    state: Mutex<State>,
+    /// Woken when a receipt is queued.
+    receipts_queued: Notify,
+    /// Bumped by each `drop=all` event; every connection open then closes.
+    drops: watch::Sender<u64>,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Smsc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Smsc").finish_non_exhaustive()
+    }
+}
+
+impl Smsc {
+    pub(crate) fn new(app: &App) -> Self {
+        let cfg = app.cfg.clone();
+        let drops_fired = vec![false; cfg.schedule.len()];
+        Self {
+            clock: Arc::clone(&app.clock),
+            start: app.start,
+            gates: Arc::clone(&app.gates),
+            redis: app.redis.clone(),
+            state: Mutex::new(State {
+                drops_fired,
+                ..State::default()
+            }),
+            receipts_queued: Notify::new(),
+            drops: watch::Sender::new(0),
+            shutdown: CancellationToken::new(),
+            cfg,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn stats(&self) -> SmppStats {
+        let st = self.lock();
+        let mut s = st.stats.clone();
+        s.receipts_pending = st.receipts.held() as u64;
+        s
+    }
+
+    /// The behaviour now, counting `submit_sm` PDUs for `#N` triggers; fires `drop=all`
+    /// events that are due.
+    pub(crate) fn behaviour(&self) -> Behaviour {
+        let elapsed = self.clock.monotonic().saturating_duration_since(self.start);
+        let mut st = self.lock();
+        self.fire_drops(&mut st, elapsed);
+        self.cfg.behaviour_at(elapsed, st.submits)
+    }
+
+    fn fire_drops(&self, st: &mut State, elapsed: Duration) {
+        for (i, e) in self.cfg.schedule.iter().enumerate() {
+            if e.drop_connections == Some(true)
+                && !st.drops_fired[i]
+                && e.reached(elapsed, st.submits)
+            {
+                st.drops_fired[i] = true;
+                self.drops.send_modify(|g| *g += 1);
+                tracing::info!(schedule = i, "smpp quirk: dropping every open connection");
+            }
+        }
+    }
+
+    /// Check a bind's credentials against the accounts and the `bind` quirk.
+    pub(crate) fn bind(
+        &self,
+        b: &Behaviour,
+        system_id: &str,
+        password: &str,
+    ) -> Result<Login, CommandStatus> {
+        if b.bind_refusal {
+            return Err(CommandStatus::EsmeRbindfail);
+        }
+        let a = self
+            .cfg
+            .smpp
+            .accounts
+            .iter()
+            .find(|a| a.system_id == system_id)
+            .ok_or(CommandStatus::EsmeRinvsysid)?;
+        if a.password != password {
+            return Err(CommandStatus::EsmeRinvpaswd);
+        }
+        Ok(Login {
+            system_id: a.system_id.clone(),
+            account: a.account.clone(),
+        })
+    }
+
+    /// Decide a `submit_sm` from `login`: repeat, refusal or a new message (with its receipt
+    /// queued when one is due).
+    pub(crate) async fn submit(&self, login: &Login, sm: &SubmitSm) -> Submitted {
+        let key = match idempotency_key(sm) {
+            Ok(k) => k,
+            Err(()) => return Submitted::Refused(CommandStatus::EsmeRinvtlvval),
+        };
+        let shared = match &self.redis {
+            Some(store) => Some(
+                shared::ask_for(
+                    store,
+                    &login.system_id,
+                    login.account.as_deref(),
+                    key.as_deref(),
+                )
+                .await,
+            ),
+            None => None,
+        };
+        let now = self.clock.monotonic();
+        let elapsed = now.saturating_duration_since(self.start);
+        let mut st = self.lock();
+        st.submits += 1;
+        self.fire_drops(&mut st, elapsed);
+        let b = self.cfg.behaviour_at(elapsed, st.submits);
+
+        let idem = key.map(|k| (login.system_id.clone(), k));
+        if let Some(message_id) = idem.as_ref().and_then(|k| st.answers.get(k)).cloned() {
+            st.stats.repeats += 1;
+            if let Some((_, k)) = &idem {
+                st.stats.repeat_of(k);
+            }
+            return Submitted::Repeat { message_id };
+        }
+        if b.congestion > 0.0 {
+            st.acc_congestion += b.congestion;
+            if st.acc_congestion >= 1.0 - 1e-9 {
+                st.acc_congestion -= 1.0;
+                st.stats.throttled += 1;
+                return Submitted::Refused(CommandStatus::from(b.smpp_status));
+            }
+        }
+        let trace = idem.as_ref().map(|k| k.1.as_str());
+        let verdict = match shared {
+            None => self
+                .gates
+                .check_traced(&login.system_id, login.account.as_deref(), trace, now)
+                .map(|adm| Guard::Local(adm.into_guard(Arc::clone(&self.gates)))),
+            Some(Shared::Admitted(a)) => Ok(Guard::Shared(a.1)),
+            Some(Shared::Refused(r)) => Err(r),
+            Some(Shared::Unavailable) => {
+                return Submitted::Refused(CommandStatus::EsmeRsyserr);
+            }
+        };
+        let guard = match verdict {
+            Ok(g) => g,
+            Err(rej) => {
+                st.stats.throttled += 1;
+                let status = if rej.category().contains("concurrency") {
+                    self.cfg.smpp.concurrency_status
+                } else {
+                    b.smpp_status
+                };
+                return Submitted::Refused(CommandStatus::from(status));
+            }
+        };
+
+        st.seq += 1;
+        let message_id = format!("{:010}", st.seq);
+        if let Some(k) = idem {
+            let s = &mut *st;
+            remember(&mut s.answers, &mut s.answer_order, k, message_id.clone());
+        } else {
+            self.count_content(&mut st, login, sm);
+        }
+        st.stats.accepted += 1;
+        if self.wants_receipt(sm) {
+            self.queue_receipt(&mut st, login, sm, &message_id);
+        }
+        drop(st);
+        Submitted::Accepted {
+            message_id,
+            guard: Some(Box::new(guard)),
+            delay: Duration::from_millis(self.cfg.latency_ms.saturating_add(b.slow_ms)),
+        }
+    }
+
+    fn count_content(&self, st: &mut State, login: &Login, sm: &SubmitSm) {
+        let mut h = std::hash::DefaultHasher::new();
+        (
+            &login.system_id,
+            sm.source_addr.as_str(),
+            sm.destination_addr.as_str(),
+            &sm.short_message()[..],
+        )
+            .hash(&mut h);
+        let hash = h.finish();
+        let seen = st.content.entry(hash).or_insert(0);
+        *seen += 1;
+        if *seen > 1 {
+            st.stats.content_repeats += 1;
+            let k = format!(
+                "{}>{}#{hash:016x}",
+                sm.source_addr.as_str(),
+                sm.destination_addr.as_str()
+            );
+            st.stats.repeat_of(&k);
+        } else {
+            st.content_order.push_back(hash);
+            if st.content_order.len() > MEMORY {
+                if let Some(old) = st.content_order.pop_front() {
+                    st.content.remove(&old);
+                }
+            }
+        }
+    }
+
+    fn wants_receipt(&self, sm: &SubmitSm) -> bool {
+        use config::ReceiptPolicy::*;
+        match self.cfg.smpp.receipts {
+            Always => true,
+            Never => false,
+            // 01: receipt on success or failure; 11 (SMPP 5.0): on success only.
+            Requested => matches!(u8::from(sm.registered_delivery) & 0x03, 0x01 | 0x03),
+        }
+    }
+
+    fn queue_receipt(&self, st: &mut State, login: &Login, sm: &SubmitSm, message_id: &str) {
+        let r = Receipt {
+            message_id: message_id.to_owned(),
+            from: sm.destination_addr.clone(),
+            from_ton: sm.dest_addr_ton,
+            from_npi: sm.dest_addr_npi,
+            to: sm.source_addr.clone(),
+            to_ton: sm.source_addr_ton,
+            to_npi: sm.source_addr_npi,
+            submitted: self.clock.now(),
+            text: sm.short_message().to_vec(),
+        };
+        let due =
+            tokio::time::Instant::now() + Duration::from_millis(self.cfg.smpp.receipt_delay_ms);
+        if st.receipts.push(&login.system_id, due, r) {
+            self.receipts_queued.notify_waiters();
+        } else {
+            st.stats.receipts_dropped += 1;
+        }
+    }
+
+    fn with_stats<T>(&self, f: impl FnOnce(&mut SmppStats) -> T) -> T {
+        f(&mut self.lock().stats)
+    }
+}
+
+fn remember(
+    answers: &mut HashMap<(String, String), String>,
+    order: &mut VecDeque<(String, String)>,
+    k: (String, String),
+    id: String,
+) {
+    answers.insert(k.clone(), id);
+    order.push_back(k);
+    if order.len() > MEMORY {
+        if let Some(old) = order.pop_front() {
+            answers.remove(&old);
+        }
+    }
+}
+
+/// The idempotency key of TLV [`IDEMPOTENCY_TLV`]: `Ok(None)` without it, `Err` when empty,
+/// over 255 bytes or repeated.
+fn idempotency_key(sm: &SubmitSm) -> Result<Option<String>, ()> {
+    let mut found = None;
+    for tlv in sm.tlvs() {
+        if tlv.tag() != TlvTag::Other(IDEMPOTENCY_TLV) {
+            continue;
+        }
+        let Some(TlvValue::Other { value, .. }) = tlv.value() else {
+            return Err(());
+        };
+        if found.is_some() {
+            return Err(());
+        }
+        found = Some(escape_key(value)?);
+    }
+    Ok(found)
+}
+
+/// A running SMPP listener.
+#[derive(Debug)]
+pub(crate) struct Listener {
+    pub(crate) addr: SocketAddr,
+    smsc: Arc<Smsc>,
+    task: JoinHandle<()>,
+    timers: Vec<JoinHandle<()>>,
+}
+
+impl Listener {
+    /// Listen on `addr` for `smsc`.
+    pub(crate) async fn start(smsc: Arc<Smsc>, addr: SocketAddr) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let timers = drop_timers(&smsc);
+        let s = Arc::clone(&smsc);
+        let task = tokio::spawn(async move { accept_loop(s, listener).await });
+        tracing::info!(%addr, "fake SMSC listening");
+        Ok(Self {
+            addr,
+            smsc,
+            task,
+            timers,
+        })
+    }
+
+    /// Stop accepting and close every connection.
+    pub(crate) fn stop(&self) {
+        self.smsc.shutdown.cancel();
+        self.task.abort();
+        for t in &self.timers {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One task per time-triggered `drop=all` entry, so it fires even when no PDU arrives.
+fn drop_timers(smsc: &Arc<Smsc>) -> Vec<JoinHandle<()>> {
+    let base = tokio::time::Instant::now();
+    smsc.cfg
+        .schedule
+        .iter()
+        .filter(|e| e.drop_connections == Some(true))
+        .filter_map(|e| e.at_secs)
+        .map(|at| {
+            let s = Arc::clone(smsc);
+            let at = Duration::try_from_secs_f64(at).unwrap_or(Duration::MAX);
+            tokio::spawn(async move {
+                tokio::time::sleep_until(base.checked_add(at).unwrap_or(base)).await;
+                let _ = s.behaviour();
+            })
+        })
+        .collect()
+}
+
+async fn accept_loop(smsc: Arc<Smsc>, listener: TcpListener) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // Out of descriptors and the like: wait a little rather than spin.
+                tracing::warn!(error = %e, "smpp accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let admitted = smsc.with_stats(|s| {
+            s.connections += 1;
+            if s.open_connections >= u64::from(smsc.cfg.smpp.max_connections) {
+                s.connections_refused += 1;
+                false
+            } else {
+                s.open_connections += 1;
+                true
+            }
+        });
+        if !admitted {
+            drop(stream);
+            continue;
+        }
+        let s = Arc::clone(&smsc);
+        tokio::spawn(async move {
+            conn::serve(Arc::clone(&s), stream, peer).await;
+            s.with_stats(|st| st.open_connections = st.open_connections.saturating_sub(1));
+        });
+    }
+}
