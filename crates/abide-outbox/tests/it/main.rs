@@ -8,6 +8,7 @@ mod faults;
 mod migrations;
 mod same_decisions;
 mod smpp;
+mod smpp_fake;
 mod store_conformance;
 mod support;
 mod virtual_time;

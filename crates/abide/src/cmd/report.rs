@@ -116,7 +116,11 @@ pub(crate) fn render_receipts(r: &ReceiptCounts) -> String {
     for st in ReceiptState::ALL {
         let _ = writeln!(s, "    {:<12} {:>7}", st.as_str(), r.get(st));
     }
-    let _ = writeln!(s, "    {:<12} {:>7}  (naming no item)", "unmatched", r.unmatched);
+    let _ = writeln!(
+        s,
+        "    {:<12} {:>7}  (naming no item)",
+        "unmatched", r.unmatched
+    );
     s
 }
 
