@@ -205,7 +205,7 @@ async fn demo(args: &Args, pcfg: ProviderConfig, db: &std::path::Path) -> anyhow
     )?;
     let input = InputSummary::from_enqueued(&d.enqueue(&items(args.items)).await?);
     let mode = if args.quiet { Mode::None } else { Mode::Auto };
-    let (p, ending) = deliver(&d, Display::new(mode)).await?;
+    let (p, ending) = deliver(&d, Display::new(mode), Duration::ZERO).await?;
     let saw = provider.stats();
     let snap = Snapshot::load(&outbox.store, clock.now()).await?;
     let report = RunReport::new(&p, ending.as_str(), Some(input), snap);
