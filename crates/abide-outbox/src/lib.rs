@@ -70,7 +70,7 @@ pub use keys::{assign_content_keys, content_key};
 pub use lock::{open_for_sending, SenderLock, SendingStore};
 pub use model::{
     AttemptRecord, Body, Completion, Counts, Enqueued, Item, ListFilter, NewItem, Outcome,
-    RemoteCode, Request, RequeueFilter, StoredAttempt,
+    RemoteCode, Request, RequeueFilter, SendMark, StoredAttempt,
 };
 pub use progress::{LastPause, Progress, ProviderProgress, Totals};
 pub use receipt::{Receipt, ReceiptCounts, ReceiptState};

@@ -4,9 +4,10 @@
 //! ([`SenderLock::acquire`]), released by the kernel when the process dies, even by
 //! `kill -9`. Holding it proves that no other process is sending from this file, so every
 //! `IN_FLIGHT` item found at start belongs to a dead process: its lease is cut short and
-//! it goes back to `PENDING` at once ([`SenderLock::reclaim_dead_leases`]; attempts + 1,
-//! since the request may have been sent, and the retry carries the same idempotency
-//! key). Without this a restarted sender would wait for the old leases to run out.
+//! it goes back to `PENDING` at once ([`SenderLock::reclaim_dead_leases`]; charged the
+//! requests the dead process marked as sent, none if it never sent it, and the retry
+//! carries the same idempotency key). Without this a restarted sender would wait for the
+//! old leases to run out.
 //!
 //! Postgres is shared by design: no lock is taken there, and dead leases are reclaimed
 //! only when they expire ([`crate::Store::reclaim_expired`]).

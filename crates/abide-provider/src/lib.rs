@@ -27,7 +27,8 @@
 //!   answer and counts as a duplicate. Throttles per [`Behaviour`].
 //! - `GET /v1/quota` (bearer key): the caller's gates; never charges, works while exhausted.
 //! - `GET /_stats`: [`StatsSnapshot`] as JSON (with an `smpp` object when the SMPP listener
-//!   runs). `GET /healthz`: `ok`.
+//!   runs). `GET /_stats/keys`: [`KeyCounts`] (requests per idempotency key) as JSON.
+//!   `GET /healthz`: `ok`.
 //!
 //! ## SMPP
 //! [`spawn_listeners`] with [`Listeners::smpp`] also runs a fake SMSC (SMPP 3.4 over TCP)
@@ -57,16 +58,16 @@ use tokio::task::JoinHandle;
 
 pub use abide_gate::Algorithm;
 pub use config::{
-    parse_duration, Abuse, ApiKey, Behaviour, HeaderStyle, Limits, ProviderConfig, Rate, RedisUrl,
-    RetryAfterStyle, ScheduleEntry, SuspensionStyle, ThrottleStyle, DEMO_KEY, MAX_SLOW_MS,
-    MAX_SUSPEND_SECS,
+    parse_duration, Abuse, ApiKey, Behaviour, HeaderStyle, Limits, ProviderConfig, Rate,
+    ReceiptState, RedisUrl, RetryAfterStyle, ScheduleEntry, SuspensionStyle, ThrottleStyle,
+    DEMO_KEY, MAX_SLOW_MS, MAX_SUSPEND_SECS,
 };
 pub use smpp::config::{
     ReceiptPolicy, SmppAccount, SmppConfig, DEMO_PASSWORD, DEMO_SYSTEM_ID, MAX_PDU_BYTES,
 };
 pub use smpp::stats::SmppStats;
 pub use smpp::IDEMPOTENCY_TLV;
-pub use stats::{SecondCount, StatsSnapshot, HISTORY_SECS};
+pub use stats::{KeyCounts, SecondCount, StatsSnapshot, HISTORY_SECS, MAX_COUNTED_KEYS};
 
 /// Errors of abide-provider.
 #[derive(Debug, thiserror::Error)]
@@ -221,6 +222,11 @@ impl RunningProvider {
     /// A snapshot of the counters (the same data as `GET /_stats`).
     pub fn stats(&self) -> StatsSnapshot {
         self.app.stats()
+    }
+
+    /// Requests received per idempotency key (the same data as `GET /_stats/keys`).
+    pub fn requests_by_key(&self) -> KeyCounts {
+        self.app.key_counts()
     }
 
     /// Stop accepting connections, let in-flight requests finish, and wait for the server.

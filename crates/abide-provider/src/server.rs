@@ -20,7 +20,7 @@ use crate::config::{
 };
 use crate::dates;
 use crate::shared::{self, Guard, Shared};
-use crate::stats::{Stats, StatsSnapshot};
+use crate::stats::{KeyCounts, Stats, StatsSnapshot};
 use crate::styles::restyle;
 use crate::{Error, ProviderConfig};
 
@@ -149,6 +149,10 @@ impl App {
         s
     }
 
+    pub(crate) fn key_counts(&self) -> KeyCounts {
+        self.lock().stats.key_counts()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -166,6 +170,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         )
         .route("/v1/quota", get(quota))
         .route("/_stats", get(stats))
+        .route("/_stats/keys", get(key_stats))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(app)
 }
@@ -178,6 +183,13 @@ async fn stats(State(app): State<Arc<App>>) -> Response {
     json(
         StatusCode::OK,
         serde_json::to_value(app.stats()).unwrap_or_default(),
+    )
+}
+
+async fn key_stats(State(app): State<Arc<App>>) -> Response {
+    json(
+        StatusCode::OK,
+        serde_json::to_value(app.key_counts()).unwrap_or_default(),
     )
 }
 
@@ -256,7 +268,12 @@ fn decide(
     }
     // A key we cannot store verbatim must not be ignored: the retry would be accepted twice.
     let idem = match idempotency_key(headers) {
-        Ok(k) => k.map(|k| (id.key.clone(), k)),
+        Ok(k) => {
+            if let Some(k) = &k {
+                st.stats.request_for_key(k);
+            }
+            k.map(|k| (id.key.clone(), k))
+        }
         Err(()) => {
             st.stats.reject(sec, "bad_request", 400, false);
             return Err(json(

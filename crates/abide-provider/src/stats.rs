@@ -7,6 +7,22 @@ use serde::Serialize;
 /// Seconds of per-second history kept.
 pub const HISTORY_SECS: u64 = 3600;
 
+/// Idempotency keys whose requests are counted ([`KeyCounts`]); requests with a key first
+/// seen after this many are not counted per key, and [`KeyCounts::truncated`] says so.
+pub const MAX_COUNTED_KEYS: usize = 100_000;
+
+/// Message requests received per `Idempotency-Key`, whatever the answer (`GET
+/// /_stats/keys`, [`crate::RunningProvider::requests_by_key`]): what a client's own
+/// attempt count per item is checked against.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct KeyCounts {
+    /// Requests per idempotency key: every authenticated request with a JSON body and a
+    /// valid key, counted before any limit, suspension or duplicate check.
+    pub requests_by_key: BTreeMap<String, u64>,
+    /// True when more than [`MAX_COUNTED_KEYS`] keys arrived: later keys are not counted.
+    pub truncated: bool,
+}
+
 /// A point-in-time copy of the provider's counters.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StatsSnapshot {
@@ -52,6 +68,7 @@ pub struct SecondCount {
 pub(crate) struct Stats {
     pub(crate) snap: StatsSnapshot,
     history: VecDeque<SecondCount>,
+    keys: KeyCounts,
 }
 
 impl Stats {
@@ -78,6 +95,21 @@ impl Stats {
     pub(crate) fn request(&mut self, second: u64) {
         self.snap.requests += 1;
         self.bucket(second).requests += 1;
+    }
+
+    /// One request carrying idempotency key `key`.
+    pub(crate) fn request_for_key(&mut self, key: &str) {
+        if let Some(n) = self.keys.requests_by_key.get_mut(key) {
+            *n += 1;
+        } else if self.keys.requests_by_key.len() < MAX_COUNTED_KEYS {
+            self.keys.requests_by_key.insert(key.to_owned(), 1);
+        } else {
+            self.keys.truncated = true;
+        }
+    }
+
+    pub(crate) fn key_counts(&self) -> KeyCounts {
+        self.keys.clone()
     }
 
     pub(crate) fn reject(&mut self, second: u64, reason: &str, status: u16, throttle: bool) {
@@ -116,5 +148,21 @@ mod tests {
         assert_eq!(snap.histogram[0].second, 50);
         assert_eq!(snap.histogram.last().unwrap().throttled, 1);
         assert_eq!(snap.rejected_by_status[&429], 1);
+    }
+
+    #[test]
+    fn key_counts_are_bounded() {
+        let mut s = Stats::default();
+        s.request_for_key("a");
+        s.request_for_key("a");
+        for i in 0..MAX_COUNTED_KEYS {
+            s.request_for_key(&format!("k{i}"));
+        }
+        let k = s.key_counts();
+        assert_eq!(k.requests_by_key["a"], 2);
+        assert_eq!(k.requests_by_key.len(), MAX_COUNTED_KEYS);
+        assert!(k.truncated);
+        s.request_for_key("a");
+        assert_eq!(s.key_counts().requests_by_key["a"], 3);
     }
 }

@@ -16,7 +16,7 @@ use rusmpp::pdus::{BindReceiver, BindTransceiver, BindTransmitter, DeliverSmResp
 use rusmpp::tlvs::{MessageSubmissionRequestTlvValue, TlvTag, TlvValue};
 use rusmpp::tokio_codec::CommandCodec;
 use rusmpp::types::{AnyOctetString, COctetString, OctetString};
-use rusmpp::values::{InterfaceVersion, RegisteredDelivery};
+use rusmpp::values::{InterfaceVersion, MessageState, RegisteredDelivery};
 use rusmpp::{Command, CommandId, CommandStatus, Pdu};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -276,7 +276,7 @@ async fn bind_submit_repeat_and_one_receipt() {
         (s.receipts_sent, s.receipts_acknowledged, s.receipts_pending),
         (1, 1, 0)
     );
-    assert_eq!(s.binds["transceiver"], 1);
+    assert_eq!((s.binds["transceiver"], s.sequence_reuses), (1, 0));
     assert_eq!(s.pdus_received["submit_sm"], 2);
     assert_eq!(s.responses_by_status["0x00000000"], 4);
     // unbind: answered, then closed.
@@ -606,6 +606,7 @@ async fn without_the_tlv_repeats_are_counted_by_content_and_accepted() {
     let mut e = Esme::bound(&p, Bind::Tx).await;
     let (_, a) = e.submit_wait(None, "same text").await;
     let (_, b) = e.submit_wait(None, "same text").await;
+    e.seq = 1; // the next request reuses sequence number 2
     let (_, c) = e.submit_wait(None, "other text").await;
     assert_eq!(
         [a.as_str(), b.as_str(), c.as_str()],
@@ -613,6 +614,7 @@ async fn without_the_tlv_repeats_are_counted_by_content_and_accepted() {
     );
     let s = stats(&p);
     assert_eq!((s.accepted, s.repeats, s.content_repeats), (3, 0, 1));
+    assert_eq!(s.sequence_reuses, 1);
     let (key, n) = s.repeats_by_key.iter().next().unwrap();
     assert!(key.starts_with("ABIDE>15550100#"), "{key}");
     assert_eq!(*n, 1);
@@ -667,4 +669,47 @@ async fn redis_gates_limit_smpp_binds_too() {
         (CommandStatus::EsmeRok, "0000000001".into())
     );
     assert_eq!(stats(&p).repeats, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn receipts_report_the_scheduled_outcome() {
+    let p = start(&format!(
+        "{OPEN}\n[[schedule]]\nat_request = 2\nreceipt_state = \"undeliverable\"\n"
+    ))
+    .await;
+    let mut e = Esme::bound(&p, Bind::Trx).await;
+    let (_, ok) = e.submit_wait(Some("a"), "first").await;
+    let (_, bad) = e.submit_wait(Some("b"), "second").await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let r = e.recv().await.unwrap();
+        let Some(Pdu::DeliverSm(d)) = r.pdu() else {
+            panic!("{r:?}")
+        };
+        let text = String::from_utf8(d.short_message().to_vec()).unwrap();
+        let state = d.tlvs().iter().find_map(|t| match t.value() {
+            Some(TlvValue::MessageState(s)) => Some(*s),
+            _ => None,
+        });
+        seen.push((receipted_id(&r).unwrap(), state, text));
+    }
+    seen.sort();
+    assert_eq!(
+        (seen[0].0.as_str(), seen[1].0.as_str()),
+        (ok.as_str(), bad.as_str())
+    );
+    assert_eq!(seen[0].1, Some(MessageState::Delivered));
+    assert!(
+        seen[0].2.contains(" stat:DELIVRD err:000 text:first"),
+        "{}",
+        seen[0].2
+    );
+    assert_eq!(seen[1].1, Some(MessageState::Undeliverable));
+    assert!(seen[1].2.contains(" dlvr:000 "), "{}", seen[1].2);
+    assert!(
+        seen[1].2.contains(" stat:UNDELIV err:001 text:second"),
+        "{}",
+        seen[1].2
+    );
 }

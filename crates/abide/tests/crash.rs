@@ -78,7 +78,7 @@ async fn kill_9_mid_run_then_resume_delivers_everything_once() {
         "input was enqueued before the kill"
     );
     // abide's own record: one 202 per item. The dead run's last responses were never
-    // recorded (that is why a reclaimed item counts one more attempt).
+    // recorded (a reclaimed item is charged the request it had marked as sent).
     let ok = r["outbox"]["remote_counts"]["http_202"].as_u64().unwrap();
     assert_eq!(ok, N as u64, "{}", show(&second));
 }
@@ -125,4 +125,124 @@ async fn sigterm_mid_run_records_every_answer_and_leaves_nothing_in_flight() {
     let s = p.stats();
     assert_eq!(s.accepted, N as u64, "{s:?}");
     assert_eq!(s.duplicates, 0, "a recorded answer was sent again: {s:?}");
+}
+
+/// 20 quick restarts of `abide send`, then a run to the end: every item's attempt count
+/// is the number of requests the provider saw for its idempotency key. An attempt is a
+/// request on the wire: an item claimed and never sent costs nothing, however often its
+/// claim is reclaimed.
+///
+/// First 10 runs stopped by SIGTERM at different points (at once, or after 1 to 15 more
+/// requests reached the provider): counts match exactly. Then 10 stopped by SIGKILL at the
+/// same points: a kill landing between the committed "sent" mark and the provider reading
+/// the request counts that request once too often (at most one per sender per kill,
+/// documented in the README), never once too few.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quick_restarts_charge_exactly_the_requests_on_the_wire() {
+    const N: usize = 300;
+    const SENDERS: u64 = 4;
+    // Unlimited for this pace (no 429s, so no retry budget in the way); 10 ms per message
+    // keeps requests on the wire when a signal lands.
+    let mut pc = provider_config(1000, 100);
+    pc.latency_ms = 10;
+    let p = start_provider(pc).await;
+    let f = Files::new(
+        &provider_toml(
+            "sms",
+            &p.url(),
+            &format!("rate_hint = 100.0\nconcurrency = {SENDERS}"),
+            "",
+        ),
+        N,
+    );
+    let restart = |kill: bool, round: usize| {
+        let (p, f) = (&p, &f);
+        async move {
+            let before = p.stats().requests;
+            let mut child = start(f.send());
+            let more = [0u64, 1, 3, 6, 10, 15][round % 6];
+            if more > 0 {
+                wait_until("requests from this run", || {
+                    p.stats().requests >= before + more
+                })
+                .await;
+            }
+            if kill {
+                child.start_kill().unwrap();
+            } else {
+                sigterm(&child);
+            }
+            tokio::time::timeout(RUN_BOUND, child.wait())
+                .await
+                .expect("a stopped run did not exit")
+                .unwrap();
+        }
+    };
+
+    for round in 0..10 {
+        restart(false, round).await;
+    }
+    let (over, attempts) = compare(&f.db, &p, N).await;
+    assert_eq!(over, 0, "after SIGTERMs only: {attempts} attempts");
+    assert!(attempts > 0, "nothing was sent before the restarts");
+
+    const KILLS: u64 = 10;
+    for round in 0..KILLS as usize {
+        restart(true, round).await;
+    }
+    let stopped_at = p.stats();
+    assert!(
+        stopped_at.accepted < N as u64,
+        "finished before the last restart: {stopped_at:?}"
+    );
+    let last = run(f.send()).await;
+    assert_eq!(last.status.code(), Some(0), "{}", show(&last));
+    let s = p.stats();
+    assert_eq!(s.accepted, N as u64, "{s:?}");
+    let (over, attempts) = compare(&f.db, &p, N).await;
+    assert!(
+        over <= KILLS * SENDERS,
+        "{over} attempts never on the wire after {KILLS} kills ({attempts} attempts, {} \
+         requests)",
+        s.requests
+    );
+    eprintln!(
+        "20 restarts (10 kill -9): {attempts} attempts, {} requests, {over} counted for a \
+         request a kill cut off before the provider read it",
+        s.requests
+    );
+}
+
+/// Every item's attempts against the requests `p` saw for its key: never fewer, the window
+/// count equal to the total. Returns (attempts over requests, attempts) summed over items.
+async fn compare(db: &str, p: &abide_provider::RunningProvider, n: usize) -> (u64, u64) {
+    let seen = p.requests_by_key();
+    assert!(!seen.truncated);
+    assert_eq!(
+        seen.requests_by_key.values().sum::<u64>(),
+        p.stats().requests,
+        "a request without a known key"
+    );
+    let store = abide_outbox::SqliteStore::open(db).await.unwrap();
+    let filter = abide_outbox::ListFilter {
+        limit: n,
+        ..abide_outbox::ListFilter::default()
+    };
+    let items = abide_outbox::Store::list(&store, &filter).await.unwrap();
+    store.close().await.unwrap();
+    assert_eq!(items.len(), n);
+    let (mut over, mut total) = (0, 0);
+    for it in &items {
+        let key = &it.idempotency_key;
+        let on_wire = seen.requests_by_key.get(key).copied().unwrap_or(0);
+        let attempts = u64::from(it.attempts);
+        assert!(
+            attempts >= on_wire,
+            "{key}: {attempts} attempts for {on_wire} requests on the wire"
+        );
+        assert_eq!(it.window_attempts, it.attempts, "{key}");
+        over += attempts - on_wire;
+        total += attempts;
+    }
+    (over, total)
 }

@@ -271,6 +271,25 @@ impl Pacer {
             .reserve(now, s.estimate.rate, self.cfg.burst, pause_end)
     }
 
+    /// [`Pacer::reserve`] only if the slot is no later than `deadline`; otherwise take
+    /// nothing and return `Err(slot)`, the slot it would have handed out. For a caller that
+    /// must send by a deadline (a lease ending): a slot it cannot use and gives up would
+    /// still push every later slot back, and callers giving up slot after slot would push
+    /// the queue ahead of themselves for ever.
+    ///
+    /// # Errors
+    /// The slot past `deadline` (nothing was reserved).
+    pub fn reserve_by(&self, now: Instant, deadline: Instant) -> Result<Instant, Instant> {
+        let s = &mut *self.lock();
+        let pause_end = s.pauses.end();
+        let rate = s.estimate.rate;
+        let at = s.schedule.peek(now, rate, self.cfg.burst, pause_end);
+        if at > deadline {
+            return Err(at);
+        }
+        Ok(s.schedule.reserve(now, rate, self.cfg.burst, pause_end))
+    }
+
     /// The slot [`Pacer::reserve`] would hand out at `now`, without taking it: `now` itself
     /// when neither the pace nor a pause holds a caller back.
     pub fn next_slot(&self, now: Instant) -> Instant {

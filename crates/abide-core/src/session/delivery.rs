@@ -149,7 +149,23 @@ impl Delivery {
                             return hand_back(left, HandBackReason::ProviderPaused);
                         }
                     }
-                    let at = s.pacer().reserve(now);
+                    // A slot past `send_by` is not taken: given up, it would still
+                    // push every later slot back (a queue of them stalled whole runs).
+                    let at = match self.item.send_by {
+                        None => s.pacer().reserve(now),
+                        Some(by) => {
+                            let deadline = now + by.duration_since(wall).unwrap_or_default();
+                            match s.pacer().reserve_by(now, deadline) {
+                                Ok(at) => at,
+                                Err(at) => {
+                                    return hand_back(
+                                        at.saturating_duration_since(now),
+                                        HandBackReason::LeaseNearExpiry,
+                                    );
+                                }
+                            }
+                        }
+                    };
                     let slot = Slot {
                         reserved_at: now,
                         at,

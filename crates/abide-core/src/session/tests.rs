@@ -338,4 +338,11 @@ fn a_slot_beyond_send_by_hands_the_item_back_at_once() {
             reason: HandBackReason::LeaseNearExpiry
         }
     );
+    // The slot it could not use was not taken: handing back item after item leaves the
+    // next slot where it was (taking them pushed the queue ahead of every sender for ever).
+    for _ in 0..100 {
+        let mut d = r.session.delivery(ctx);
+        assert!(matches!(r.poll(&mut d), Step::HandBack { .. }));
+    }
+    assert_eq!(r.session.pacer().next_slot(r.mono()), r.mono() + secs(1));
 }

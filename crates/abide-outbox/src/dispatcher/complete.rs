@@ -3,7 +3,6 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::mpsc;
 
@@ -45,42 +44,13 @@ pub(super) async fn completer<S: Store>(inner: Arc<Inner<S>>, mut rx: mpsc::Rece
     }
 }
 
-/// Write one batch, retrying with backoff while the store fails (nothing new is claimed or
-/// sent meanwhile: see `health`), until `store_fault_limit`; `None` when it gave up.
+/// Write one batch; see [`super::health::persist`].
 async fn write<S: Store>(
     inner: &Inner<S>,
     completions: &[Completion],
 ) -> Option<Vec<crate::error::Result<State>>> {
-    let mut wait = Duration::from_millis(200);
-    loop {
-        match inner.store.complete(completions, inner.clock.now()).await {
-            Ok(r) => {
-                if let Some(lasted) = inner.health.recovered(inner.clock.monotonic()) {
-                    tracing::warn!(
-                        after_ms = lasted.as_millis() as u64,
-                        "results are written again; claiming and sending resume"
-                    );
-                }
-                return Some(r);
-            }
-            Err(e) => {
-                let (lasted, began) = inner.health.failed(inner.clock.monotonic(), &e.to_string());
-                if began {
-                    tracing::error!(error = %e, items = completions.len(),
-                        "writing results failed; no item is claimed or sent until the database \
-                         accepts writes again");
-                }
-                if inner.health.gave_up().is_some() || lasted >= inner.opts.store_fault_limit {
-                    // Their leases will end and the items be resent with the same keys.
-                    tracing::error!(error = %e, items = completions.len(),
-                        seconds = lasted.as_secs(), "giving up: stopping the run");
-                    inner.health.give_up(lasted);
-                    return None;
-                }
-                let at = inner.clock.monotonic() + wait;
-                wait = (wait * 2).min(Duration::from_secs(5));
-                inner.sleeper.sleep_until(at).await;
-            }
-        }
-    }
+    super::health::persist(inner, "writing results", completions.len(), || {
+        inner.store.complete(completions, inner.clock.now())
+    })
+    .await
 }

@@ -1,11 +1,18 @@
 //! Delivery: per provider, one claimer feeding N senders that share one pacer and one
-//! retry budget; one completer writing results back in batches.
+//! retry budget; one marker recording each request as sent before it goes; one completer
+//! writing results back in batches.
 //!
 //! ```text
 //!   store ──claim (bounded batch, lease)──▶ channel ──▶ N senders ──▶ completer ──▶ store
-//!              ▲ waits while the provider        pacer.reserve, send,       one transaction
-//!              │ is paused                       classify, decide           per batch
+//!              ▲ waits while the provider        pacer.reserve,             one transaction
+//!              │ is paused                       mark ─▶ marker ─▶ store    per batch
+//!                                                send, classify, decide
 //! ```
+//!
+//! An item's `attempts` counts requests that went on the wire: the marker commits "sent"
+//! before each request (batched over the senders), the completer replaces the mark with
+//! the attempts it records, and a lease reclaimed without a recorded answer is charged the
+//! marks alone. A claim handed back or reclaimed unsent costs nothing.
 //!
 //! Why the shape: SQLite has one writer, so claims and completions are batched; a throttle
 //! says the *sender* is too fast, so the pacer (and its pauses) is per provider, not per
@@ -17,6 +24,7 @@ mod claim;
 mod complete;
 mod health;
 mod maintain;
+mod mark;
 mod receipts;
 mod runtime;
 mod send;
@@ -426,6 +434,7 @@ impl<S: Store> Dispatcher<S> {
     pub async fn run_forever(&self, shutdown: impl Future<Output = ()> + Send) -> Result<Progress> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let (done_tx, done_rx) = mpsc::channel::<Done>(4096);
+        let (mark_tx, mark_rx) = mpsc::channel::<mark::MarkRequest>(1024);
         let mut workers = JoinSet::new();
         for (idx, rt) in self.inner.providers.iter().enumerate() {
             let cap = (rt.cfg.concurrency * 2).max(self.inner.opts.claim_batch.min(256));
@@ -455,14 +464,19 @@ impl<S: Store> Dispatcher<S> {
                     Arc::clone(&self.inner),
                     idx,
                     Arc::clone(rt),
-                    Arc::clone(&item_rx),
-                    done_tx.clone(),
+                    send::Channels {
+                        items: Arc::clone(&item_rx),
+                        marks: mark_tx.clone(),
+                        done: done_tx.clone(),
+                    },
                     stop_rx.clone(),
                     seed,
                 ));
             }
         }
         drop(done_tx);
+        drop(mark_tx);
+        let marker = tokio::spawn(mark::marker(Arc::clone(&self.inner), mark_rx));
         let completer = tokio::spawn(complete::completer(Arc::clone(&self.inner), done_rx));
         let maintenance = tokio::spawn(maintain::maintenance(
             Arc::clone(&self.inner),
@@ -475,6 +489,7 @@ impl<S: Store> Dispatcher<S> {
         }
         let _ = stop_tx.send(true);
         while workers.join_next().await.is_some() {}
+        let _ = marker.await;
         let _ = completer.await;
         let _ = maintenance.await;
         if let Some((lasted, cause)) = self.inner.health.gave_up() {

@@ -10,6 +10,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use tokio::sync::{mpsc, watch, Mutex};
 
+use super::mark::{mark_sent, Marks};
 use super::runtime::{budget_role, ProviderRuntime};
 use super::{sleep_or_stop, Done, Inner};
 use crate::model::{AttemptRecord, Completion, Item, Outcome};
@@ -17,25 +18,35 @@ use crate::progress::Stats;
 use crate::store::Store;
 use abide_core::BudgetRole;
 
+/// What a sender takes items from and hands marks and results to.
+pub(super) struct Channels {
+    /// Claimed items of its provider, shared by the provider's senders.
+    pub(super) items: Arc<Mutex<mpsc::Receiver<Item>>>,
+    /// To the marker, before each request.
+    pub(super) marks: Marks,
+    /// To the completer.
+    pub(super) done: mpsc::Sender<Done>,
+}
+
 /// Sends claimed items of one provider, one at a time.
 pub(super) async fn sender<S: Store>(
     inner: Arc<Inner<S>>,
     idx: usize,
     rt: Arc<ProviderRuntime>,
-    rx: Arc<Mutex<mpsc::Receiver<Item>>>,
-    done: mpsc::Sender<Done>,
+    ch: Channels,
     mut stop: watch::Receiver<bool>,
     seed: Option<u64>,
 ) {
+    let Channels { items, marks, done } = ch;
     let mut rng = match seed {
         Some(s) => StdRng::seed_from_u64(s),
         None => StdRng::from_os_rng(),
     };
     loop {
         // Claimers exit on stop and drop the channel's sender, so this drains and ends.
-        let item = { rx.lock().await.recv().await };
+        let item = { items.lock().await.recv().await };
         let Some(item) = item else { return };
-        let c = attempt(&inner, &rt, item, &mut stop, &mut rng).await;
+        let c = attempt(&inner, &rt, item, &marks, &mut stop, &mut rng).await;
         if done.send((idx, c)).await.is_err() {
             return;
         }
@@ -99,6 +110,7 @@ async fn attempt<S: Store>(
     inner: &Inner<S>,
     rt: &ProviderRuntime,
     item: Item,
+    marks: &Marks,
     stop: &mut watch::Receiver<bool>,
     rng: &mut StdRng,
 ) -> Completion {
@@ -136,6 +148,13 @@ async fn attempt<S: Store>(
             }
         }
 
+        // An attempt is a request on the wire: marked (committed) before it goes, so that a
+        // crash from here on charges it, and nothing before here does. Nothing may stop
+        // between the mark and the send.
+        if !mark_sent(marks, &item).await {
+            let now = inner.clock.now();
+            return hand_back(rt, &item, now, HandBackReason::Shutdown, records);
+        }
         let sent_at = inner.clock.monotonic();
         let wire = OnWire::new(&rt.stats.on_wire);
         let response = rt.transport.send(&item).await;

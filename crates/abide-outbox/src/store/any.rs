@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use super::{PostgresStore, SqliteStore, Store};
 use crate::error::{Error, Result};
 use crate::model::{
-    Completion, Counts, Enqueued, Item, ListFilter, NewItem, RemoteCode, RequeueFilter,
+    Completion, Counts, Enqueued, Item, ListFilter, NewItem, RemoteCode, RequeueFilter, SendMark,
     StoredAttempt,
 };
 use crate::receipt::{Receipt, ReceiptCounts, ReceiptState};
@@ -124,6 +124,9 @@ impl Store for AnyStore {
         now: SystemTime,
     ) -> Result<Vec<Result<State>>> {
         delegate!(self, s => s.complete(completions, now))
+    }
+    async fn mark_sent(&self, sends: &[SendMark]) -> Result<Vec<bool>> {
+        delegate!(self, s => s.mark_sent(sends))
     }
     async fn reclaim_expired(&self, now: SystemTime) -> Result<u64> {
         delegate!(self, s => s.reclaim_expired(now))

@@ -28,7 +28,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::Result;
 use crate::model::{
-    Completion, Counts, Enqueued, Item, ListFilter, NewItem, RemoteCode, RequeueFilter,
+    Completion, Counts, Enqueued, Item, ListFilter, NewItem, RemoteCode, RequeueFilter, SendMark,
     StoredAttempt,
 };
 use crate::receipt::{Receipt, ReceiptCounts, ReceiptState};
@@ -98,16 +98,32 @@ pub trait Store: Clone + Send + Sync + 'static {
         now: SystemTime,
     ) -> impl Future<Output = Result<Vec<Result<State>>>> + Send;
 
+    /// Before one request per item goes on the wire: count it as sent and unrecorded under
+    /// its lease, in one committed transaction. A completion replaces that count with the
+    /// attempts it records; a lease reclaimed before then ([`Store::reclaim_expired`])
+    /// charges it. This is what makes an item's `attempts` the requests that went on the
+    /// wire: a claim handed back or reclaimed unsent costs nothing. Returns, in order,
+    /// whether each item is still `IN_FLIGHT` under that lease: send only those (another
+    /// worker may hold the others now).
+    ///
+    /// A process killed after the commit and before its request is written over-counts
+    /// that request by one; it never under-counts one.
+    ///
+    /// # Errors
+    /// Database errors (nothing is marked; send nothing).
+    fn mark_sent(&self, sends: &[SendMark]) -> impl Future<Output = Result<Vec<bool>>> + Send;
+
     /// `IN_FLIGHT → PENDING` for every item whose lease ran out by `now` (its worker
-    /// crashed or hung): due at once, `attempts + 1` (the request may have been sent),
-    /// reason `lease_expired`. Returns how many.
+    /// crashed or hung): due at once, reason `lease_expired`, charged the requests its
+    /// lease holder marked as sent ([`Store::mark_sent`]) and never recorded. Returns how
+    /// many.
     ///
     /// # Errors
     /// Database errors.
     fn reclaim_expired(&self, now: SystemTime) -> impl Future<Output = Result<u64>> + Send;
 
     /// `IN_FLIGHT → PENDING` for EVERY in-flight item, whatever its lease: the same change
-    /// as [`Store::reclaim_expired`] (due at `now`, `attempts + 1`, reason
+    /// as [`Store::reclaim_expired`] (due at `now`, charged its unrecorded sends, reason
     /// [`LEASE_EXPIRED_REASON`](crate::model::LEASE_EXPIRED_REASON)). Only for a caller that
     /// knows every lease holder is dead, e.g. the one process allowed to send from an SQLite
     /// file (it holds an exclusive lock) starting up after a crash; with a live dispatcher

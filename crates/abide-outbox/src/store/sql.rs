@@ -56,17 +56,22 @@ pub(crate) const PROMOTE_ALL: &str = "UPDATE items SET state = $1, updated_at_ms
 pub(crate) const STATE_OF: &str = "SELECT state, lease_owner FROM items WHERE id = $1";
 
 /// `$4` is [`crate::model::LEASE_EXPIRED_REASON`], `$5` the marker
-/// [`crate::model::MovedBy::LeaseExpired`].
-pub(crate) const RECLAIM: &str = "UPDATE items SET state = $1, attempts = attempts + 1, \
-    window_attempts = window_attempts + 1, next_attempt_at_ms = $2, reason = $4, \
+/// [`crate::model::MovedBy::LeaseExpired`]. Charges the requests the lease holder marked as
+/// sent ([`mark_sent_sql`]) and never recorded: an attempt is a request on the wire, so an item
+/// claimed and never sent costs nothing.
+pub(crate) const RECLAIM: &str = "UPDATE items SET state = $1, \
+    attempts = attempts + sent_unrecorded, \
+    window_attempts = window_attempts + sent_unrecorded, sent_unrecorded = 0, \
+    next_attempt_at_ms = $2, reason = $4, \
     moved_by = $5, lease_owner = NULL, lease_expires_at_ms = NULL, updated_at_ms = $2 \
     WHERE state = $3 AND lease_expires_at_ms <= $2";
 
 /// [`RECLAIM`] whatever the lease: for a caller that knows every lease holder is dead.
 pub(crate) const RECLAIM_ALL: &str = "UPDATE items SET state = $1, \
-    attempts = attempts + 1, window_attempts = window_attempts + 1, next_attempt_at_ms = $2, \
-    reason = $4, moved_by = $5, lease_owner = NULL, lease_expires_at_ms = NULL, \
-    updated_at_ms = $2 WHERE state = $3";
+    attempts = attempts + sent_unrecorded, \
+    window_attempts = window_attempts + sent_unrecorded, sent_unrecorded = 0, \
+    next_attempt_at_ms = $2, reason = $4, moved_by = $5, lease_owner = NULL, \
+    lease_expires_at_ms = NULL, updated_at_ms = $2 WHERE state = $3";
 
 pub(crate) const DEFER_ONE: &str = "UPDATE items SET state = $1, reason = $2, \
     updated_at_ms = $3 WHERE id = $4 AND state = $5";
@@ -172,7 +177,8 @@ impl Placeholders {
 /// attempts made, next attempt (ms or NULL), provider code, reason, lease owner, the
 /// remote's message id (or NULL, which keeps the stored one); then now
 /// (ms) and the source state (`IN_FLIGHT`). Conditioned per row on the state and lease
-/// owner like a single-row update; returns the rows it moved. Clears `moved_by` when the
+/// owner like a single-row update; returns the rows it moved. The attempts made replace
+/// the lease's sends marked as unrecorded ([`mark_sent_sql`]). Clears `moved_by` when the
 /// remote answered (attempts made); an item handed back unsent keeps it, or a reclaimed
 /// item would turn into a retry that spends budget.
 pub(crate) fn complete_sql(rows: usize, ph: Placeholders) -> String {
@@ -202,7 +208,7 @@ pub(crate) fn complete_sql(rows: usize, ph: Placeholders) -> String {
     }
     sql.push_str(
         ") UPDATE items SET state = v.target, attempts = attempts + v.n, \
-         window_attempts = window_attempts + v.n, \
+         window_attempts = window_attempts + v.n, sent_unrecorded = 0, \
          next_attempt_at_ms = COALESCE(v.next_ms, next_attempt_at_ms), \
          last_provider_code = COALESCE(v.code, last_provider_code), reason = v.reason, \
          moved_by = CASE WHEN v.n = 0 THEN moved_by ELSE NULL END, \
@@ -215,6 +221,36 @@ pub(crate) fn complete_sql(rows: usize, ph: Placeholders) -> String {
         " AND items.lease_owner = v.owner \
          RETURNING items.id, items.attempts, items.idempotency_key",
     );
+    sql
+}
+
+/// One request each of `rows` items goes on the wire: bind, per item, its id and lease
+/// owner; then the source state (`IN_FLIGHT`). One statement (atomic on its own, no
+/// transaction around it), committed before the requests are sent so that a lease
+/// reclaimed after a crash charges them ([`RECLAIM`]); returns the (id, lease owner) pairs
+/// it marked. The ids
+/// must be distinct.
+pub(crate) fn mark_sent_sql(rows: usize, ph: Placeholders) -> String {
+    let mut sql = String::with_capacity(200 + rows * 50);
+    sql.push_str("WITH v (id, owner) AS (VALUES ");
+    let mut n = 0;
+    for r in 0..rows {
+        if r > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str("(CAST(");
+        ph.push(&mut sql, n + 1);
+        sql.push_str(" AS TEXT), CAST(");
+        ph.push(&mut sql, n + 2);
+        sql.push_str(" AS TEXT))");
+        n += 2;
+    }
+    sql.push_str(
+        ") UPDATE items SET sent_unrecorded = sent_unrecorded + 1 FROM v \
+         WHERE items.id = v.id AND items.lease_owner = v.owner AND items.state = ",
+    );
+    ph.push(&mut sql, n + 1);
+    sql.push_str(" RETURNING items.id, items.lease_owner");
     sql
 }
 

@@ -20,7 +20,7 @@ use super::dialect::Dialect;
 use super::rows::{refused, refused_requeue};
 use super::sql;
 use crate::error::Result;
-use crate::model::{to_ms, MovedBy, RequeueFilter, LEASE_EXPIRED_REASON};
+use crate::model::{to_ms, MovedBy, RequeueFilter, SendMark, LEASE_EXPIRED_REASON};
 use crate::state::{transition, Event, State};
 
 /// The outbox in a SQL database; [`super::SqliteStore`] and [`super::PostgresStore`] name
@@ -222,6 +222,31 @@ where
         }
         .await;
         settle(&mut conn, r)
+    }
+
+    /// Mark `sends[i]` for each `i` in `chunk` (distinct ids) as sent, in one statement on
+    /// `on`; returns the (id, lease owner) pairs marked.
+    pub(crate) async fn mark_chunk<'e, E>(
+        &self,
+        sends: &[SendMark],
+        chunk: &[usize],
+        on: E,
+    ) -> Result<Vec<(String, String)>>
+    where
+        E: Executor<'e, Database = DB>,
+    {
+        let rows = chunk.len().next_power_of_two();
+        let statement = sql::mark_sent_sql(rows, DB::PLACEHOLDERS);
+        let mut q = sqlx::query_as::<_, (String, String)>(&statement);
+        for &i in chunk {
+            q = q
+                .bind(sends[i].id.as_str())
+                .bind(sends[i].lease_owner.as_str());
+        }
+        for _ in chunk.len()..rows {
+            q = q.bind("").bind("");
+        }
+        Ok(q.bind(State::InFlight.as_str()).fetch_all(on).await?)
     }
 
     /// `IN_FLIGHT → PENDING` (lease expired) for the rows `statement` selects: the expired

@@ -16,7 +16,7 @@ use super::Store;
 use crate::error::{Error, Result};
 use crate::model::{
     from_ms, new_item_id, to_ms, Completion, Counts, Enqueued, Item, ListFilter, MovedBy, NewItem,
-    RemoteCode, RequeueFilter, StoredAttempt, FAILED_OVER_PREFIX,
+    RemoteCode, RequeueFilter, SendMark, StoredAttempt, FAILED_OVER_PREFIX,
 };
 use crate::receipt::{Receipt, ReceiptCounts, ReceiptState};
 use crate::state::{transition, Event, State};
@@ -225,6 +225,47 @@ where
         Ok(out
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(Error::Corrupt("unplanned completion".into()))))
+            .collect())
+    }
+
+    async fn mark_sent(&self, sends: &[SendMark]) -> Result<Vec<bool>> {
+        // Rounds in which every id occurs once (a joined UPDATE marks a row once), cut
+        // into statements of at most MAX_COMPLETE_ROWS rows, each padded with rows that
+        // match nothing up to a power of two (few statement shapes, all cached). One
+        // statement (the usual case: the marker's batches are smaller) runs on its own;
+        // more run in one transaction, so that a failure marks nothing.
+        let mut statements: Vec<Vec<usize>> = Vec::new();
+        let mut pending: Vec<usize> = (0..sends.len()).collect();
+        while !pending.is_empty() {
+            let mut seen = std::collections::HashSet::new();
+            let (round, later): (Vec<usize>, Vec<usize>) = pending
+                .into_iter()
+                .partition(|&i| seen.insert(sends[i].id.as_str()));
+            pending = later;
+            statements.extend(round.chunks(MAX_COMPLETE_ROWS).map(<[usize]>::to_vec));
+        }
+        let mut marked = std::collections::HashSet::new();
+        match statements.as_slice() {
+            [] => {}
+            [one] => marked.extend(self.mark_chunk(sends, one, &self.writes).await?),
+            many => {
+                let mut conn = self.writer().await?;
+                let r = async {
+                    let mut tx = begin(&mut conn).await?;
+                    let mut ids = Vec::new();
+                    for chunk in many {
+                        ids.extend(self.mark_chunk(sends, chunk, &mut *tx).await?);
+                    }
+                    tx.commit().await?;
+                    Ok(ids)
+                }
+                .await;
+                marked.extend(settle(&mut conn, r)?);
+            }
+        }
+        Ok(sends
+            .iter()
+            .map(|m| marked.contains(&(m.id.clone(), m.lease_owner.clone())))
             .collect())
     }
 

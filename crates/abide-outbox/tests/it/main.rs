@@ -7,6 +7,7 @@ mod dialects;
 mod faults;
 mod migrations;
 mod same_decisions;
+mod slow_provider;
 mod smpp;
 mod smpp_fake;
 mod store_conformance;

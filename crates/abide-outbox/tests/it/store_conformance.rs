@@ -16,6 +16,7 @@ use serde_json::json;
 
 use crate::support::{t0, ByHand};
 use abide_outbox::model::MovedBy;
+use abide_outbox::SendMark;
 
 const LEASE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -355,6 +356,8 @@ pub async fn expired_leases_return_to_pending<S: ByHand>(s: S) {
         .id
         .clone();
     s.claim("p", "crashed", t0(), LEASE, 1).await.unwrap();
+    // The crashed worker had put its request on the wire.
+    assert_eq!(s.mark_sent(&[mark(&id, "crashed")]).await.unwrap(), [true]);
     assert_eq!(
         s.reclaim_expired(t0() + LEASE - Duration::from_millis(1))
             .await
@@ -365,7 +368,11 @@ pub async fn expired_leases_return_to_pending<S: ByHand>(s: S) {
     assert_eq!(s.reclaim_expired(later).await.unwrap(), 1);
     let it = s.get(&id).await.unwrap().unwrap();
     assert_eq!(it.state, State::Pending);
-    assert_eq!(it.attempts, 1, "the crashed attempt may have been sent");
+    assert_eq!(
+        it.attempts, 1,
+        "the crashed worker marked its request as sent"
+    );
+    assert_eq!(it.window_attempts, 1);
     assert_eq!(it.next_attempt_at, later);
     assert_eq!(it.reason.as_deref(), Some("lease_expired"));
     assert_eq!(it.moved_by, Some(MovedBy::LeaseExpired));
@@ -410,6 +417,92 @@ pub async fn expired_leases_return_to_pending<S: ByHand>(s: S) {
     assert!(!it.lease_reclaimed(), "a reason string decides nothing");
 }
 
+fn mark(id: &str, owner: &str) -> SendMark {
+    SendMark {
+        id: id.into(),
+        lease_owner: owner.into(),
+    }
+}
+
+/// An attempt is a request on the wire: `mark_sent` before each request, the completion's
+/// attempts replacing the marks, a reclaim charging only marks never recorded, a claim
+/// reclaimed or handed back unsent costing nothing; the window count follows the total.
+pub async fn attempts_count_requests_on_the_wire<S: ByHand>(s: S) {
+    let ids: Vec<String> = s
+        .enqueue(&[item("w", "w1"), item("w", "w2"), item("w3", "w3")], t0())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    let (a, b, c) = (&ids[0], &ids[1], &ids[2]);
+    // w3 stays QUEUED: a mark for an item not IN_FLIGHT under that lease is refused.
+    assert_eq!(s.claim("w", "o1", t0(), LEASE, 10).await.unwrap().len(), 2);
+    let r = s
+        .mark_sent(&[
+            mark(a, "o1"),
+            mark(b, "other"),
+            mark(c, "o1"),
+            mark(b, "o1"),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(r, [true, false, false, true]);
+    assert_eq!(s.mark_sent(&[]).await.unwrap(), Vec::<bool>::new());
+    // a: two requests (a credential refresh) recorded by one completion: 2, not 4.
+    assert_eq!(s.mark_sent(&[mark(a, "o1")]).await.unwrap(), [true]);
+    let mut two = done(a, "o1", Outcome::Submitted, RemoteCode::Http(202));
+    two.attempts.push(two.attempts[0].clone());
+    s.complete(&[two], t0()).await.unwrap();
+    let it = s.get(a).await.unwrap().unwrap();
+    assert_eq!((it.attempts, it.window_attempts), (2, 2));
+    // b: marked once, its answer never recorded (a crash): the reclaim charges one.
+    let later = t0() + LEASE;
+    assert_eq!(s.reclaim_expired(later).await.unwrap(), 1);
+    let it = s.get(b).await.unwrap().unwrap();
+    assert_eq!((it.attempts, it.window_attempts), (1, 1));
+    // Claimed again and reclaimed unsent (a restart before its slot): costs nothing.
+    let got = s.claim("w", "o2", later, LEASE, 1).await.unwrap();
+    assert_eq!(got[0].id, *b);
+    assert_eq!(s.reclaim_all_in_flight(later).await.unwrap(), 1);
+    assert_eq!(s.get(b).await.unwrap().unwrap().attempts, 1);
+    // Claimed, marked, answered: the answer replaces the mark; its attempts row follows
+    // the lost one's number.
+    s.claim("w", "o3", later, LEASE, 1).await.unwrap();
+    assert_eq!(s.mark_sent(&[mark(b, "o3")]).await.unwrap(), [true]);
+    let ok = done(b, "o3", Outcome::Submitted, RemoteCode::Http(202));
+    s.complete(&[ok], later).await.unwrap();
+    let it = s.get(b).await.unwrap().unwrap();
+    assert_eq!((it.attempts, it.window_attempts), (2, 2));
+    let rows = s.attempts(b).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].attempt_no, 2);
+    // c: claimed, handed back unsent, reclaimed unsent: never an attempt.
+    let got = s.claim("w3", "o4", later, LEASE, 1).await.unwrap();
+    assert_eq!(got[0].id, *c);
+    let back = Completion {
+        id: c.clone(),
+        lease_owner: "o4".into(),
+        outcome: Outcome::Retry {
+            next_attempt_at: later,
+            reason: "provider_paused".into(),
+        },
+        attempts: Vec::new(),
+        last_provider_code: None,
+        message_id: None,
+    };
+    let r = s.complete(&[back], later).await.unwrap();
+    assert!(matches!(r[0], Ok(State::Pending)), "{:?}", r[0]);
+    s.claim("w3", "o5", later, LEASE, 1).await.unwrap();
+    assert_eq!(s.reclaim_all_in_flight(later).await.unwrap(), 1);
+    let it = s.get(c).await.unwrap().unwrap();
+    assert_eq!((it.attempts, it.window_attempts), (0, 0));
+    // A mark left by the reclaimed lease is gone: a new lease starts from none.
+    s.claim("w3", "o6", later, LEASE, 1).await.unwrap();
+    assert_eq!(s.reclaim_all_in_flight(later).await.unwrap(), 1);
+    assert_eq!(s.get(c).await.unwrap().unwrap().attempts, 0);
+}
+
 /// A worker whose lease was reclaimed reports success late: the store must refuse it.
 async fn assert_late_completion_refused<S: ByHand>(s: &S, id: &str, owner: &str, at: SystemTime) {
     let r = s
@@ -439,7 +532,7 @@ pub async fn reclaim_all_in_flight_ignores_unexpired_leases<S: ByHand>(s: S) {
     assert_eq!(s.reclaim_all_in_flight(now).await.unwrap(), 1);
     let it = s.get(&flying).await.unwrap().unwrap();
     assert_eq!(it.state, State::Pending);
-    assert_eq!(it.attempts, 1, "the dead worker may have sent it");
+    assert_eq!(it.attempts, 0, "the dead worker never marked it as sent");
     assert_eq!(it.next_attempt_at, now);
     assert_eq!(it.lease_owner, None);
     assert_eq!(
@@ -917,6 +1010,7 @@ conformance!(
     concurrent_claimers_never_share_an_item,
     complete_records_attempts_and_checks_the_lease,
     expired_leases_return_to_pending,
+    attempts_count_requests_on_the_wire,
     reclaim_all_in_flight_ignores_unexpired_leases,
     deferral_requeue_and_failover_sweeps,
     remote_counts_group_what_the_remote_said,

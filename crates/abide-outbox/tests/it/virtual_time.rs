@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use abide_core::Clock;
 use abide_outbox::{
-    Config, Dispatcher, DispatcherOptions, NewItem, Request, Response, ScriptedTransport,
-    SqliteStore, State, Store, Transport,
+    Config, Dispatcher, DispatcherOptions, ListFilter, NewItem, Request, Response,
+    ScriptedTransport, SqliteStore, State, Store, Transport,
 };
 use serde_json::json;
 
@@ -220,6 +220,26 @@ async fn a_crashed_sender_s_items_are_resent_after_the_lease_with_their_keys() {
             "resent {:?} after the start, before its lease ended",
             again[0].at - start
         );
+    }
+    // An attempt is a request on the wire: the items the dead run claimed and never sent
+    // cost nothing; the ones it sent cost one each, their answers never recorded.
+    let all = store
+        .list(&ListFilter {
+            limit: 100,
+            ..ListFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 8);
+    for it in all {
+        let requests = hung
+            .sent()
+            .into_iter()
+            .chain(t.sent())
+            .filter(|s| s.idempotency_key == it.idempotency_key)
+            .count();
+        assert_eq!(it.attempts as usize, requests, "{}", it.idempotency_key);
+        assert_eq!(it.window_attempts, it.attempts);
     }
 }
 

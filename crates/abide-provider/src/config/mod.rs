@@ -392,6 +392,8 @@ pub struct Behaviour {
     /// SMPP: fraction of `submit_sm` answered with [`Behaviour::smpp_status`] before any
     /// limit (a congested SMSC), 0.0 to 1.0, spread evenly and deterministically.
     pub congestion: f64,
+    /// SMPP: the outcome receipts of messages accepted from now on report.
+    pub receipt_state: ReceiptState,
 }
 
 impl Default for Behaviour {
@@ -406,6 +408,7 @@ impl Default for Behaviour {
             drop_after_pdus: 0,
             slow_ms: 0,
             congestion: 0.0,
+            receipt_state: ReceiptState::Delivered,
         }
     }
 }
@@ -501,6 +504,21 @@ named_enum!(
         /// 403 `{"error":"suspended"}` without `Retry-After`, as many real abuse systems
         /// answer: the key is blocked, and a client cannot tell for how long.
         Bare403 = "bare-403",
+    }
+);
+
+named_enum!(
+    /// The outcome a delivery receipt reports (SMPP 3.4 Appendix B `stat:`, and the
+    /// `message_state` TLV).
+    ReceiptState("receipt state") {
+        /// `stat:DELIVRD err:000`, message_state 2.
+        Delivered = "delivered",
+        /// `stat:UNDELIV err:001`, message_state 5.
+        Undeliverable = "undeliverable",
+        /// `stat:EXPIRED err:001`, message_state 3.
+        Expired = "expired",
+        /// `stat:REJECTD err:001`, message_state 8.
+        Rejected = "rejected",
     }
 );
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{parse_duration, Behaviour, RetryAfterStyle, ThrottleStyle, MAX_SLOW_MS};
+use super::{parse_duration, Behaviour, ReceiptState, RetryAfterStyle, ThrottleStyle, MAX_SLOW_MS};
 use crate::Error;
 
 /// A behaviour change and when it happens. Written on the command line as
@@ -37,6 +37,8 @@ pub struct ScheduleEntry {
     pub slow_ms: Option<u64>,
     /// SMPP: fraction of `submit_sm` answered with the throttle status before any limit.
     pub congestion: Option<f64>,
+    /// SMPP: the outcome receipts of messages accepted from then on report.
+    pub receipt_state: Option<ReceiptState>,
     /// SMPP: close every open connection once, when the trigger is reached (an event, not
     /// a state: needs `at_secs` or `at_request`).
     pub drop_connections: Option<bool>,
@@ -78,6 +80,9 @@ impl ScheduleEntry {
         if let Some(v) = self.congestion {
             b.congestion = v;
         }
+        if let Some(v) = self.receipt_state {
+            b.receipt_state = v;
+        }
     }
 }
 
@@ -87,7 +92,8 @@ impl FromStr for ScheduleEntry {
     /// `FACET=VALUE[@WHEN]`. Facets: `retry-after`, `throttle`, `smpp-status`, `fail-503`,
     /// `grace` (`on`/`off`); SMPP: `throttle=smpp-0x58|smpp-0x14` (sets `smpp-status`),
     /// `bind` (`refuse`/`accept`), `drop-after` (N PDUs or `off`), `drop` (`all`, an event),
-    /// `slow` (a duration), `congestion` (a fraction). WHEN: a duration since start (`60s`,
+    /// `slow` (a duration), `congestion` (a fraction), `receipt` (`delivered`,
+    /// `undeliverable`, `expired`, `rejected`). WHEN: a duration since start (`60s`,
     /// `500ms`, `2m`, `1h`) or `#N` (from the N-th message request on: HTTP requests for the
     /// HTTP listener, `submit_sm` PDUs for the SMPP one). Without `@WHEN` it applies from the
     /// start.
@@ -128,6 +134,7 @@ impl FromStr for ScheduleEntry {
             }
             "fail-503" => e.fail_503 = Some(fraction(s, "fail-503", value)?),
             "congestion" => e.congestion = Some(fraction(s, "congestion", value)?),
+            "receipt" => e.receipt_state = Some(value.parse()?),
             "bind" => {
                 e.bind_refusal = Some(match value {
                     "refuse" => true,
@@ -168,7 +175,7 @@ impl FromStr for ScheduleEntry {
             }
             other => {
                 return Err(Error::Config(format!(
-                    "behaviour {s:?}: unknown facet {other:?} (retry-after, throttle, smpp-status, fail-503, grace, bind, drop-after, drop, slow, congestion)"
+                    "behaviour {s:?}: unknown facet {other:?} (retry-after, throttle, smpp-status, fail-503, grace, bind, drop-after, drop, slow, congestion, receipt)"
                 )))
             }
         }
@@ -230,6 +237,8 @@ mod tests {
         assert_eq!(e.drop_connections, Some(true));
         let e: ScheduleEntry = "slow=250ms@#10".parse().unwrap();
         assert_eq!(e.slow_ms, Some(250));
+        let e: ScheduleEntry = "receipt=expired@#3".parse().unwrap();
+        assert_eq!(e.receipt_state, Some(ReceiptState::Expired));
         let e: ScheduleEntry = "congestion=0.5".parse().unwrap();
         let mut b = Behaviour::default();
         e.apply(&mut b);
@@ -240,6 +249,7 @@ mod tests {
             ("slow=2m", "60s"),
             ("throttle=smpp-0xZZ", "smpp-0xZZ"),
             ("bind=maybe", "refuse"),
+            ("receipt=lost", "lost"),
             ("congestion=2", "congestion"),
             ("wobble=1", "wobble"),
         ] {

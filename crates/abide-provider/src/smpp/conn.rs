@@ -1,7 +1,7 @@
 //! One SMPP connection: read PDUs (at most `window_cap` unanswered), answer them, push due
 //! receipts to a receiver or transceiver bind, and close on unbind, a quirk or a timeout.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +23,9 @@ use super::{Login, Smsc, Submitted, SMSC_SYSTEM_ID};
 
 /// Receipts sent on one connection and not yet acknowledged, at most.
 const RECEIPT_WINDOW: usize = 64;
+
+/// Request sequence numbers remembered per connection to spot reuse.
+const SEQ_MEMORY: usize = 4096;
 
 /// Undecodable PDUs tolerated on one connection before it is closed.
 const MAX_INVALID: u32 = 16;
@@ -58,9 +61,28 @@ struct Conn {
     next_seq: u32,
     /// Receipts sent, by our sequence number.
     receipts_out: HashMap<u32, Receipt>,
+    /// Sequence numbers of the last [`SEQ_MEMORY`] requests from the ESME.
+    recent: VecDeque<u32>,
+    recent_set: HashSet<u32>,
 }
 
 impl Conn {
+    /// Note a request's sequence number; `true` when one of the last [`SEQ_MEMORY`]
+    /// requests on this connection had it already (SMPP 3.4 §3.2: unique per session).
+    fn reused(&mut self, seq: u32) -> bool {
+        if self.recent_set.contains(&seq) {
+            return true;
+        }
+        self.recent.push_back(seq);
+        self.recent_set.insert(seq);
+        if self.recent.len() > SEQ_MEMORY {
+            if let Some(old) = self.recent.pop_front() {
+                self.recent_set.remove(&old);
+            }
+        }
+        false
+    }
+
     fn seq(&mut self) -> u32 {
         self.next_seq = if self.next_seq >= 0x7FFF_FFFF {
             1
@@ -109,6 +131,8 @@ pub(super) async fn serve(smsc: Arc<Smsc>, stream: TcpStream, peer: SocketAddr) 
         invalid: 0,
         next_seq: 0,
         receipts_out: HashMap::new(),
+        recent: VecDeque::new(),
+        recent_set: HashSet::new(),
     };
     let opened = Instant::now();
     let mut last_heard = opened;
@@ -243,7 +267,11 @@ async fn on_inbound(
             return Next::Close(Some("bad_command_length"));
         }
     };
-    smsc.with_stats(|s| s.received(&command_name(cmd.id())));
+    let reused = cmd.id().is_operation() && c.reused(cmd.sequence_number());
+    smsc.with_stats(|s| {
+        s.received(&command_name(cmd.id()));
+        s.sequence_reuses += u64::from(reused);
+    });
     c.pdus += 1;
     let b = smsc.behaviour();
     let drop_now = b.drop_after_pdus > 0 && c.pdus >= b.drop_after_pdus;

@@ -41,7 +41,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Behaviour, ProviderConfig};
+use crate::config::{Behaviour, ProviderConfig, ReceiptState};
 use crate::server::{escape_key, App};
 use crate::shared::{self, Guard, Shared};
 use receipt::{Receipt, Receipts};
@@ -273,8 +273,8 @@ impl Smsc {
             self.count_content(&mut st, login, sm);
         }
         st.stats.accepted += 1;
-        if self.wants_receipt(sm) {
-            self.queue_receipt(&mut st, login, sm, &message_id);
+        if self.wants_receipt(sm, b.receipt_state) {
+            self.queue_receipt(&mut st, login, sm, &message_id, b.receipt_state);
         }
         drop(st);
         Submitted::Accepted {
@@ -314,17 +314,30 @@ impl Smsc {
         }
     }
 
-    fn wants_receipt(&self, sm: &SubmitSm) -> bool {
+    fn wants_receipt(&self, sm: &SubmitSm, state: ReceiptState) -> bool {
         use config::ReceiptPolicy::*;
+        let delivered = state == ReceiptState::Delivered;
         match self.cfg.smpp.receipts {
             Always => true,
             Never => false,
-            // 01: receipt on success or failure; 11 (SMPP 5.0): on success only.
-            Requested => matches!(u8::from(sm.registered_delivery) & 0x03, 0x01 | 0x03),
+            // 01: on success or failure; 10: on failure only; 11 (SMPP 5.0): on success only.
+            Requested => match u8::from(sm.registered_delivery) & 0x03 {
+                0x01 => true,
+                0x02 => !delivered,
+                0x03 => delivered,
+                _ => false,
+            },
         }
     }
 
-    fn queue_receipt(&self, st: &mut State, login: &Login, sm: &SubmitSm, message_id: &str) {
+    fn queue_receipt(
+        &self,
+        st: &mut State,
+        login: &Login,
+        sm: &SubmitSm,
+        message_id: &str,
+        state: ReceiptState,
+    ) {
         let r = Receipt {
             message_id: message_id.to_owned(),
             from: sm.destination_addr.clone(),
@@ -334,7 +347,8 @@ impl Smsc {
             to_ton: sm.source_addr_ton,
             to_npi: sm.source_addr_npi,
             submitted: self.clock.now(),
-            text: sm.short_message().to_vec(),
+            text: message_text(sm),
+            state,
         };
         let due =
             tokio::time::Instant::now() + Duration::from_millis(self.cfg.smpp.receipt_delay_ms);
@@ -363,6 +377,20 @@ fn remember(
             answers.remove(&old);
         }
     }
+}
+
+/// The message's octets: `short_message`, or the `message_payload` TLV when that is empty.
+fn message_text(sm: &SubmitSm) -> Vec<u8> {
+    if !sm.short_message().is_empty() {
+        return sm.short_message().to_vec();
+    }
+    sm.tlvs()
+        .iter()
+        .find_map(|t| match t.value() {
+            Some(TlvValue::MessagePayload(p)) => Some(p.value.to_vec()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// The idempotency key of TLV [`IDEMPOTENCY_TLV`]: `Ok(None)` without it, `Err` when empty,

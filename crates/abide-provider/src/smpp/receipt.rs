@@ -12,6 +12,7 @@ use rusmpp::types::{COctetString, OctetString};
 use rusmpp::values::{EsmClass, MessageState, Npi, Ton};
 use tokio::time::Instant;
 
+use crate::config::ReceiptState;
 use crate::dates::yymmddhhmm;
 
 /// Receipts waiting or in flight, at most; more are counted as dropped (a bound on what a
@@ -35,14 +36,33 @@ pub(crate) struct Receipt {
     pub(crate) to_npi: Npi,
     pub(crate) submitted: SystemTime,
     pub(crate) text: Vec<u8>,
+    pub(crate) state: ReceiptState,
+}
+
+impl ReceiptState {
+    /// `stat:`, `err:` and `message_state` of this outcome.
+    fn fields(self) -> (&'static str, &'static str, MessageState) {
+        match self {
+            ReceiptState::Delivered => ("DELIVRD", "000", MessageState::Delivered),
+            ReceiptState::Undeliverable => ("UNDELIV", "001", MessageState::Undeliverable),
+            ReceiptState::Expired => ("EXPIRED", "001", MessageState::Expired),
+            ReceiptState::Rejected => ("REJECTD", "001", MessageState::Rejected),
+        }
+    }
 }
 
 impl Receipt {
     /// `id:… sub:001 dlvr:001 submit date:YYMMDDhhmm done date:YYMMDDhhmm stat:DELIVRD
-    /// err:000 text:…` (the first 20 octets of the message).
+    /// err:000 text:…` (the first 20 octets of the message; `dlvr:000` unless delivered).
     pub(crate) fn text(&self, done: SystemTime) -> Vec<u8> {
+        let (stat, err, _) = self.state.fields();
+        let dlvr = if self.state == ReceiptState::Delivered {
+            "001"
+        } else {
+            "000"
+        };
         let mut t = format!(
-            "id:{} sub:001 dlvr:001 submit date:{} done date:{} stat:DELIVRD err:000 text:",
+            "id:{} sub:001 dlvr:{dlvr} submit date:{} done date:{} stat:{stat} err:{err} text:",
             self.message_id,
             yymmddhhmm(self.submitted),
             yymmddhhmm(done)
@@ -57,7 +77,7 @@ impl Receipt {
         let mut text = self.text(done);
         text.truncate(255);
         let mut tlvs = vec![MessageDeliveryRequestTlvValue::MessageState(
-            MessageState::Delivered,
+            self.state.fields().2,
         )];
         if let Ok(id) = COctetString::from_string(self.message_id.clone()) {
             tlvs.insert(0, MessageDeliveryRequestTlvValue::ReceiptedMessageId(id));
@@ -167,6 +187,7 @@ mod tests {
             to_npi: Npi::Unknown,
             submitted: UNIX_EPOCH + Duration::from_secs(784_111_777),
             text: b"Hello from abide, a long text".to_vec(),
+            state: ReceiptState::Delivered,
         }
     }
 
@@ -183,6 +204,15 @@ mod tests {
         assert_eq!(u8::from(pdu.esm_class), 0x04);
         assert_eq!(pdu.source_addr.as_str(), "15550100");
         assert_eq!(pdu.tlvs().len(), 2);
+        let r = Receipt {
+            state: ReceiptState::Expired,
+            ..r
+        };
+        let t = String::from_utf8(r.text(done)).unwrap();
+        assert!(
+            t.contains(" dlvr:000 ") && t.contains(" stat:EXPIRED err:001 "),
+            "{t}"
+        );
     }
 
     #[test]

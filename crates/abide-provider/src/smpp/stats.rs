@@ -29,6 +29,10 @@ pub struct SmppStats {
     pub pdus_sent: BTreeMap<String, u64>,
     /// Responses sent by `command_status` (`0x00000000`, `0x00000058`, …).
     pub responses_by_status: BTreeMap<String, u64>,
+    /// Requests whose `sequence_number` one of the last 4,096 requests on the same
+    /// connection already had (a client matching answers to the wrong request). Answered
+    /// as usual.
+    pub sequence_reuses: u64,
     /// `submit_sm` accepted as new messages (each gets a `message_id`).
     pub accepted: u64,
     /// `submit_sm` whose idempotency key (vendor TLV 0x1400) was already accepted: answered

@@ -84,6 +84,9 @@ BEHAVIOURS: --behaviour FACET=VALUE[@WHEN] (repeatable, applied in order)
                      concurrency slot); slow=0ms ends it.
   congestion=F       Answer a fraction F of submit_sm with the throttle status before any
                      limit (a congested SMSC), evenly spread.
+  receipt=STATE      Receipts of messages accepted from WHEN on report delivered (stat:DELIVRD,
+                     default), undeliverable (UNDELIV), expired (EXPIRED) or rejected
+                     (REJECTD), with the matching message_state TLV.
 
 ABUSE PROTECTION
   --abuse-threshold N suspends a key after N throttled requests within --abuse-window;
@@ -104,8 +107,9 @@ SHARED LIMITS (--redis redis://127.0.0.1:6379)
 SMPP (--smpp 127.0.0.1:2775)
   A fake SMSC speaking SMPP 3.4 (rusmpp), beside the HTTP API or instead of it
   (--listen off). Same gates and schedule: the system_id is the key, its account the
-  account. bind_transmitter / bind_receiver / bind_transceiver check system_id and password
-  (--smpp-account; default demo / demo-pw, account demo): unknown system_id
+  account (so the HTTP defaults apply: 10/s and 4 unanswered submit_sm per system_id, 50/s
+  per account). bind_transmitter / bind_receiver / bind_transceiver check system_id and
+  password (--smpp-account; default demo / demo-pw, account demo): unknown system_id
   ESME_RINVSYSID 0x0F, wrong password ESME_RINVPASWD 0x0E, bind=refuse ESME_RBINDFAIL 0x0D.
   submit_sm -> submit_sm_resp with a 10-digit message_id. Over a rate: behaviour smpp-status
   (0x58 by default); over key/account concurrency (submit_sm awaiting their answer, i.e. the
@@ -114,7 +118,8 @@ SMPP (--smpp 127.0.0.1:2775)
   already accepted is a repeat: the same message_id, no second delivery or receipt. Without
   the TLV, (source_addr, destination_addr, short_message) repeats are counted and accepted.
   Receipts: deliver_sm to receiver/transceiver binds of the system_id, --receipt-delay after
-  acceptance, esm_class 0x04, TLVs receipted_message_id and message_state, text
+  acceptance, for submits whose registered_delivery asks (--receipts always|never to
+  override), esm_class 0x04, TLVs receipted_message_id and message_state, text
   \"id:0000000001 sub:001 dlvr:001 submit date:YYMMDDhhmm done date:YYMMDDhhmm stat:DELIVRD
   err:000 text:...\". Receipts not acknowledged when a connection ends wait for the next bind.
   enquire_link answered; unbind -> unbind_resp and close. Bad PDUs: generic_nack
@@ -124,7 +129,7 @@ SMPP (--smpp 127.0.0.1:2775)
   max_connections, bind_timeout_secs, idle_timeout_secs. /_stats gains \"smpp\": binds,
   pdus_received / pdus_sent by command, responses_by_status, accepted, repeats,
   content_repeats, repeats_by_key, throttled, receipts_sent / _acknowledged / _pending,
-  connections_dropped by reason.
+  sequence_reuses (a request number reused on a connection), connections_dropped by reason.
 
 CONFIG FILE (--config provider.toml)
   latency_ms = 0
@@ -144,7 +149,7 @@ CONFIG FILE (--config provider.toml)
   [[schedule]]
   at_secs = 60             # or at_request = 100
   retry_after = \"imf-fixdate\"  # SMPP: bind_refusal, drop_after_pdus, slow_ms,
-                                # congestion, drop_connections = true
+                                # congestion, receipt_state, drop_connections = true
   [smpp]
   receipt_delay_ms = 500   # receipts = \"requested\" | \"always\" | \"never\"
   concurrency_status = 20  # window_cap = 1024, max_connections = 256,

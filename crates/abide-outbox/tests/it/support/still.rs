@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 use abide_core::Clock;
 use abide_outbox::{
     Completion, Counts, Enqueued, Item, ListFilter, NewItem, Receipt, ReceiptCounts, ReceiptState,
-    RemoteCode, RequeueFilter, State, Store, StoredAttempt,
+    RemoteCode, RequeueFilter, SendMark, State, Store, StoredAttempt,
 };
 
 /// Run `f` with tokio's paused clock held still.
@@ -32,7 +32,7 @@ pub async fn still<F: Future>(f: F) -> F::Output {
 }
 
 /// A store whose every call holds tokio's paused clock still, and whose result writes
-/// can be made to fail (a full disk, a read-only database) with [`StillStore::fail_writes`].
+/// (completions and send marks) can be made to fail (a full disk, a read-only database) with [`StillStore::fail_writes`].
 #[derive(Debug, Clone)]
 pub struct StillStore<S>(pub S, Arc<AtomicBool>);
 
@@ -74,6 +74,18 @@ impl<S: Store> Store for StillStore<S> {
     ) -> impl Future<Output = R<Vec<R<State>>>> + Send {
         let fail = self.1.load(Ordering::SeqCst);
         let write = self.0.complete(completions, now);
+        still(async move {
+            if fail {
+                return Err(abide_outbox::Error::Database(sqlx::Error::Io(
+                    std::io::Error::other("database or disk is full (injected)"),
+                )));
+            }
+            write.await
+        })
+    }
+    fn mark_sent(&self, sends: &[SendMark]) -> impl Future<Output = R<Vec<bool>>> + Send {
+        let fail = self.1.load(Ordering::SeqCst);
+        let write = self.0.mark_sent(sends);
         still(async move {
             if fail {
                 return Err(abide_outbox::Error::Database(sqlx::Error::Io(

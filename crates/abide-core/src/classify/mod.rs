@@ -1,0 +1,419 @@
+//! Response classification: what a response means for the next attempt.
+//!
+//! Classify before retrying: *not ever* (terminal), *not like this* (refresh credentials),
+//! *not right now* (throttle / retry with a delay). Retrying a malformed request wastes the
+//! provider's quota; treating a throttle like a 502 retries into the very limit that refused
+//! us; treating a throttle like a malformed payload drops messages that would have gone
+//! through a minute later. The [`Classifier`] turns one observation into a [`Verdict`] with a
+//! stable reason code, the server's clamped `Retry-After` and its rate-limit headers.
+//!
+//! # Reason codes
+//! Stable strings, safe to match on in logs, metrics and scripts:
+//! - `http_<status>`, e.g. `http_429`, `http_503`;
+//! - `http_<status>_retry_after` / `http_<status>_rate_limit_exhausted` when that header
+//!   turned a status into a throttle (e.g. `http_403_retry_after`; `retry-after-ms` counts
+//!   as `Retry-After`);
+//! - `http_<status>_secondary_rate_limit`: GitHub's secondary limit, told by the body text
+//!   (dialect `github`, given or detected; see [`crate::ratelimit::github`]);
+//! - `smpp_0x<hex>_<name>`, e.g. `smpp_0x58_throttled`, `smpp_0x0b_invdstadr`
+//!   (`unrecognised` for codes without a name);
+//! - `connect_error`, `timeout_after_send_replay_safe`,
+//!   `timeout_after_send_not_replay_safe`;
+//! - any of the above with `_override` appended when a provider override decided the class.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use http::{HeaderMap, StatusCode};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+
+use crate::ratelimit::{self, github, Dialect, RateLimitInfo, Reading};
+use crate::retry_after::{escape_raw, RetryAfterPolicy, RetryDelay};
+
+/// Most response-body bytes worth keeping for classification (a prefix is enough for
+/// every body rule, e.g. GitHub's "secondary rate limit" text): 4 KiB.
+pub const MAX_CLASSIFY_BODY: usize = 4096;
+
+/// What came back from one attempt.
+#[derive(Debug, Clone, Copy)]
+pub enum Observation<'a> {
+    /// An HTTP response.
+    Http {
+        /// Status code.
+        status: StatusCode,
+        /// Response headers.
+        headers: &'a HeaderMap,
+        /// The start of the response body (empty when not read); some vendors say "rate
+        /// limited" only there (GitHub's secondary limit). Up to [`MAX_CLASSIFY_BODY`] bytes
+        /// are enough.
+        body: &'a [u8],
+    },
+    /// An SMPP response PDU's `command_status`.
+    Smpp {
+        /// `command_status` (SMPP 3.4 §5.1.3).
+        command_status: u32,
+    },
+    /// No response: the transport failed.
+    Transport(TransportFailure),
+}
+
+/// How the transport failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportFailure {
+    /// Connection could not be established: the request was never sent. Safe to retry.
+    Connect,
+    /// Timed out or broke after the request was sent: the remote may have acted on it.
+    /// Retried only when `replay_safe` (idempotent method or an idempotency key).
+    AfterSend {
+        /// The request is idempotent or carries an idempotency key.
+        replay_safe: bool,
+    },
+}
+
+/// The class of a verdict; stable snake_case names appear in JSON, logs and the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictClass {
+    /// Accepted.
+    Success,
+    /// The remote asked us to slow down (429, 503 with Retry-After, SMPP 0x58/0x14, ...).
+    /// Changes the sender: pause the provider and feed the pacer.
+    Throttle,
+    /// A transient failure; retry this item later.
+    Retry,
+    /// 401: refresh credentials once, then retry.
+    RefreshCredentials,
+    /// Never retry.
+    Terminal,
+    /// Not recognised: retry with a low attempt cap, and say so loudly.
+    Unknown,
+}
+
+impl VerdictClass {
+    /// Stable name, as serialised.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictClass::Success => "success",
+            VerdictClass::Throttle => "throttle",
+            VerdictClass::Retry => "retry",
+            VerdictClass::RefreshCredentials => "refresh_credentials",
+            VerdictClass::Terminal => "terminal",
+            VerdictClass::Unknown => "unknown",
+        }
+    }
+}
+
+/// The classifier's decision on one observation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// What to do.
+    pub class: VerdictClass,
+    /// A short stable reason code, e.g. `"http_429"`, `"smpp_0x58_throttled"`,
+    /// `"connect_error"` (see the [module docs](self)).
+    pub reason: String,
+    /// The server's requested delay after floor/cap, when it sent `Retry-After` and the class
+    /// is neither success nor terminal.
+    pub retry_after: Option<RetryDelay>,
+    /// Rate-limit headers, when present (on any class, successes included).
+    pub rate_limit: Option<RateLimitInfo>,
+}
+
+mod codes;
+pub mod smpp;
+
+/// Per-provider replacements for the default tables. An override decides the class outright
+/// (a `Retry-After` no longer upgrades it to a throttle); `Retry-After` and rate-limit headers
+/// are still read and reported.
+///
+/// Deserialises from a provider file; keys are strings (TOML keys always are), SMPP codes
+/// in decimal or `0x` hex:
+/// ```toml
+/// [classify.http]
+/// 409 = "retry"
+/// [classify.smpp]
+/// "0x45" = "retry"
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClassifyOverrides {
+    /// HTTP status → class.
+    #[serde(
+        serialize_with = "codes::ser_http",
+        deserialize_with = "codes::de_http"
+    )]
+    pub http: BTreeMap<u16, VerdictClass>,
+    /// SMPP `command_status` → class.
+    #[serde(
+        serialize_with = "codes::ser_smpp",
+        deserialize_with = "codes::de_smpp"
+    )]
+    pub smpp: BTreeMap<u32, VerdictClass>,
+}
+
+/// Classifies observations. Tables can be overridden per provider; the rate-limit header
+/// [`Dialect`] can be named per provider.
+///
+/// # Default
+/// HTTP (RFC 9110 §15): 2xx success; 401 refresh credentials; 429 throttle; 503 with
+/// `Retry-After` throttle; 408, 425, 500, 502, 503, 504 and other 5xx retry; 400, 403, 404,
+/// 405, 409, 410, 422 and other 4xx terminal, **except** that a 4xx (but 401) carrying
+/// `Retry-After` (any value, even `0` or garbage) or an exhausted rate-limit header is a
+/// throttle; 1xx, 3xx and anything outside 100–599 unknown. With the `github` dialect (given
+/// or detected), a 403 or 429 whose body says "secondary rate limit" is a throttle that waits
+/// at least a minute. An exhausted rate limit without a reset takes its reset from
+/// `Retry-After` (on any status, successes included). Dialect: [`Dialect::Auto`].
+/// SMPP: see [`smpp::TABLE`]; codes not in it are unknown.
+/// Transport: connect errors retry; after-send failures retry only when replay-safe,
+/// otherwise terminal (a replay could duplicate the message).
+///
+/// # Examples
+/// ```
+/// use abide_core::{Classifier, Observation, VerdictClass};
+/// use http::{HeaderMap, StatusCode};
+/// use rand::SeedableRng;
+/// use std::time::SystemTime;
+///
+/// let classifier = Classifier::default().with_http(409, VerdictClass::Retry);
+/// let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+/// let headers = HeaderMap::new();
+/// let obs = Observation::Http { status: StatusCode::CONFLICT, headers: &headers, body: b"" };
+/// let v = classifier.classify(&obs, SystemTime::UNIX_EPOCH, &mut rng);
+/// assert_eq!(v.class, VerdictClass::Retry);
+/// assert_eq!(v.reason, "http_409_override");
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Classifier {
+    /// How `Retry-After` is clamped.
+    pub retry_after: RetryAfterPolicy,
+    /// Per-provider table overrides.
+    pub overrides: ClassifyOverrides,
+    /// How rate-limit headers are read.
+    pub dialect: Dialect,
+}
+
+impl Classifier {
+    /// Override the class of HTTP `status`.
+    #[must_use]
+    pub fn with_http(mut self, status: u16, class: VerdictClass) -> Self {
+        self.overrides.http.insert(status, class);
+        self
+    }
+
+    /// Override the class of SMPP `command_status` `code`.
+    #[must_use]
+    pub fn with_smpp(mut self, code: u32, class: VerdictClass) -> Self {
+        self.overrides.smpp.insert(code, class);
+        self
+    }
+
+    /// Read rate-limit headers in `dialect` (default [`Dialect::Auto`]).
+    #[must_use]
+    pub fn with_dialect(mut self, dialect: Dialect) -> Self {
+        self.dialect = dialect;
+        self
+    }
+
+    /// Replace how `Retry-After` is clamped.
+    #[must_use]
+    pub fn with_retry_after_policy(mut self, policy: RetryAfterPolicy) -> Self {
+        self.retry_after = policy;
+        self
+    }
+
+    /// Add every override in `overrides` (later entries replace earlier ones).
+    #[must_use]
+    pub fn with_overrides(mut self, overrides: ClassifyOverrides) -> Self {
+        self.overrides.http.extend(overrides.http);
+        self.overrides.smpp.extend(overrides.smpp);
+        self
+    }
+
+    /// Classify one observation at wall time `now`. `rng` jitters unparseable waits.
+    pub fn classify(
+        &self,
+        obs: &Observation<'_>,
+        now: SystemTime,
+        rng: &mut dyn RngCore,
+    ) -> Verdict {
+        match *obs {
+            Observation::Http {
+                status,
+                headers,
+                body,
+            } => self.http(status, headers, body, now, rng),
+            Observation::Smpp { command_status } => self.smpp(command_status),
+            Observation::Transport(t) => transport(t),
+        }
+    }
+
+    /// The server's own delay, floored and capped: `retry-after-ms` / `x-ms-retry-after-ms`
+    /// when readable (more precise, and checked first by the Azure SDKs), else
+    /// `Retry-After`. `None` when neither is sent. `rng` jitters an unparseable value.
+    pub fn server_delay(
+        &self,
+        headers: &HeaderMap,
+        now: SystemTime,
+        rng: &mut dyn RngCore,
+    ) -> Option<RetryDelay> {
+        let reading = ratelimit::read(headers, now, Dialect::Auto);
+        self.server_delay_with(headers, &reading, now, rng)
+    }
+
+    fn server_delay_with(
+        &self,
+        headers: &HeaderMap,
+        reading: &Reading,
+        now: SystemTime,
+        rng: &mut dyn RngCore,
+    ) -> Option<RetryDelay> {
+        if let Some(d) = reading.retry_after_ms {
+            let raw = ratelimit::azure::RETRY_AFTER_MS
+                .iter()
+                .find_map(|n| headers.get(*n))
+                .map(|v| escape_raw(v.as_bytes()));
+            return Some(self.retry_after.from_server_delay(d, raw));
+        }
+        self.retry_after.from_headers(headers, now, rng)
+    }
+
+    /// GitHub's documented minimum after a secondary limit that named no wait: one minute,
+    /// within [floor, cap]. The server asked for nothing, so no raw value; labelled floored.
+    fn secondary_wait(&self) -> RetryDelay {
+        let d = self
+            .retry_after
+            .from_server_delay(github::SECONDARY_MIN_WAIT, None);
+        RetryDelay {
+            reason: crate::retry_after::DelayReason::Floored,
+            retry_after: None,
+            ..d
+        }
+    }
+
+    fn http(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: &[u8],
+        now: SystemTime,
+        rng: &mut dyn RngCore,
+    ) -> Verdict {
+        let code = status.as_u16();
+        let reading = ratelimit::read(headers, now, self.dialect);
+        for m in &reading.malformed {
+            tracing::warn!(
+                header = %m.header,
+                raw = %m.raw,
+                dialect = %reading.dialect,
+                "malformed rate-limit header ignored"
+            );
+        }
+        let secondary =
+            reading.dialect == Dialect::Github && github::is_secondary_limit(code, body);
+        let mut rate_limit = reading.info.clone();
+        let exhausted = rate_limit.as_ref().is_some_and(RateLimitInfo::exhausted);
+        let (class, reason) = match self.overrides.http.get(&code) {
+            Some(&class) => (class, format!("http_{code}_override")),
+            None if secondary => (
+                VerdictClass::Throttle,
+                format!("http_{code}_secondary_rate_limit"),
+            ),
+            None => {
+                let has_retry_after = headers.contains_key(http::header::RETRY_AFTER)
+                    || reading.retry_after_ms.is_some();
+                http_default(code, has_retry_after, exhausted)
+            }
+        };
+        let keeps_delay = !matches!(class, VerdictClass::Success | VerdictClass::Terminal);
+        let needs_reset = rate_limit
+            .as_ref()
+            .is_some_and(|i| i.exhausted() && i.reset.is_none());
+        let said = (keeps_delay || needs_reset)
+            .then(|| self.server_delay_with(headers, &reading, now, rng))
+            .flatten();
+        if let Some(info) = rate_limit.as_mut().filter(|_| needs_reset) {
+            // No quota left and no reset sent: the server's delay is when it comes back.
+            info.reset = said.as_ref().map(|d| d.delay);
+        }
+        let retry_after = match said {
+            _ if !keeps_delay => None,
+            None if secondary && !exhausted => Some(self.secondary_wait()),
+            said => said,
+        };
+        Verdict {
+            class,
+            reason,
+            retry_after,
+            rate_limit,
+        }
+    }
+
+    fn smpp(&self, code: u32) -> Verdict {
+        let suffix = smpp::name(code).map_or_else(
+            || "unrecognised".to_owned(),
+            |n| n.trim_start_matches("ESME_R").to_ascii_lowercase(),
+        );
+        let (class, tail) = match self.overrides.smpp.get(&code) {
+            Some(&class) => (class, "_override"),
+            None => (smpp::default_class(code), ""),
+        };
+        Verdict {
+            class,
+            reason: format!("smpp_0x{code:02x}_{suffix}{tail}"),
+            retry_after: None,
+            rate_limit: None,
+        }
+    }
+}
+
+/// The default HTTP table, given whether `Retry-After` is present and the rate limit is
+/// exhausted.
+fn http_default(code: u16, has_retry_after: bool, exhausted: bool) -> (VerdictClass, String) {
+    use VerdictClass::{RefreshCredentials, Retry, Success, Terminal, Throttle, Unknown};
+    let plain = |class| (class, format!("http_{code}"));
+    // The server telling us *when* to come back means "not now", not "never".
+    let upgraded = || {
+        if has_retry_after {
+            Some((Throttle, format!("http_{code}_retry_after")))
+        } else if exhausted {
+            Some((Throttle, format!("http_{code}_rate_limit_exhausted")))
+        } else {
+            None
+        }
+    };
+    match code {
+        200..=299 => plain(Success),
+        401 => plain(RefreshCredentials),
+        429 => plain(Throttle),
+        400..=499 => upgraded().unwrap_or_else(|| match code {
+            408 | 425 => plain(Retry),
+            _ => plain(Terminal),
+        }),
+        503 => upgraded().unwrap_or_else(|| plain(Retry)),
+        500..=599 => plain(Retry),
+        _ => plain(Unknown),
+    }
+}
+
+fn transport(t: TransportFailure) -> Verdict {
+    let (class, reason) = match t {
+        TransportFailure::Connect => (VerdictClass::Retry, "connect_error"),
+        TransportFailure::AfterSend { replay_safe: true } => {
+            (VerdictClass::Retry, "timeout_after_send_replay_safe")
+        }
+        // The remote may have acted on it: a replay could send the message twice.
+        TransportFailure::AfterSend { replay_safe: false } => {
+            (VerdictClass::Terminal, "timeout_after_send_not_replay_safe")
+        }
+    };
+    Verdict {
+        class,
+        reason: reason.to_owned(),
+        retry_after: None,
+        rate_limit: None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,174 @@
+//! The call an item makes: method, path, headers, body, and the limits each is checked
+//! against before anything is stored.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::echo::clip;
+use crate::error::Error;
+
+/// Longest accepted request path, in bytes.
+pub const MAX_PATH_LEN: usize = 2048;
+/// Longest accepted method, in bytes (the longest in the IANA HTTP Method Registry,
+/// `UPDATEREDIRECTREF`, has 17).
+pub const MAX_METHOD_LEN: usize = 32;
+/// Longest accepted header name, in bytes.
+pub const MAX_HEADER_NAME_LEN: usize = 256;
+/// Longest accepted header value, in bytes (servers commonly refuse a header line over
+/// 8 KiB, e.g. nginx's `large_client_header_buffers`).
+pub const MAX_HEADER_VALUE_LEN: usize = 8192;
+/// Longest provider name, in bytes (configured names are 1-64 of `A-Z a-z 0-9 - _ .`).
+pub const MAX_PROVIDER_NAME_LEN: usize = 64;
+/// Most non-secret headers an item may carry.
+pub const MAX_HEADERS: usize = 32;
+/// Longest accepted idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+/// Largest accepted request body, in bytes (1 MiB), measured as sent: the UTF-8 text, or
+/// the JSON as serialised. Items are stored whole in the database and read on every claim
+/// and `status`; a provider API call (an SMS, a notification, a payment) is far smaller,
+/// so a larger body is a mistake, not a message.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Headers abide sets itself or that belong to the connection, not the call: an item that
+/// carried one would break the request (a wrong `Content-Length`, a second framing), route
+/// it elsewhere (`Host`) or contradict the idempotency key abide sends. Compared in lower
+/// case; every `Proxy-*` header is refused as well. Hop-by-hop headers: RFC 9110 §7.6.1;
+/// `Content-Length`/`Transfer-Encoding`: RFC 9112 §6; `Idempotency-Key`:
+/// draft-ietf-httpapi-idempotency-key-header.
+const RESERVED_HEADERS: &[&str] = &[
+    "idempotency-key",
+    "content-length",
+    "transfer-encoding",
+    "host",
+    "connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "keep-alive",
+];
+
+/// Header names that carry secrets: credentials come from the provider's environment
+/// variable, never from an item (items are stored in plain text and shown by `status`).
+const SECRET_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-api-key",
+    "api-key",
+];
+
+/// A request body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Body {
+    /// Sent as `application/json`.
+    Json(serde_json::Value),
+    /// Sent as `text/plain; charset=utf-8`.
+    Text(String),
+}
+
+/// The call to make: relative to the provider's base URL, never a full URL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// HTTP method, upper case (e.g. `"POST"`).
+    pub method: String,
+    /// Path (and optional query) below the provider's base URL, starting with `/`.
+    pub path: String,
+    /// Non-secret headers. `Authorization`, cookies and API keys are refused.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Optional body.
+    #[serde(default)]
+    pub body: Option<Body>,
+}
+
+impl Request {
+    /// A `POST` of a JSON body to `path`.
+    pub fn post_json(path: impl Into<String>, body: serde_json::Value) -> Self {
+        Self {
+            method: "POST".into(),
+            path: path.into(),
+            headers: BTreeMap::new(),
+            body: Some(Body::Json(body)),
+        }
+    }
+
+    /// Check that the request cannot reach an arbitrary URL or carry a secret.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] naming the problem: a path broken by a rule of
+    /// [`crate::path`] (an absolute URL, `//host`, a dot segment in any spelling, a
+    /// backslash, `%2F`, control characters, ...; the message names the rule), a method
+    /// over [`MAX_METHOD_LEN`] bytes or not one, a header name over [`MAX_HEADER_NAME_LEN`]
+    /// or a value over [`MAX_HEADER_VALUE_LEN`] bytes, a bad header, a secret header, a header abide sets or that belongs to the
+    /// connection (`Idempotency-Key`, `Content-Length`, `Transfer-Encoding`, `Host`,
+    /// `Connection`, `Upgrade`, `TE`, `Trailer`, `Keep-Alive`, `Proxy-*`), or a body over
+    /// [`MAX_BODY_BYTES`]. A provider's own idempotency-key and auth header names are
+    /// checked by [`crate::Config::check_item`].
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |why: String| Err(Error::InvalidRequest(why));
+        crate::path::check(&self.path)?;
+        if self.method.len() > MAX_METHOD_LEN {
+            return bad(format!(
+                "method {} is longer than {MAX_METHOD_LEN} bytes",
+                clip(&self.method)
+            ));
+        }
+        if http::Method::from_bytes(self.method.as_bytes()).is_err()
+            || self.method.is_empty()
+            || self.method != self.method.to_ascii_uppercase()
+        {
+            return bad(format!(
+                "method {} is not an upper-case HTTP method",
+                clip(&self.method)
+            ));
+        }
+        if self.headers.len() > MAX_HEADERS {
+            return bad(format!("more than {MAX_HEADERS} headers"));
+        }
+        for (name, value) in &self.headers {
+            if name.len() > MAX_HEADER_NAME_LEN {
+                return bad(format!(
+                    "header name {} is longer than {MAX_HEADER_NAME_LEN} bytes",
+                    clip(name)
+                ));
+            }
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return bad(format!("header name {name:?} is not valid"));
+            }
+            if value.len() > MAX_HEADER_VALUE_LEN {
+                return bad(format!(
+                    "header {name:?}: value is {} bytes; the limit is {MAX_HEADER_VALUE_LEN}",
+                    value.len()
+                ));
+            }
+            if http::HeaderValue::from_str(value).is_err() {
+                return bad(format!("header {name:?} has an invalid value"));
+            }
+            let lower = name.to_ascii_lowercase();
+            if SECRET_HEADERS.contains(&lower.as_str()) {
+                return bad(format!(
+                    "header {name:?} carries a secret; credentials come from the provider's credentials_env"
+                ));
+            }
+            if RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("proxy-") {
+                return bad(format!(
+                    "header {name:?} is set by abide or belongs to the connection; remove it \
+                     (the idempotency key goes in the item's idempotency_key)"
+                ));
+            }
+        }
+        let body_len = match &self.body {
+            None => 0,
+            Some(Body::Text(t)) => t.len(),
+            Some(Body::Json(v)) => serde_json::to_vec(v).map_or(usize::MAX, |b| b.len()),
+        };
+        if body_len > MAX_BODY_BYTES {
+            return bad(format!(
+                "body is {body_len} bytes; the limit is {MAX_BODY_BYTES} bytes (1 MiB)"
+            ));
+        }
+        Ok(())
+    }
+}
