@@ -148,3 +148,46 @@ async fn kill_9_mid_window_then_the_next_run_resends_only_unanswered_submits() {
     }
     p.shutdown().await.unwrap();
 }
+
+/// examples/smpp.toml and examples/sms.jsonl work as the README says, against the fake
+/// SMSC's defaults (only the address differs: a free port here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_smpp_example_files_deliver_with_receipts() {
+    let listen = Listeners {
+        http: None,
+        smpp: Some("127.0.0.1:0".parse().unwrap()),
+    };
+    let mut cfg = ProviderConfig::default();
+    cfg.smpp.receipt_delay_ms = 10;
+    let p = spawn_listeners(cfg, Arc::new(SystemClock), listen)
+        .await
+        .unwrap();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/");
+    let toml = std::fs::read_to_string(format!("{root}smpp.toml"))
+        .unwrap()
+        .replace("127.0.0.1:2775", &p.smpp_addr().unwrap().to_string());
+    let f = Files::new(&toml, 0);
+    let input = format!("{root}sms.jsonl");
+    let mut send = abide(&[
+        "send",
+        "--config",
+        f.cfg.to_str().unwrap(),
+        "--db",
+        &f.db,
+        "--json",
+        "--quiet",
+        "--receipt-wait",
+        "20s",
+        &input,
+    ]);
+    send.env("ABIDE_SMSC_PASSWORD", abide_provider::DEMO_PASSWORD);
+    let out = run(send).await;
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let r = report(&out);
+    assert_eq!(r["outbox"]["counts"]["submitted"], 20, "{r}");
+    assert_eq!(r["outbox"]["receipts"]["delivered"], 20, "{r}");
+    // Four lines need UCS-2 (an en dash); the SMSC accepted all twenty once.
+    assert_eq!(smpp_stats(&p).accepted, 20);
+    assert_eq!(smpp_stats(&p).repeats, 0);
+    p.shutdown().await.unwrap();
+}
