@@ -56,7 +56,7 @@ pub use classify::{
     MAX_CLASSIFY_BODY,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use pacer::{Pacer, PacerConfig, PacerSnapshot, SlotCounts};
+pub use pacer::{NotYet, Pacer, PacerConfig, PacerSnapshot, SlotCounts};
 pub use ratelimit::{parse_rate_limit, Dialect, RateLimitInfo, RateLimitSource};
 pub use retry_after::{DelayReason, RetryAfter, RetryAfterError, RetryAfterPolicy, RetryDelay};
 pub use session::{

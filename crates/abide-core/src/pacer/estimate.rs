@@ -146,6 +146,18 @@ impl Estimate {
         self.target = Some(target);
         if first && self.held.is_none() {
             schedule.jump(now, self.rate, target);
+            if target < self.rate {
+                // A start above the advertised limit (a rate hint too high): the slots
+                // already handed out were spaced at a rate the server has just said is too
+                // fast, so their throttles are echoes of it, not evidence against the
+                // target; as after a decrease, they decide nothing, and the queue is
+                // re-costed to average the target. (`abide demo` starts at twice its
+                // limit: its first throttles, from the unadvertised concurrency cap, read
+                // a 75/s limit as a 61/s ceiling that held for the whole run.)
+                let round_end = schedule.recost(now, self.rate, target, 1.0 / OUTAGE);
+                self.decreased_at = Some(now);
+                self.round_seen = Some(round_end + cfg.window / 10);
+            }
             self.rate = target;
             self.ceiling = None;
             self.anchor = target;
@@ -154,6 +166,11 @@ impl Estimate {
         } else {
             self.rate = self.rate.min(target);
         }
+    }
+
+    /// Nothing learned yet: the first search for the limit (slow start), no decrease so far.
+    pub(super) fn first_search(&self) -> bool {
+        self.ceiling.is_none() && self.decreases == 0
     }
 
     /// Was an answer arriving at `now`, reservation time unknown, spaced at the current rate?

@@ -89,6 +89,9 @@
 //!   lane hands out slots between them at the difference of the two rates until the old
 //!   queue ends, so the new rate holds from that answer on rather than a queue later.
 //!   `remaining` bounds it as before: `remaining = 0` pauses the host until the reset.
+//!   Downward (a start above the limit), the adoption counts as a decrease for the queue:
+//!   answers to slots reserved before it are echoes that decide nothing, and the queue is
+//!   re-costed to average the target.
 //! - **Without headers, slow start doubles per round.** Nothing known: the rate doubles
 //!   per 250 ms of clean time (TCP slow start doubles per round trip), never above 1.25 ×
 //!   what the host accepted over the last 500 ms (so the climb follows the evidence, and
@@ -98,6 +101,20 @@
 //!   (reads low: it averages the climb).
 //! - **No arbitrary start.** Without a hint a caller starts at
 //!   [`PacerConfig::cold_start_rate`] for its senders.
+//!
+//! # How far ahead
+//! A sender that reserves a slot seconds away sleeps until it, holding the rate of the
+//! moment it asked: 40 senders at 10/s hold 4 s of slots, so a doubling reaches the host
+//! only 4 s later, and slow start (bounded by what the host accepted) climbs about 25 % per
+//! queue length: from 10/s to a 100/s limit took 15 s. So while the first search lasts
+//! (nothing learned, no decrease yet), [`Pacer::reserve_near`] hands out slots at most the
+//! *slot horizon* ahead (800 ms, or two send intervals at rates under 2.5/s); a sender
+//! whose slot would lie further asks again when it is within it, at the rate of then.
+//! 800 ms, not less: a faster climb overshoots further before the first throttle, and the
+//! ceiling read from it is off by more (at 400 ms a fixed window's first ceiling read 121
+//! for 100/s in `search_tests`). After the first decrease the queue is left as it was:
+//! there it damps the re-search after a stale estimate (with the horizon, `abide sim
+//! --scenario limit-changes-blind` see-sawed at 5/s and converged after 125 s, not 19 s).
 //!
 //! # Once per round of reservations
 //! Requests already reserved or in flight were spaced at the old rate and keep coming back
@@ -165,8 +182,9 @@
 //! - `schedule.rs`: spacing (GCRA) and the queue of reserved slots.
 //! - `pauses.rs`: pauses of the host, the pacer's own after a throttle without a delay.
 //! - `estimate.rs`: the ceiling estimate, cubic recovery and slow start: the rate.
-//! - `tests.rs`, `search_tests.rs`: unit tests; the latter runs senders against a model
-//!   GCRA and fixed window in virtual time (cold start, the search).
+//! - `tests.rs`, `search_tests.rs`: unit tests; the latter runs senders against model
+//!   limiters in virtual time (GCRA with a burst of 10 or of a second's quota, fixed
+//!   window, sliding window counter): cold start, the search.
 //! - this file: [`Pacer`], which feeds each verdict to the three.
 
 mod config;
@@ -241,6 +259,15 @@ pub struct PacerSnapshot {
     pub ceiling: Option<f64>,
 }
 
+/// Why [`Pacer::reserve_within`] reserved nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotYet {
+    /// The next slot is beyond the slot horizon: ask again at this instant.
+    AskAgainAt(Instant),
+    /// The next slot (this instant) lies after the caller's deadline.
+    PastDeadline(Instant),
+}
+
 impl Pacer {
     /// A pacer at `cfg.initial_rate`, with its first slot free at `now`.
     pub fn new(cfg: PacerConfig, now: Instant) -> Self {
@@ -271,21 +298,36 @@ impl Pacer {
             .reserve(now, s.estimate.rate, self.cfg.burst, pause_end)
     }
 
-    /// [`Pacer::reserve`] only if the slot is no later than `deadline`; otherwise take
-    /// nothing and return `Err(slot)`, the slot it would have handed out. For a caller that
-    /// must send by a deadline (a lease ending): a slot it cannot use and gives up would
-    /// still push every later slot back, and callers giving up slot after slot would push
-    /// the queue ahead of themselves for ever.
+    /// Reserve the next slot only if the caller can use it now: `Ok(slot)` as
+    /// [`Pacer::reserve`], or, with nothing reserved:
+    /// - [`NotYet::AskAgainAt`]: during the first search, the next slot lies beyond the slot
+    ///   horizon of `now` (see "How far ahead" in the module docs). A caller that sleeps
+    ///   until a slot seconds away holds it at the rate of the moment it asked: when the
+    ///   rate rises, slots already handed out keep their spacing, and what the host sees
+    ///   lags the rate by the whole queue (40 senders at 10/s hold 4 s of slots).
+    /// - [`NotYet::PastDeadline`]: the slot lies after `deadline` (a lease ending). A slot
+    ///   the caller cannot use and gives up would still push every later slot back, and
+    ///   callers giving up slot after slot would push the queue ahead of themselves for ever.
     ///
     /// # Errors
-    /// The slot past `deadline` (nothing was reserved).
-    pub fn reserve_by(&self, now: Instant, deadline: Instant) -> Result<Instant, Instant> {
+    /// [`NotYet`] when no slot was reserved.
+    pub fn reserve_within(
+        &self,
+        now: Instant,
+        deadline: Option<Instant>,
+    ) -> Result<Instant, NotYet> {
         let s = &mut *self.lock();
         let pause_end = s.pauses.end();
         let rate = s.estimate.rate;
-        let at = s.schedule.peek(now, rate, self.cfg.burst, pause_end);
-        if at > deadline {
-            return Err(at);
+        let next = s.schedule.peek(now, rate, self.cfg.burst, pause_end);
+        if deadline.is_some_and(|d| next > d) {
+            return Err(NotYet::PastDeadline(next));
+        }
+        if s.estimate.first_search() {
+            let horizon = slot_horizon(rate);
+            if next > now + horizon {
+                return Err(NotYet::AskAgainAt(next - horizon));
+            }
         }
         Ok(s.schedule.reserve(now, rate, self.cfg.burst, pause_end))
     }
@@ -453,6 +495,19 @@ impl Pacer {
         // Every update leaves the state consistent, so a panicked holder is harmless.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Shortest slot horizon: how far ahead [`Pacer::reserve_near`] hands out slots at least.
+const MIN_HORIZON: Duration = Duration::from_millis(800);
+/// The slot horizon in send intervals, when that is longer than [`MIN_HORIZON`] (a caller
+/// at a low rate takes a slot two intervals ahead, not a poll per 800 ms).
+const HORIZON_INTERVALS: u32 = 2;
+
+/// How far ahead of `now` slots are handed out at `rate` (requests per second).
+fn slot_horizon(rate: f64) -> Duration {
+    schedule::interval(rate)
+        .saturating_mul(HORIZON_INTERVALS)
+        .max(MIN_HORIZON)
 }
 
 #[allow(clippy::cast_precision_loss)] // counts in one window stay far below 2^53

@@ -13,12 +13,18 @@ use crate::{Clock, ManualClock};
 const MS: Duration = Duration::from_millis(1);
 
 /// The host's limiter.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Algo {
     /// GCRA at `limit`/s with a burst of 10.
     Gcra,
+    /// GCRA at `limit`/s with a burst of a whole second's quota (`abide provider`'s
+    /// default burst).
+    GcraFullBurst,
     /// `limit` requests per 1 s window, windows aligned on whole seconds.
     FixedWindow,
+    /// The sliding window counter over 1 s windows (as abide-gate's): the current window's
+    /// count plus the previous one's, weighted by how much of it the window still covers.
+    SlidingWindow,
 }
 
 #[derive(Debug)]
@@ -28,7 +34,8 @@ struct Host {
     headers: bool,
     epoch: Instant,
     tat: Duration,
-    window: (u64, u64),
+    /// (window index, count in it, count in the one before).
+    window: (u64, u64, u64),
 }
 
 impl Host {
@@ -39,7 +46,7 @@ impl Host {
             headers,
             epoch,
             tat: Duration::ZERO,
-            window: (0, 0),
+            window: (0, 0, 0),
         }
     }
 
@@ -49,15 +56,19 @@ impl Host {
         let t = now - self.epoch;
         let quota = self.limit.round() as u64;
         let (ok, wait, remaining, reset) = match self.algo {
-            Algo::Gcra => {
+            Algo::Gcra | Algo::GcraFullBurst => {
+                let burst = match self.algo {
+                    Algo::Gcra => 10,
+                    _ => quota,
+                };
                 let interval = Duration::from_secs_f64(1.0 / self.limit);
-                let allowed = self.tat.saturating_sub(interval * 9);
+                let allowed = self.tat.saturating_sub(interval * (burst as u32 - 1));
                 let ok = t >= allowed;
                 if ok {
                     self.tat = self.tat.max(t) + interval;
                 }
                 let backlog = self.tat.saturating_sub(t).as_secs_f64() * self.limit;
-                let left = (10.0 - backlog).floor().max(0.0) as u64;
+                let left = (burst as f64 - backlog).floor().max(0.0) as u64;
                 (
                     ok,
                     allowed.saturating_sub(t),
@@ -65,17 +76,39 @@ impl Host {
                     self.tat.saturating_sub(t),
                 )
             }
-            Algo::FixedWindow => {
+            Algo::FixedWindow | Algo::SlidingWindow => {
                 let index = t.as_secs();
                 if self.window.0 != index {
-                    self.window = (index, 0);
+                    let prev = if index == self.window.0 + 1 {
+                        self.window.1
+                    } else {
+                        0
+                    };
+                    self.window = (index, 0, prev);
                 }
-                let ok = self.window.1 < quota;
+                let into = t - Duration::from_secs(index);
+                let reset = Duration::from_secs(index + 1) - t;
+                // The previous window's weight: the share of it a 1 s window ending now covers.
+                let weight = match self.algo {
+                    Algo::SlidingWindow => 1.0 - into.as_secs_f64(),
+                    _ => 0.0,
+                };
+                let used = self.window.2 as f64 * weight + self.window.1 as f64;
+                let ok = used + 1.0 <= quota as f64;
                 if ok {
                     self.window.1 += 1;
                 }
-                let reset = Duration::from_secs(index + 1) - t;
-                (ok, reset, quota - self.window.1, reset)
+                let wait = if ok || self.algo == Algo::FixedWindow || self.window.1 >= quota {
+                    reset
+                } else {
+                    // Only the previous window's weight blocks: until it has slid far enough.
+                    let keep = (quota - self.window.1 - 1) as f64 / self.window.2.max(1) as f64;
+                    Duration::from_secs_f64((1.0 - into.as_secs_f64() - keep).max(0.001))
+                };
+                let left = (quota as f64 - used - f64::from(u8::from(ok)))
+                    .floor()
+                    .max(0.0);
+                (ok, wait, left as u64, reset)
             }
         };
         let ceil = |d: Duration| Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0));
@@ -126,6 +159,10 @@ struct Run {
 }
 
 enum Sender {
+    /// No slot yet: the queue reached past the horizon; ask again at `at`.
+    Asking {
+        at: Instant,
+    },
     Waiting {
         reserved_at: Instant,
         slot: Instant,
@@ -139,10 +176,33 @@ enum Sender {
     Done,
 }
 
+/// A sender asks for a slot, as a session's delivery does.
+fn take(p: &Pacer, now: Instant) -> Sender {
+    match p.reserve_within(now, None) {
+        Ok(slot) => Sender::Waiting {
+            reserved_at: now,
+            slot,
+        },
+        Err(NotYet::AskAgainAt(at) | NotYet::PastDeadline(at)) => Sender::Asking { at },
+    }
+}
+
 /// `items` through `senders` senders with round trip `rtt` against `host`.
 #[allow(clippy::cast_precision_loss)]
 fn run(cfg: PacerConfig, algo: Algo, headers: bool, senders: usize, items: usize) -> Run {
-    let rtt = 2 * MS;
+    run_rtt(cfg, algo, headers, senders, items, 2 * MS)
+}
+
+/// [`run`] with round trip `rtt`.
+#[allow(clippy::cast_precision_loss)]
+fn run_rtt(
+    cfg: PacerConfig,
+    algo: Algo,
+    headers: bool,
+    senders: usize,
+    items: usize,
+    rtt: Duration,
+) -> Run {
     let clock = ManualClock::new(UNIX_EPOCH);
     let t0 = clock.monotonic();
     let mut host = Host::new(algo, 100.0, headers, t0);
@@ -153,15 +213,13 @@ fn run(cfg: PacerConfig, algo: Algo, headers: bool, senders: usize, items: usize
     let mut ws: Vec<Sender> = Vec::new();
     for _ in 0..senders.min(left) {
         left -= 1;
-        ws.push(Sender::Waiting {
-            reserved_at: t0,
-            slot: p.reserve(t0),
-        });
+        ws.push(take(&p, t0));
     }
     while out.delivered < items && clock.monotonic() < t0 + Duration::from_secs(600) {
         let now = clock.monotonic();
         for w in &mut ws {
             match w {
+                Sender::Asking { at } if now >= *at => *w = take(&p, now),
                 Sender::Waiting { reserved_at, slot } if now >= *slot => {
                     if p.admit(now).is_ok() {
                         let (accepted, verdict) = host.handle(now);
@@ -172,10 +230,7 @@ fn run(cfg: PacerConfig, algo: Algo, headers: bool, senders: usize, items: usize
                             verdict,
                         };
                     } else {
-                        *w = Sender::Waiting {
-                            reserved_at: now,
-                            slot: p.reserve(now),
-                        };
+                        *w = take(&p, now);
                     }
                 }
                 Sender::OnTheWire {
@@ -211,14 +266,7 @@ fn run(cfg: PacerConfig, algo: Algo, headers: bool, senders: usize, items: usize
                     if out.first_ceiling.is_none() && p.snapshot(now).decreases > 0 {
                         out.first_ceiling = Some(p.ceiling().unwrap_or(0.0));
                     }
-                    *w = if next {
-                        Sender::Waiting {
-                            reserved_at: now,
-                            slot: p.reserve(now),
-                        }
-                    } else {
-                        Sender::Done
-                    };
+                    *w = if next { take(&p, now) } else { Sender::Done };
                 }
                 _ => {}
             }
@@ -242,6 +290,33 @@ fn cold_start_report() {
             println!(
                 "{algo:?} headers={headers}: done {:?} eff {:.3} throttles {} first {:?} ceiling {:?}",
                 r.done, efficiency(&r), r.throttles, r.first_throttle, r.first_ceiling
+            );
+            assert_eq!(r.delivered, 3000);
+        }
+    }
+}
+
+/// Not a test of speed: the search against every limiter model, cold (1/s per sender) and
+/// from the in-process default of 10/s, at 2 ms and 20 ms round trips (`--nocapture`).
+#[test]
+fn search_matrix_report() {
+    let algos = [
+        Algo::Gcra,
+        Algo::GcraFullBurst,
+        Algo::FixedWindow,
+        Algo::SlidingWindow,
+    ];
+    for algo in algos {
+        for (start, rtt) in [(40.0, 2 * MS), (10.0, 20 * MS)] {
+            let cfg = PacerConfig {
+                initial_rate: start,
+                ..PacerConfig::default()
+            };
+            let r = run_rtt(cfg, algo, false, 40, 3000, rtt);
+            println!(
+                "{algo:?} start {start} rtt {rtt:?}: done {:.1}s eff {:.3} 429s {} first {:?} ceiling {:?}",
+                r.done.as_secs_f64(), efficiency(&r), r.throttles, r.first_throttle,
+                r.first_ceiling.map(|c| c.round())
             );
             assert_eq!(r.delivered, 3000);
         }
@@ -367,4 +442,38 @@ fn the_search_never_climbs_above_one_and_a_quarter_times_what_was_accepted() {
         }
         assert!(climbs > 10, "{algo:?}/{senders}: {climbs} climbs");
     }
+}
+
+#[test]
+fn a_first_target_below_the_start_makes_the_old_slots_echoes() {
+    let clock = ManualClock::new(UNIX_EPOCH);
+    let t0 = clock.monotonic();
+    let start = PacerConfig {
+        initial_rate: 150.0,
+        ..PacerConfig::default()
+    };
+    let p = Pacer::new(start, t0);
+    // 24 senders take a slot each at 150/s: 160 ms of slots.
+    let slots: Vec<Instant> = (0..24).map(|_| p.reserve(t0)).collect();
+    assert!(slots[23] - t0 >= Duration::from_millis(150));
+    let mut host = Host::new(Algo::FixedWindow, 75.0, true, t0);
+    let (_, v) = host.handle(t0);
+    clock.advance(60 * MS);
+    p.on_verdict_for(clock.monotonic(), t0, &v);
+    assert!((p.rate() - 72.75).abs() < 1e-9, "{}", p.rate());
+    // A throttle (say, an unadvertised concurrency cap) for a slot reserved at 150/s is an
+    // echo of the start, not evidence against the target: no decrease, no ceiling.
+    let throttle = Verdict {
+        class: VerdictClass::Throttle,
+        ..v
+    };
+    clock.advance(10 * MS);
+    p.on_verdict_for(clock.monotonic(), t0, &throttle);
+    assert_eq!(p.snapshot(clock.monotonic()).decreases, 0);
+    assert_eq!(p.ceiling(), None);
+    assert!((p.rate() - 72.75).abs() < 1e-9, "{}", p.rate());
+    // The queue handed out at 150/s was re-costed at the target: the next free slot lies
+    // beyond it by twice what was left of it (at most twice, as after a decrease).
+    let next = p.reserve(clock.monotonic());
+    assert!(next - t0 >= Duration::from_millis(250), "{:?}", next - t0);
 }

@@ -9,6 +9,7 @@ use rand::RngCore;
 use super::decide::{decide, DecideInput, Decision};
 use super::{BudgetRole, ItemContext, Session};
 use crate::classify::{Observation, Verdict, VerdictClass};
+use crate::pacer::NotYet;
 use crate::retry_after::RetryDelay;
 
 /// What the caller does next, from [`Delivery::poll`].
@@ -149,21 +150,27 @@ impl Delivery {
                             return hand_back(left, HandBackReason::ProviderPaused);
                         }
                     }
-                    // A slot past `send_by` is not taken: given up, it would still
-                    // push every later slot back (a queue of them stalled whole runs).
-                    let at = match self.item.send_by {
-                        None => s.pacer().reserve(now),
-                        Some(by) => {
-                            let deadline = now + by.duration_since(wall).unwrap_or_default();
-                            match s.pacer().reserve_by(now, deadline) {
-                                Ok(at) => at,
-                                Err(at) => {
-                                    return hand_back(
-                                        at.saturating_duration_since(now),
-                                        HandBackReason::LeaseNearExpiry,
-                                    );
-                                }
+                    // A slot past `send_by` is not taken: given up, it would still push
+                    // every later slot back (a queue of them stalled whole runs). A slot
+                    // beyond the horizon is asked for again then, at the rate of then.
+                    let deadline = self
+                        .item
+                        .send_by
+                        .map(|by| now + by.duration_since(wall).unwrap_or_default());
+                    let at = match s.pacer().reserve_within(now, deadline) {
+                        Ok(at) => at,
+                        Err(NotYet::PastDeadline(at)) => {
+                            return hand_back(
+                                at.saturating_duration_since(now),
+                                HandBackReason::LeaseNearExpiry,
+                            );
+                        }
+                        Err(NotYet::AskAgainAt(later)) => {
+                            let wait = later - now;
+                            if self.item.send_by.is_some_and(|by| wall + wait >= by) {
+                                return hand_back(wait, HandBackReason::LeaseNearExpiry);
                             }
+                            return Step::WaitUntil(later);
                         }
                     };
                     let slot = Slot {

@@ -107,13 +107,60 @@ fn a_throttle_pauses_the_host_and_a_long_pause_hands_items_back() {
             reason: HandBackReason::ProviderPaused
         }
     );
-    // Within `hold_through_pause` of the end, a delivery waits instead.
+    // Within `hold_through_pause` of the end, a delivery waits instead, and sends at the end
+    // of the pause, not before.
     r.clock.advance(secs(29));
+    let end = r.mono() + secs(1);
     let mut late = r.session.delivery(ItemContext::first(r.wall()));
-    match r.poll(&mut late) {
-        Step::WaitUntil(at) => assert!(at >= r.mono() + secs(1)),
-        other => panic!("{other:?}"),
+    assert!(matches!(r.poll(&mut late), Step::WaitUntil(_)));
+    assert_eq!(r.until_sent(&mut late), Step::Send);
+    assert_eq!(r.mono(), end);
+}
+
+#[test]
+fn a_delivery_takes_no_slot_beyond_the_horizon_and_the_rate_of_then_applies() {
+    let cfg = SessionConfig {
+        pacer: PacerConfig {
+            initial_rate: 10.0,
+            ..PacerConfig::default()
+        },
+        ..SessionConfig::default()
+    };
+    let mut r = Rig::new(cfg);
+    let t0 = r.mono();
+    // 40 deliveries at 10/s: those whose slot lies within 800 ms take one; the rest wait
+    // without one (a queue of 4 s of slots would hold them at 10/s whatever comes next).
+    let mut ds: Vec<Delivery> = (0..40)
+        .map(|_| r.session.delivery(ItemContext::first(r.wall())))
+        .collect();
+    let steps: Vec<Step> = ds.iter_mut().map(|d| r.poll(d)).collect();
+    let holding = r.session.pacer().slot_counts().total();
+    assert_eq!(holding, 9, "{steps:?}");
+    for s in &steps[9..] {
+        assert_eq!(*s, Step::WaitUntil(t0 + Duration::from_millis(100)));
     }
+    // The rate doubles before they ask again: the queue runs at the new rate at once.
+    let ok = crate::classify::Verdict {
+        class: VerdictClass::Success,
+        reason: String::new(),
+        retry_after: None,
+        rate_limit: None,
+    };
+    for _ in 0..2 {
+        r.clock.advance(Duration::from_millis(100));
+        let now = r.mono();
+        r.session.pacer().on_verdict_for(now, t0, &ok);
+    }
+    let rate = r.session.pacer().rate();
+    assert!(rate > 10.0, "{rate}");
+    let gap = Duration::from_secs_f64(1.0 / rate);
+    let first = t0 + Duration::from_millis(900);
+    assert_eq!(r.poll(&mut ds[9]), Step::WaitUntil(first));
+    let second = match r.poll(&mut ds[10]) {
+        Step::WaitUntil(at) => at,
+        other => panic!("{other:?}"),
+    };
+    assert!(second - first <= gap, "{:?} at {rate}/s", second - first);
 }
 
 #[test]
