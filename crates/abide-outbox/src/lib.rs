@@ -32,12 +32,16 @@
 //!   [`abide_core::Session`] (pace, pauses, retry budget, rules), and a completer;
 //!   [`Progress`] snapshots.
 //! - [`transport`]: the [`Transport`] seam: [`HttpTransport`] (reqwest),
-//!   [`ScriptedTransport`] (answers from a script, for tests and benchmarks).
+//!   [`SmppTransport`] (SMPP 3.4 on rusmpp: one bind per provider, a window of
+//!   outstanding `submit_sm`, delivery receipts), [`ScriptedTransport`] (answers from a
+//!   script, for tests and benchmarks).
 //! - [`coord`]: several nodes sharing each provider's limit through Redis
 //!   ([`RedisCoordination`], abide-core's [`abide_core::Coordination`] seam).
 //! - [`credentials`]: where tokens come from ([`EnvCredentials`] at the CLI edge,
 //!   [`StaticCredentials`] in tests and for library users).
 //! - [`path`]: item paths confined below the provider's base path ([`path::confine`]).
+//! - [`receipt`]: delivery receipts ([`Receipt`], [`ReceiptState`], [`ReceiptCounts`]),
+//!   stored apart from items and matched to them by `message_id`.
 //! - [`echo`]: what may be shown of input: bounded ([`echo::clip`]), without credentials
 //!   ([`echo::redact_url`]).
 //! - [`sleep`]: how waiting is done ([`TokioSleeper`], [`ManualSleeper`] for tests).
@@ -55,6 +59,7 @@ pub mod lock;
 pub mod model;
 pub mod path;
 pub mod progress;
+pub mod receipt;
 pub mod sleep;
 pub mod state;
 pub mod store;
@@ -72,7 +77,10 @@ pub use model::{
     RemoteCode, Request, RequeueFilter, SendMark, StoredAttempt,
 };
 pub use progress::{LastPause, Progress, ProviderProgress, Totals};
+pub use receipt::{Receipt, ReceiptCounts, ReceiptState};
 pub use sleep::{ManualSleeper, Sleeper, TokioSleeper};
 pub use state::{transition, Event, IllegalTransition, State};
 pub use store::{AnyStore, Dialect, PostgresStore, SqlStore, SqliteStore, Store};
-pub use transport::{HttpTransport, Response, ScriptedTransport, Transport};
+pub use transport::{
+    HttpTransport, Response, ScriptedTransport, SmppStats, SmppTransport, Transport,
+};

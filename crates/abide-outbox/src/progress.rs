@@ -8,6 +8,8 @@ use abide_core::{Verdict, Warning};
 use serde::{Serialize, Serializer};
 
 use crate::model::Counts;
+use crate::receipt::ReceiptCounts;
+use crate::transport::SmppStats;
 
 /// Counters of what this dispatcher did (since it started). Cheap atomics.
 #[derive(Debug, Default)]
@@ -197,6 +199,11 @@ pub struct ProviderProgress {
     pub coordination: abide_core::CoordinationStatus,
     /// Items per state currently targeting this provider.
     pub counts: Counts,
+    /// Delivery receipts of this provider's items, and those matching none (SMPP).
+    pub receipts: ReceiptCounts,
+    /// What this provider's SMPP bind has seen (binds, drops, timeouts); `None` over HTTP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub smpp: Option<SmppStats>,
     /// What was done for this provider.
     pub totals: Totals,
 }
@@ -206,6 +213,8 @@ pub struct ProviderProgress {
 pub struct Progress {
     /// Items per state in the store (all providers).
     pub counts: Counts,
+    /// Delivery receipts in the store (all providers), matched to items or not.
+    pub receipts: ReceiptCounts,
     /// Totals over all providers.
     pub totals: Totals,
     /// Per provider, in configuration order.

@@ -1,5 +1,6 @@
 //! The providers file as written (TOML), and its validation into [`super::ProviderConfig`].
 
+use super::smpp::{address_url, not_for, FileSmpp};
 use super::*;
 
 #[derive(Deserialize)]
@@ -21,7 +22,8 @@ pub(super) struct FileCoordination {
 #[serde(deny_unknown_fields)]
 pub(super) struct FileProvider {
     name: String,
-    base_url: String,
+    transport: Option<String>,
+    base_url: Option<String>,
     credentials_env: Option<String>,
     auth_header: Option<String>,
     rate_hint: Option<f64>,
@@ -38,6 +40,39 @@ pub(super) struct FileProvider {
     classify: ClassifyOverrides,
     rate_limit_dialect: Option<String>,
     failover: Option<FileFailover>,
+    // SMPP (transport = "smpp"); see `super::smpp`.
+    address: Option<String>,
+    system_id: Option<String>,
+    password_env: Option<String>,
+    system_type: Option<String>,
+    window: Option<usize>,
+    source_addr: Option<String>,
+    source_addr_ton: Option<u8>,
+    source_addr_npi: Option<u8>,
+    dest_addr_ton: Option<u8>,
+    dest_addr_npi: Option<u8>,
+    enquire_link_interval: Option<f64>,
+    pdu_timeout: Option<f64>,
+}
+
+impl FileProvider {
+    /// The SMPP keys, split off.
+    fn take_smpp(&mut self) -> FileSmpp {
+        FileSmpp {
+            address: self.address.take(),
+            system_id: self.system_id.take(),
+            password_env: self.password_env.take(),
+            system_type: self.system_type.take(),
+            window: self.window.take(),
+            source_addr: self.source_addr.take(),
+            source_addr_ton: self.source_addr_ton.take(),
+            source_addr_npi: self.source_addr_npi.take(),
+            dest_addr_ton: self.dest_addr_ton.take(),
+            dest_addr_npi: self.dest_addr_npi.take(),
+            enquire_link_interval: self.enquire_link_interval.take(),
+            pdu_timeout: self.pdu_timeout.take(),
+        }
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -108,8 +143,8 @@ pub(super) fn toml_error(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
-pub(super) fn validate_provider(p: FileProvider) -> Result<ProviderConfig> {
-    let name = p.name;
+pub(super) fn validate_provider(mut p: FileProvider) -> Result<ProviderConfig> {
+    let name = std::mem::take(&mut p.name);
     if name.is_empty()
         || name.len() > MAX_PROVIDER_NAME_LEN
         || !name
@@ -124,42 +159,57 @@ pub(super) fn validate_provider(p: FileProvider) -> Result<ProviderConfig> {
         ));
     }
     let n = name.as_str();
-    if p.base_url.len() > MAX_BASE_URL_LEN {
-        return Err(invalid(
-            n,
-            "base_url",
-            format!(
-                "is {} bytes; the limit is {MAX_BASE_URL_LEN}",
-                p.base_url.len()
-            ),
-        ));
-    }
-    // The URL is shown without its password even when it does not parse (a password
-    // makes it unusable here anyway; see below).
-    let base_url = reqwest::Url::parse(&p.base_url).map_err(|e| {
-        invalid(
-            n,
-            "base_url",
-            format!("{}: {e}", clip(&echo::redact_url(&p.base_url))),
-        )
-    })?;
-    if !matches!(base_url.scheme(), "http" | "https") || base_url.host_str().is_none() {
-        return Err(invalid(
-            n,
-            "base_url",
-            "must be an http or https URL with a host",
-        ));
-    }
-    if base_url.query().is_some() || base_url.fragment().is_some() {
-        return Err(invalid(n, "base_url", "must not have a query or fragment"));
-    }
-    if !base_url.username().is_empty() || base_url.password().is_some() {
-        return Err(invalid(
-            n,
-            "base_url",
-            "must not embed credentials; use credentials_env",
-        ));
-    }
+    let smpp_keys = p.take_smpp();
+    let smpp = match p.transport.as_deref().unwrap_or("http") {
+        "http" => {
+            if let Some(field) = smpp_keys.set_fields().first() {
+                return Err(not_for(n, field, "http"));
+            }
+            if !p.classify.smpp.is_empty() {
+                return Err(not_for(n, "classify.smpp", "http"));
+            }
+            None
+        }
+        "smpp" => {
+            for (set, field) in [
+                (p.base_url.is_some(), "base_url"),
+                (p.credentials_env.is_some(), "credentials_env"),
+                (p.auth_header.is_some(), "auth_header"),
+                (p.idempotency_key_header.is_some(), "idempotency_key_header"),
+                (p.timeout_secs.is_some(), "timeout_secs"),
+                (p.concurrency.is_some(), "concurrency"),
+                (p.rate_limit_dialect.is_some(), "rate_limit_dialect"),
+                (
+                    p.pacer.use_rate_limit_headers.is_some(),
+                    "pacer.use_rate_limit_headers",
+                ),
+                (!p.classify.http.is_empty(), "classify.http"),
+            ] {
+                if set {
+                    return Err(not_for(n, field, "smpp"));
+                }
+            }
+            Some(smpp_keys.validate(n)?)
+        }
+        other => {
+            return Err(invalid(
+                n,
+                "transport",
+                format!(
+                    "{} is not a transport; use \"http\" or \"smpp\"",
+                    clip(other)
+                ),
+            ))
+        }
+    };
+    let base_url = match &smpp {
+        Some(s) => address_url(n, &s.address)?,
+        None => http_base_url(n, p.base_url.take())?,
+    };
+    let (concurrency, timeout) = match &smpp {
+        Some(s) => (s.window, s.attempt_timeout()),
+        None => http_limits(n, p.concurrency, p.timeout_secs)?,
+    };
     if let Some(var) = &p.credentials_env {
         if var.is_empty()
             || var.len() > MAX_HEADER_NAME_LEN
@@ -192,18 +242,6 @@ pub(super) fn validate_provider(p: FileProvider) -> Result<ProviderConfig> {
             "rate_hint",
             format!("must be in (0, {MAX_RATE_HINT}] requests per second"),
         ));
-    }
-    let concurrency = p.concurrency.unwrap_or(4);
-    if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
-        return Err(invalid(
-            n,
-            "concurrency",
-            format!("must be 1..={MAX_CONCURRENCY}"),
-        ));
-    }
-    let timeout_secs = p.timeout_secs.unwrap_or(10.0);
-    if !(timeout_secs.is_finite() && (0.001..=600.0).contains(&timeout_secs)) {
-        return Err(invalid(n, "timeout_secs", "must be in [0.001, 600]"));
     }
     let idem = p
         .idempotency_key_header
@@ -328,7 +366,8 @@ pub(super) fn validate_provider(p: FileProvider) -> Result<ProviderConfig> {
         auth_header,
         rate_hint,
         concurrency,
-        timeout: Duration::from_secs_f64(timeout_secs),
+        timeout,
+        smpp,
         idempotency_key_header,
         retry,
         budget,
@@ -338,4 +377,71 @@ pub(super) fn validate_provider(p: FileProvider) -> Result<ProviderConfig> {
         failover,
         name,
     })
+}
+
+/// The `base_url` of an HTTP provider: required, http(s), with a host, no query,
+/// fragment or credentials; shown without its password when it does not parse.
+fn http_base_url(n: &str, raw: Option<String>) -> Result<reqwest::Url> {
+    let Some(raw) = raw else {
+        return Err(invalid(
+            n,
+            "base_url",
+            "required (or set transport = \"smpp\")",
+        ));
+    };
+    if raw.len() > MAX_BASE_URL_LEN {
+        return Err(invalid(
+            n,
+            "base_url",
+            format!("is {} bytes; the limit is {MAX_BASE_URL_LEN}", raw.len()),
+        ));
+    }
+    // The URL is shown without its password even when it does not parse (a password
+    // makes it unusable here anyway; see below).
+    let base_url = reqwest::Url::parse(&raw).map_err(|e| {
+        invalid(
+            n,
+            "base_url",
+            format!("{}: {e}", clip(&echo::redact_url(&raw))),
+        )
+    })?;
+    if !matches!(base_url.scheme(), "http" | "https") || base_url.host_str().is_none() {
+        return Err(invalid(
+            n,
+            "base_url",
+            "must be an http or https URL with a host",
+        ));
+    }
+    if base_url.query().is_some() || base_url.fragment().is_some() {
+        return Err(invalid(n, "base_url", "must not have a query or fragment"));
+    }
+    if !base_url.username().is_empty() || base_url.password().is_some() {
+        return Err(invalid(
+            n,
+            "base_url",
+            "must not embed credentials; use credentials_env",
+        ));
+    }
+    Ok(base_url)
+}
+
+/// `concurrency` and `timeout_secs` of an HTTP provider.
+fn http_limits(
+    n: &str,
+    concurrency: Option<usize>,
+    timeout_secs: Option<f64>,
+) -> Result<(usize, Duration)> {
+    let concurrency = concurrency.unwrap_or(4);
+    if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
+        return Err(invalid(
+            n,
+            "concurrency",
+            format!("must be 1..={MAX_CONCURRENCY}"),
+        ));
+    }
+    let timeout_secs = timeout_secs.unwrap_or(10.0);
+    if !(timeout_secs.is_finite() && (0.001..=600.0).contains(&timeout_secs)) {
+        return Err(invalid(n, "timeout_secs", "must be in [0.001, 600]"));
+    }
+    Ok((concurrency, Duration::from_secs_f64(timeout_secs)))
 }

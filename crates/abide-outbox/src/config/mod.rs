@@ -38,6 +38,12 @@
 //!
 //! Every field but `name` and `base_url` is optional; see [`ProviderConfig`] for the
 //! defaults. Validation errors name the provider and the field.
+//!
+//! A provider reached over SMPP 3.4 says `transport = "smpp"` and replaces the HTTP keys
+//! (`base_url`, `credentials_env`, `auth_header`, `idempotency_key_header`,
+//! `timeout_secs`, `concurrency`, `rate_limit_dialect`, `pacer.use_rate_limit_headers`,
+//! `classify.http`) with its own (see [`SmppConfig`]); a key of the other transport is
+//! refused by name.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -55,6 +61,11 @@ use crate::error::{Error, Result};
 use crate::model::{NewItem, MAX_HEADER_NAME_LEN, MAX_PROVIDER_NAME_LEN};
 
 mod file;
+mod smpp;
+
+pub use smpp::{
+    SmppConfig, MAX_ADDR_LEN, MAX_PASSWORD_LEN, MAX_SYSTEM_ID_LEN, MAX_SYSTEM_TYPE_LEN, MAX_WINDOW,
+};
 
 use file::{invalid, toml_error, validate_provider, FileConfig};
 
@@ -87,11 +98,16 @@ pub struct Config {
 /// - `pacer`: see [`PacerSettings`]
 /// - `rate_limit_dialect`: `auto` (see [`abide_core::ratelimit`])
 /// - no credentials, no classification overrides, no failover
+///
+/// An SMPP provider (`smpp` is set) has `concurrency` = its `window` and `timeout` = two
+/// `pdu_timeout`s (the wait for a bind, then for the response); its HTTP fields keep
+/// their defaults and are not used.
 #[derive(Clone, PartialEq)]
 pub struct ProviderConfig {
     /// Unique name items refer to.
     pub name: String,
-    /// Base URL; item paths are appended to it.
+    /// Base URL; item paths are appended to it. For an SMPP provider, `smpp://` and its
+    /// `address` (shown, never sent to).
     pub base_url: reqwest::Url,
     /// Name of the environment variable holding the token (never the token itself).
     pub credentials_env: Option<String>,
@@ -102,8 +118,10 @@ pub struct ProviderConfig {
     pub rate_hint: Option<f64>,
     /// Concurrent senders.
     pub concurrency: usize,
-    /// Per-request timeout.
+    /// Longest time one attempt may take (per-request timeout).
     pub timeout: Duration,
+    /// Set when the provider is an SMSC reached over SMPP 3.4 (`transport = "smpp"`).
+    pub smpp: Option<SmppConfig>,
     /// Header carrying the item's idempotency key.
     pub idempotency_key_header: http::HeaderName,
     /// Attempt caps and backoff.
@@ -134,6 +152,7 @@ impl fmt::Debug for ProviderConfig {
             .field("rate_hint", &self.rate_hint)
             .field("concurrency", &self.concurrency)
             .field("timeout", &self.timeout)
+            .field("smpp", &self.smpp)
             .field("idempotency_key_header", &self.idempotency_key_header)
             .field("retry", &self.retry)
             .field("pacer", &self.pacer)
@@ -330,7 +349,9 @@ impl Config {
         self.providers.iter().find(|p| p.name == name)
     }
 
-    /// Check that `item` is well formed and targets a configured provider, that its path
+    /// Check that `item` is well formed and targets a configured provider. For an SMPP
+    /// provider, that it is an SMS that provider can send
+    /// ([`crate::transport::smpp::message`]). For an HTTP provider, that its path
     /// stays below the provider's base path ([`crate::path::confine`]), and that it
     /// carries neither that provider's idempotency-key header (abide sends the item's key
     /// there) nor its auth header (a secret).
@@ -344,6 +365,12 @@ impl Config {
                 echo::MAX_ECHO_BYTES,
             )));
         };
+        if let Some(smpp) = &p.smpp {
+            item.validate()?;
+            return crate::transport::smpp::message::check(&item.request, smpp).map_err(|e| {
+                Error::InvalidRequest(format!("{e} (provider {:?} sends SMS over SMPP)", p.name))
+            });
+        }
         // Before `validate`, which checks the path too but cannot name the base path.
         crate::path::confine(&p.base_url, &item.request.path).map_err(|e| {
             Error::InvalidRequest(format!(

@@ -25,6 +25,7 @@ mod complete;
 mod health;
 mod maintain;
 mod mark;
+mod receipts;
 mod runtime;
 mod send;
 
@@ -45,7 +46,7 @@ use crate::model::{Completion, Enqueued, Item, NewItem};
 use crate::progress::{Progress, ProviderProgress, Stats, Totals};
 use crate::sleep::{Sleeper, TokioSleeper};
 use crate::store::Store;
-use crate::transport::{HttpTransport, Transport};
+use crate::transport::{HttpTransport, SmppTransport, Transport};
 use runtime::ProviderRuntime;
 
 /// How much longer than a provider's request timeout the lease must be: an attempt that
@@ -160,8 +161,9 @@ pub(super) type Done = (usize, Completion);
 
 impl<S: Store> Dispatcher<S> {
     /// A dispatcher over `store` for the providers in `config`, reading time from `clock`,
-    /// sending over HTTP with credentials from `opts.credentials` (default: the
-    /// environment variables the providers file names).
+    /// sending over HTTP (or SMPP, for providers with `transport = "smpp"`) with
+    /// credentials from `opts.credentials` (default: the environment variables the
+    /// providers file names).
     ///
     /// # Errors
     /// [`crate::Error::Config`] if the HTTP client cannot be built, or naming the first
@@ -180,7 +182,8 @@ impl<S: Store> Dispatcher<S> {
         Self::with_client(store, config, clock, opts, client)
     }
 
-    /// Like [`Dispatcher::new`] with a caller-built HTTP client (keep redirects off).
+    /// Like [`Dispatcher::new`] with a caller-built HTTP client (keep redirects off) for
+    /// its HTTP providers.
     ///
     /// # Errors
     /// [`crate::Error::Config`] naming the first provider whose request timeout +
@@ -197,13 +200,14 @@ impl<S: Store> Dispatcher<S> {
             .clone()
             .unwrap_or_else(|| Arc::new(EnvCredentials));
         let max_body = opts.max_response_body;
-        Self::with_transports(store, config, clock, opts, |p| {
-            Arc::new(HttpTransport::new(
+        Self::with_transports(store, config, clock, opts, |p| match &p.smpp {
+            Some(smpp) => Arc::new(SmppTransport::new(&p.name, smpp, Arc::clone(&source))),
+            None => Arc::new(HttpTransport::new(
                 p,
                 client.clone(),
                 Arc::clone(&source),
                 max_body,
-            ))
+            )),
         })
     }
 
@@ -337,6 +341,20 @@ impl<S: Store> Dispatcher<S> {
         self.runtime(name).map(|rt| Arc::clone(rt.session.budget()))
     }
 
+    /// What the SMPP transport of provider `name` has seen (binds, drops, timeouts,
+    /// receipts); `None` for other transports.
+    pub fn smpp_stats(&self, name: &str) -> Option<crate::transport::SmppStats> {
+        self.runtime(name).and_then(|rt| rt.transport.smpp_stats())
+    }
+
+    /// Say goodbye to every provider (SMPP: `unbind`, waiting up to its `pdu_timeout`).
+    /// Call it once, after the last run; later sends fail as connection failures.
+    pub async fn close(&self) {
+        for rt in &self.inner.providers {
+            rt.transport.close().await;
+        }
+    }
+
     fn runtime(&self, name: &str) -> Option<&Arc<ProviderRuntime>> {
         self.inner.providers.iter().find(|rt| rt.cfg.name == name)
     }
@@ -377,6 +395,7 @@ impl<S: Store> Dispatcher<S> {
         let now = inner.clock.now();
         let mono = inner.clock.monotonic();
         let counts = inner.store.counts_by_state(None).await?;
+        let receipts = inner.store.receipt_counts(None).await?;
         let mut providers = Vec::with_capacity(inner.providers.len());
         let mut totals = Totals::default();
         for rt in &inner.providers {
@@ -402,11 +421,14 @@ impl<S: Store> Dispatcher<S> {
                     c
                 },
                 counts: inner.store.counts_by_state(Some(&rt.cfg.name)).await?,
+                receipts: inner.store.receipt_counts(Some(&rt.cfg.name)).await?,
+                smpp: rt.transport.smpp_stats(),
                 totals: t,
             });
         }
         Ok(Progress {
             counts,
+            receipts,
             totals,
             providers,
             elapsed: mono.saturating_duration_since(inner.started),
@@ -465,6 +487,14 @@ impl<S: Store> Dispatcher<S> {
             let cap = (rt.cfg.concurrency * 2).max(self.inner.opts.claim_batch.min(256));
             let (item_tx, item_rx) = mpsc::channel::<Item>(cap);
             let item_rx = Arc::new(Mutex::new(item_rx));
+            if let Some(inbox) = rt.transport.receipts() {
+                workers.spawn(receipts::recorder(
+                    Arc::clone(&self.inner),
+                    Arc::clone(rt),
+                    inbox,
+                    stop_rx.clone(),
+                ));
+            }
             workers.spawn(claim::claimer(
                 Arc::clone(&self.inner),
                 Arc::clone(rt),

@@ -78,6 +78,7 @@ mod tests {
             moved_by,
             lease_owner: Some("o".into()),
             lease_expires_at: None,
+            message_id: None,
         }
     }
 

@@ -101,6 +101,7 @@ fn hand_back(
         },
         attempts,
         last_provider_code,
+        message_id: None,
     }
 }
 
@@ -222,12 +223,17 @@ async fn attempt<S: Store>(
         };
         let code = record.remote.to_string();
         records.push(record);
+        let message_id = match outcome {
+            Outcome::Submitted => response.message_id().map(str::to_owned),
+            _ => None,
+        };
         return Completion {
             id: item.id.clone(),
             lease_owner: item.lease_owner.clone().unwrap_or_default(),
             outcome,
             attempts: records,
             last_provider_code: Some(code),
+            message_id,
         };
     }
 }

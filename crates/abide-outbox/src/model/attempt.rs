@@ -122,6 +122,9 @@ pub struct Completion {
     pub attempts: Vec<AttemptRecord>,
     /// The last thing the provider said, stored on the item.
     pub last_provider_code: Option<String>,
+    /// The remote's id of the message, stored on the item with an accepting outcome
+    /// ([`Outcome::Submitted`]); ignored otherwise.
+    pub message_id: Option<String>,
 }
 
 /// A request about to go on the wire, for [`crate::Store::mark_sent`]: the item and the

@@ -149,6 +149,10 @@ pub struct Item {
     /// When the lease runs out (UTC; RFC 3339).
     #[serde(serialize_with = "ser::rfc3339_opt")]
     pub lease_expires_at: Option<SystemTime>,
+    /// The remote's id of the accepted message (an SMSC's `submit_sm_resp` `message_id`),
+    /// which its delivery receipts name. Left out of JSON when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 /// Prefix of [`Item::reason`] set by a fail-over (`failed_over_from:<provider>`). Shown

@@ -172,6 +172,7 @@ fn times_serialise_as_rfc3339_and_durations_as_milliseconds() {
         moved_by: None,
         lease_owner: None,
         lease_expires_at: None,
+        message_id: None,
     };
     let v = serde_json::to_value(&item).unwrap();
     assert_eq!(v["created_at"], "2025-06-15T15:06:40.123Z");

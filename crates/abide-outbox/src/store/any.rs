@@ -9,6 +9,7 @@ use crate::model::{
     Completion, Counts, Enqueued, Item, ListFilter, NewItem, RemoteCode, RequeueFilter, SendMark,
     StoredAttempt,
 };
+use crate::receipt::{Receipt, ReceiptCounts, ReceiptState};
 use crate::state::State;
 
 /// Either backend, chosen by [`AnyStore::connect`]. Native `async fn` traits are not
@@ -183,5 +184,14 @@ impl Store for AnyStore {
     }
     async fn remote_counts(&self, provider: Option<&str>) -> Result<Vec<(RemoteCode, u64)>> {
         delegate!(self, s => s.remote_counts(provider))
+    }
+    async fn record_receipts(&self, receipts: &[Receipt]) -> Result<()> {
+        delegate!(self, s => s.record_receipts(receipts))
+    }
+    async fn receipt_counts(&self, provider: Option<&str>) -> Result<ReceiptCounts> {
+        delegate!(self, s => s.receipt_counts(provider))
+    }
+    async fn receipt_of(&self, id: &str) -> Result<Option<(ReceiptState, SystemTime)>> {
+        delegate!(self, s => s.receipt_of(id))
     }
 }

@@ -31,6 +31,7 @@ use crate::model::{
     Completion, Counts, Enqueued, Item, ListFilter, NewItem, RemoteCode, RequeueFilter, SendMark,
     StoredAttempt,
 };
+use crate::receipt::{Receipt, ReceiptCounts, ReceiptState};
 use crate::state::State;
 
 mod any;
@@ -258,4 +259,32 @@ pub trait Store: Clone + Send + Sync + 'static {
         &self,
         provider: Option<&str>,
     ) -> impl Future<Output = Result<Vec<(RemoteCode, u64)>>> + Send;
+
+    /// Store delivery receipts in one transaction, each keyed by its provider and
+    /// `message_id` (a later receipt for the same id replaces the earlier one). Never
+    /// touches an item: receipts are matched to items when read, so one that arrives
+    /// before its item's acceptance is written is matched once it is.
+    ///
+    /// # Errors
+    /// Database errors (nothing stored).
+    fn record_receipts(&self, receipts: &[Receipt]) -> impl Future<Output = Result<()>> + Send;
+
+    /// Items per receipt state (for `provider`, or all), and the receipts that match no
+    /// item ([`ReceiptCounts::unmatched`]). One query.
+    ///
+    /// # Errors
+    /// Database errors, [`Error::Corrupt`](crate::Error::Corrupt) for an unknown state.
+    fn receipt_counts(
+        &self,
+        provider: Option<&str>,
+    ) -> impl Future<Output = Result<ReceiptCounts>> + Send;
+
+    /// The receipt of item `id` (state, when received), if one arrived.
+    ///
+    /// # Errors
+    /// Database errors, [`Error::Corrupt`](crate::Error::Corrupt) for an unknown state.
+    fn receipt_of(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<(ReceiptState, SystemTime)>>> + Send;
 }

@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::model::{to_ms, AttemptRecord, Completion, Outcome};
 use crate::state::{transition, Event, State};
 
-/// Most completions in one batched `UPDATE` (7 parameters each, well under SQLite's
+/// Most completions in one batched `UPDATE` (8 parameters each, well under SQLite's
 /// 32,766 and Postgres' 65,535).
 pub(crate) const MAX_COMPLETE_ROWS: usize = 256;
 /// Most attempts rows in one multi-row `INSERT` (11 parameters each).
@@ -23,6 +23,7 @@ pub(crate) struct Planned<'a> {
     pub(crate) next: Option<i64>,
     pub(crate) code: Option<&'a str>,
     pub(crate) reason: Option<&'a str>,
+    pub(crate) message_id: Option<&'a str>,
 }
 
 /// The target state and column values of completion `index`, or why the state table
@@ -56,6 +57,11 @@ pub(crate) fn plan_completion(index: usize, c: &Completion) -> Result<Planned<'_
         next,
         code: c.last_provider_code.as_deref(),
         reason,
+        // Only an acceptance names the remote's id; anything else keeps what is stored.
+        message_id: match c.outcome {
+            Outcome::Submitted => c.message_id.as_deref(),
+            _ => None,
+        },
     })
 }
 

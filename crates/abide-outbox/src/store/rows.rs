@@ -48,6 +48,7 @@ pub(crate) struct RawItem {
     moved_by: Option<String>,
     lease_owner: Option<String>,
     lease_expires_at_ms: Option<i64>,
+    message_id: Option<String>,
 }
 
 impl RawItem {
@@ -88,6 +89,7 @@ impl RawItem {
             moved_by,
             lease_owner: self.lease_owner,
             lease_expires_at: self.lease_expires_at_ms.map(from_ms),
+            message_id: self.message_id,
         })
     }
 }

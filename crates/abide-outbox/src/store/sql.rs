@@ -11,7 +11,7 @@ macro_rules! item_cols {
         "id, provider, current_provider, method, path, headers_json, body_json, \
          idempotency_key, created_at_ms, state, attempts, window_attempts, window_start_ms, \
          next_attempt_at_ms, last_provider_code, reason, moved_by, lease_owner, \
-         lease_expires_at_ms"
+         lease_expires_at_ms, message_id"
     };
 }
 
@@ -133,6 +133,23 @@ pub(crate) const BUMP_COUNT: &str = "INSERT INTO attempt_counts (provider, kind,
     VALUES ($1, $2, $3, $4) ON CONFLICT (provider, kind, code) \
     DO UPDATE SET n = attempt_counts.n + excluded.n";
 
+/// Store a receipt for (provider `$1`, message id `$2`): state `$3` received at `$4`; a
+/// later receipt for the same id replaces it.
+pub(crate) const RECORD_RECEIPT: &str = "INSERT INTO receipts (provider, message_id, \
+    state, at_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (provider, message_id) \
+    DO UPDATE SET state = excluded.state, at_ms = excluded.at_ms";
+
+/// Receipts per state (`$1` a provider name or `''` for all): all of them, and those
+/// matched to an item (the item that carries the `message_id` on that provider).
+pub(crate) const RECEIPT_COUNTS: &str = "SELECT r.state, CAST(COUNT(*) AS BIGINT), \
+    CAST(COUNT(i.id) AS BIGINT) FROM receipts r LEFT JOIN items i \
+    ON i.current_provider = r.provider AND i.message_id = r.message_id \
+    WHERE ($1 = '' OR r.provider = $1) GROUP BY r.state";
+
+/// The receipt of item `$1`, if one arrived.
+pub(crate) const RECEIPT_OF: &str = "SELECT r.state, r.at_ms FROM items i JOIN receipts r \
+    ON r.provider = i.current_provider AND r.message_id = i.message_id WHERE i.id = $1";
+
 /// How a backend writes bind parameters in generated statements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placeholders {
@@ -157,16 +174,19 @@ impl Placeholders {
 }
 
 /// Batched completion of `rows` items. Bind, in order: per item id, target state,
-/// attempts made, next attempt (ms or NULL), provider code, reason, lease owner; then now
+/// attempts made, next attempt (ms or NULL), provider code, reason, lease owner, the
+/// remote's message id (or NULL, which keeps the stored one); then now
 /// (ms) and the source state (`IN_FLIGHT`). Conditioned per row on the state and lease
 /// owner like a single-row update; returns the rows it moved. The attempts made replace
 /// the lease's sends marked as unrecorded ([`mark_sent_sql`]). Clears `moved_by` when the
 /// remote answered (attempts made); an item handed back unsent keeps it, or a reclaimed
 /// item would turn into a retry that spends budget.
 pub(crate) fn complete_sql(rows: usize, ph: Placeholders) -> String {
-    const TYPES: [&str; 7] = ["TEXT", "TEXT", "BIGINT", "BIGINT", "TEXT", "TEXT", "TEXT"];
+    const TYPES: [&str; 8] = [
+        "TEXT", "TEXT", "BIGINT", "BIGINT", "TEXT", "TEXT", "TEXT", "TEXT",
+    ];
     let mut sql = String::with_capacity(600 + rows * 150);
-    sql.push_str("WITH v (id, target, n, next_ms, code, reason, owner) AS (VALUES ");
+    sql.push_str("WITH v (id, target, n, next_ms, code, reason, owner, mid) AS (VALUES ");
     let mut n = 0;
     for r in 0..rows {
         if r > 0 {
@@ -192,7 +212,7 @@ pub(crate) fn complete_sql(rows: usize, ph: Placeholders) -> String {
          next_attempt_at_ms = COALESCE(v.next_ms, next_attempt_at_ms), \
          last_provider_code = COALESCE(v.code, last_provider_code), reason = v.reason, \
          moved_by = CASE WHEN v.n = 0 THEN moved_by ELSE NULL END, \
-         lease_owner = NULL, lease_expires_at_ms = NULL, updated_at_ms = ",
+         message_id = COALESCE(v.mid, message_id), lease_owner = NULL, lease_expires_at_ms = NULL, updated_at_ms = ",
     );
     ph.push(&mut sql, n + 1);
     sql.push_str(" FROM v WHERE items.id = v.id AND items.state = ");

@@ -18,6 +18,7 @@ use crate::model::{
     from_ms, new_item_id, to_ms, Completion, Counts, Enqueued, Item, ListFilter, MovedBy, NewItem,
     RemoteCode, RequeueFilter, SendMark, StoredAttempt, FAILED_OVER_PREFIX,
 };
+use crate::receipt::{Receipt, ReceiptCounts, ReceiptState};
 use crate::state::{transition, Event, State};
 
 impl<DB> Store for SqlStore<DB>
@@ -147,7 +148,8 @@ where
                             .bind(p.next)
                             .bind(p.code)
                             .bind(p.reason)
-                            .bind(p.owner);
+                            .bind(p.owner)
+                            .bind(p.message_id);
                     }
                     let q = q.bind(now_ms).bind(State::InFlight.as_str());
                     let rows = q.fetch_all(&mut *tx).await?;
@@ -436,5 +438,59 @@ where
             .into_iter()
             .map(|(k, c, n)| (count_code(k, c), u64::try_from(n).unwrap_or(0)))
             .collect())
+    }
+
+    async fn record_receipts(&self, receipts: &[Receipt]) -> Result<()> {
+        if receipts.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.writer().await?;
+        let r = async {
+            let mut tx = begin(&mut conn).await?;
+            for r in receipts {
+                sqlx::query(sql::RECORD_RECEIPT)
+                    .bind(r.provider.as_str())
+                    .bind(r.message_id.as_str())
+                    .bind(r.state.as_str())
+                    .bind(to_ms(r.at))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        }
+        .await;
+        settle(&mut conn, r)
+    }
+
+    async fn receipt_counts(&self, provider: Option<&str>) -> Result<ReceiptCounts> {
+        let rows: Vec<(String, i64, i64)> = sqlx::query_as(sql::RECEIPT_COUNTS)
+            .bind(provider.unwrap_or(""))
+            .fetch_all(&self.reads)
+            .await?;
+        let mut c = ReceiptCounts::default();
+        for (state, all, matched) in rows {
+            let s: ReceiptState = state
+                .parse()
+                .map_err(|e| Error::Corrupt(format!("receipt state: {e}")))?;
+            let matched = u64::try_from(matched).unwrap_or(0);
+            *c.get_mut(s) += matched;
+            c.unmatched += u64::try_from(all).unwrap_or(0).saturating_sub(matched);
+        }
+        Ok(c)
+    }
+
+    async fn receipt_of(&self, id: &str) -> Result<Option<(ReceiptState, SystemTime)>> {
+        let row: Option<(String, i64)> = sqlx::query_as(sql::RECEIPT_OF)
+            .bind(id)
+            .fetch_optional(&self.reads)
+            .await?;
+        row.map(|(state, at)| {
+            let s: ReceiptState = state
+                .parse()
+                .map_err(|e| Error::Corrupt(format!("item {id}: receipt state: {e}")))?;
+            Ok((s, from_ms(at)))
+        })
+        .transpose()
     }
 }

@@ -4,12 +4,14 @@
 //!
 //! - [`HttpTransport`]: reqwest, one per provider (base URL, timeout, credentials,
 //!   idempotency-key header).
+//! - [`SmppTransport`]: SMPP 3.4 to an SMSC, one bind per provider ([`smpp`]).
 //! - [`ScriptedTransport`]: answers from a script, in memory, for tests and benchmarks.
 //!
-//! An SMPP transport or any other protocol implements the same trait.
+//! Any other protocol implements the same trait.
 
 mod http;
 mod scripted;
+pub mod smpp;
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -20,6 +22,7 @@ use bytes::Bytes;
 
 pub use self::http::{target_url, HttpTransport, MAX_CLASSIFIED_BODY};
 pub use scripted::{ScriptedTransport, Sent};
+pub use smpp::{InboundReceipt, ReceiptInbox, SmppStats, SmppTransport};
 
 use crate::model::{Item, RemoteCode};
 
@@ -40,6 +43,8 @@ pub enum Response {
     Smpp {
         /// `command_status`.
         command_status: u32,
+        /// The `message_id` of a `submit_sm_resp` (delivery receipts name it).
+        message_id: Option<String>,
     },
     /// No answer: the transport failed.
     Transport(TransportFailure),
@@ -77,8 +82,24 @@ impl Response {
     pub fn remote(&self) -> RemoteCode {
         match self {
             Response::Http { status, .. } => RemoteCode::Http(status.as_u16()),
-            Response::Smpp { command_status } => RemoteCode::Smpp(*command_status),
+            Response::Smpp { command_status, .. } => RemoteCode::Smpp(*command_status),
             Response::Transport(_) => RemoteCode::NoResponse,
+        }
+    }
+
+    /// An SMPP answer with `command_status` and no `message_id`.
+    pub fn smpp(command_status: u32) -> Self {
+        Response::Smpp {
+            command_status,
+            message_id: None,
+        }
+    }
+
+    /// The remote's id of the message, when the answer names one (SMPP `message_id`).
+    pub fn message_id(&self) -> Option<&str> {
+        match self {
+            Response::Smpp { message_id, .. } => message_id.as_deref(),
+            _ => None,
         }
     }
 
@@ -94,7 +115,7 @@ impl Response {
                 headers,
                 body,
             },
-            Response::Smpp { command_status } => Observation::Smpp {
+            Response::Smpp { command_status, .. } => Observation::Smpp {
                 command_status: *command_status,
             },
             Response::Transport(t) => Observation::Transport(*t),
@@ -104,6 +125,9 @@ impl Response {
 
 /// A boxed, `Send` future returned by [`Transport::send`].
 pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Response> + Send + 'a>>;
+
+/// A boxed, `Send` future returned by [`Transport::close`].
+pub type CloseFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
 /// Sends one item's request to its provider.
 pub trait Transport: Debug + Send + Sync {
@@ -117,4 +141,22 @@ pub trait Transport: Debug + Send + Sync {
 
     /// Fetch credentials anew (after a `401`). The default does nothing.
     fn refresh_credentials(&self) {}
+
+    /// Delivery receipts the remote sends on its own (SMPP `deliver_sm`), to be stored
+    /// and then acknowledged ([`InboundReceipt::stored`]); `None` (the default) for
+    /// transports without them. Called by the dispatcher when a run starts; a transport
+    /// may start its connection then, so receipts flow before the first send.
+    fn receipts(&self) -> Option<ReceiptInbox> {
+        None
+    }
+
+    /// What an SMPP transport has seen; `None` (the default) for others.
+    fn smpp_stats(&self) -> Option<SmppStats> {
+        None
+    }
+
+    /// Say goodbye to the remote (SMPP `unbind`) and stop. The default does nothing.
+    fn close(&self) -> CloseFuture<'_> {
+        Box::pin(std::future::ready(()))
+    }
 }

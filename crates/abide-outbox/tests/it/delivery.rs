@@ -355,6 +355,7 @@ async fn a_backlog_of_retries_drains_at_the_pacers_rate_once_the_provider_answer
                 latency: Duration::from_millis(1),
             }],
             last_provider_code: Some("http_503".into()),
+            message_id: None,
         })
         .collect();
     store.complete(&failed, now).await.unwrap();

@@ -40,6 +40,7 @@ fn accepted(id: &str) -> Completion {
             latency: Duration::from_millis(3),
         }],
         last_provider_code: Some("http_202".into()),
+        message_id: None,
     }
 }
 

@@ -8,6 +8,8 @@ mod faults;
 mod migrations;
 mod same_decisions;
 mod slow_provider;
+mod smpp;
+mod smpp_fake;
 mod store_conformance;
 mod support;
 mod virtual_time;

@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use abide_outbox::model::Completion;
 use abide_outbox::{
-    transition, AttemptRecord, Error, Event, ListFilter, NewItem, Outcome, RemoteCode, Request,
-    RequeueFilter, State,
+    transition, AttemptRecord, Error, Event, ListFilter, NewItem, Outcome, Receipt, ReceiptCounts,
+    ReceiptState, RemoteCode, Request, RequeueFilter, State,
 };
 use serde_json::json;
 
@@ -53,6 +53,7 @@ fn done(id: &str, owner: &str, outcome: Outcome, remote: RemoteCode) -> Completi
         outcome,
         attempts: vec![attempt("p", remote, class)],
         last_provider_code: Some(remote.to_string()),
+        message_id: None,
     }
 }
 
@@ -394,6 +395,7 @@ pub async fn expired_leases_return_to_pending<S: ByHand>(s: S) {
         },
         attempts: Vec::new(),
         last_provider_code: None,
+        message_id: None,
     };
     s.complete(&[back], later).await.unwrap();
     let it = s.get(&id).await.unwrap().unwrap();
@@ -487,6 +489,7 @@ pub async fn attempts_count_requests_on_the_wire<S: ByHand>(s: S) {
         },
         attempts: Vec::new(),
         last_provider_code: None,
+        message_id: None,
     };
     let r = s.complete(&[back], later).await.unwrap();
     assert!(matches!(r[0], Ok(State::Pending)), "{:?}", r[0]);
@@ -877,6 +880,108 @@ pub async fn reasons_listing_and_requeue_of_failed_items<S: ByHand>(s: S) {
     assert_eq!(got[0].idempotency_key, "rf1", "same key across the requeue");
 }
 
+/// `message_id` is stored with an acceptance only; receipts are stored as they come and
+/// matched to items when read, whatever the order; unknown ids are counted, never lost;
+/// an item's state never changes.
+pub async fn message_ids_and_receipts_are_matched_when_read<S: ByHand>(s: S) {
+    let keys = ["r1", "r2", "r3", "r4"];
+    let items: Vec<NewItem> = keys.iter().map(|k| item("p", k)).collect();
+    let ids: Vec<String> = s
+        .enqueue(&items, t0())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    let got = s.claim("p", "o", t0(), LEASE, 10).await.unwrap();
+    assert_eq!(got.len(), 4);
+    assert!(got.iter().all(|i| i.message_id.is_none()));
+    let receipt = |id: &str, state, secs| Receipt {
+        provider: "p".into(),
+        message_id: id.into(),
+        state,
+        at: t0() + Duration::from_secs(secs),
+    };
+    // The receipt of r3 arrives before r3's acceptance is written.
+    s.record_receipts(&[receipt("m3", ReceiptState::Delivered, 1)])
+        .await
+        .unwrap();
+    assert_eq!(s.receipt_counts(None).await.unwrap().unmatched, 1);
+    let with_id = |i: usize, outcome: Outcome, mid: &str| Completion {
+        message_id: Some(mid.into()),
+        ..done(&ids[i], "o", outcome, RemoteCode::Smpp(0))
+    };
+    let retry = Outcome::Retry {
+        next_attempt_at: t0(),
+        reason: "smpp_0x58_throttled".into(),
+    };
+    let r = s
+        .complete(
+            &[
+                with_id(0, Outcome::Submitted, "m1"),
+                with_id(1, Outcome::Submitted, "m2"),
+                with_id(2, Outcome::Submitted, "m3"),
+                // A throttled submit has no id; one given anyway is not stored.
+                with_id(3, retry, "m-throttled"),
+            ],
+            t0(),
+        )
+        .await
+        .unwrap();
+    assert!(r.iter().all(Result::is_ok), "{r:?}");
+    let m = |i: usize| {
+        let s = &s;
+        let id = ids[i].clone();
+        async move { s.get(&id).await.unwrap().unwrap().message_id }
+    };
+    assert_eq!(m(0).await.as_deref(), Some("m1"));
+    assert_eq!(m(3).await, None);
+    s.record_receipts(&[
+        receipt("m1", ReceiptState::Delivered, 2),
+        receipt("m2", ReceiptState::Undeliverable, 2),
+        receipt("zz", ReceiptState::Expired, 2),
+        // Delivered twice (the remote repeated it): stored once.
+        receipt("m1", ReceiptState::Delivered, 3),
+    ])
+    .await
+    .unwrap();
+    let c = s.receipt_counts(None).await.unwrap();
+    assert_eq!(
+        (c.delivered, c.undeliverable, c.expired, c.unmatched),
+        (2, 1, 0, 1),
+        "{c:?}"
+    );
+    assert_eq!(s.receipt_counts(Some("p")).await.unwrap(), c);
+    assert_eq!(
+        s.receipt_counts(Some("q")).await.unwrap(),
+        ReceiptCounts::default()
+    );
+    assert_eq!(
+        s.receipt_of(&ids[0]).await.unwrap(),
+        Some((ReceiptState::Delivered, t0() + Duration::from_secs(3)))
+    );
+    assert_eq!(s.receipt_of(&ids[3]).await.unwrap(), None);
+    assert_eq!(s.receipt_of("nope").await.unwrap(), None);
+    for id in &ids[..3] {
+        assert_eq!(state_of(&s, id).await, State::Submitted);
+    }
+    // r4, accepted on its next attempt, gets its own id and its receipt.
+    let got = s.claim("p", "o2", t0(), LEASE, 10).await.unwrap();
+    assert_eq!(got.len(), 1);
+    let c4 = Completion {
+        message_id: Some("m4".into()),
+        ..done(&ids[3], "o2", Outcome::Submitted, RemoteCode::Smpp(0))
+    };
+    s.complete(&[c4], t0()).await.unwrap();
+    s.record_receipts(&[receipt("m4", ReceiptState::Rejected, 4)])
+        .await
+        .unwrap();
+    let c = s.receipt_counts(None).await.unwrap();
+    assert_eq!((c.rejected, c.matched(), c.total()), (1, 4, 5), "{c:?}");
+    let item = s.get(&ids[3]).await.unwrap().unwrap();
+    assert_eq!(serde_json::to_value(&item).unwrap()["message_id"], "m4");
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -912,4 +1017,5 @@ conformance!(
     large_batches_match_one_by_one_completion,
     has_active_agrees_with_counts,
     reasons_listing_and_requeue_of_failed_items,
+    message_ids_and_receipts_are_matched_when_read,
 );

@@ -131,13 +131,33 @@ async fn drained<S: Store>(d: &Dispatcher<S>) -> bool {
     true
 }
 
-/// Run `d` until drained or interrupted, showing progress on `display`.
+/// Every SMPP provider has as many items with a receipt as `SUBMITTED` items (true
+/// without SMPP providers). A database error reads as "not yet".
+async fn receipts_in<S: Store>(d: &Dispatcher<S>) -> bool {
+    for p in d.config().providers.iter().filter(|p| p.smpp.is_some()) {
+        let (Ok(c), Ok(r)) = (
+            d.store().counts_by_state(Some(&p.name)).await,
+            d.store().receipt_counts(Some(&p.name)).await,
+        ) else {
+            return false;
+        };
+        if r.matched() < c.submitted {
+            return false;
+        }
+    }
+    true
+}
+
+/// Run `d` until drained or interrupted, showing progress on `display`; then, for up to
+/// `receipt_wait`, until every SMPP provider's `SUBMITTED` items have their delivery
+/// receipts (the bind stays up and receipts are stored meanwhile).
 ///
 /// # Errors
 /// Database errors from the final snapshot.
 pub(crate) async fn deliver<S: Store>(
     d: &Dispatcher<S>,
     display: Display,
+    receipt_wait: Duration,
 ) -> anyhow::Result<(Progress, Ending)> {
     let interrupted = Arc::new(AtomicBool::new(false));
     let display = Arc::new(display);
@@ -163,9 +183,15 @@ pub(crate) async fn deliver<S: Store>(
                 loop {
                     tokio::time::sleep(DRAIN_CHECK).await;
                     if drained(&d).await {
-                        return;
+                        break;
                     }
                 }
+                let waited = tokio::time::timeout(receipt_wait, async {
+                    while !receipts_in(&d).await {
+                        tokio::time::sleep(DRAIN_CHECK).await;
+                    }
+                });
+                let _ = waited.await;
             };
             tokio::select! {
                 () = drain => {}

@@ -54,29 +54,33 @@ EXIT CODES
 
 /// Arguments of `abide demo`.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = LONG_ABOUT)]
+#[command(after_long_help = format!("{LONG_ABOUT}\n\n{}", super::demo_smpp::HELP))]
 pub(crate) struct Args {
     /// Messages to send.
     #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    items: u32,
-    /// The provider's limit, messages per second per key.
+    pub(crate) items: u32,
+    /// The provider's limit, messages per second per key (per bind over SMPP).
     #[arg(long, default_value_t = 75, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    rate: u32,
-    /// Concurrent senders.
+    pub(crate) rate: u32,
+    /// Concurrent senders (over SMPP: the window of outstanding submit_sm).
     #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u16).range(1..=1024))]
-    workers: u16,
+    pub(crate) workers: u16,
     /// Keep the outbox in this SQLite file (default: a temp dir, removed afterwards).
     #[arg(long, value_name = "PATH")]
-    db: Option<PathBuf>,
-    /// Print the final report as JSON (with the provider's stats under `provider_saw`).
+    pub(crate) db: Option<PathBuf>,
+    /// Print the final report as JSON (with the provider's stats under `provider_saw`, or
+    /// the SMSC's under `smsc_saw`).
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// No progress on stderr.
     #[arg(long, short)]
-    quiet: bool,
+    pub(crate) quiet: bool,
     /// Seed for retry jitter.
     #[arg(long)]
-    seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
+    /// The provider: an HTTP API, or an SMSC over SMPP 3.4 (see below).
+    #[arg(long, value_parser = ["http", "smpp"], default_value = "http")]
+    pub(crate) transport: String,
 }
 
 /// Name of the variable the demo's provider token is passed in (as in real use).
@@ -149,6 +153,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The token travels the way real credentials do: an environment variable named in
     // the providers config. Set before any thread starts.
     std::env::set_var(TOKEN_ENV, abide_provider::DEMO_KEY);
+    std::env::set_var(super::demo_smpp::PASSWORD_ENV, "demo-pw");
     init_logs("error");
     let (db, temp) = match &args.db {
         Some(p) => {
@@ -168,7 +173,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let rt = tokio::runtime::Runtime::new()?;
-    let result = rt.block_on(demo(&args, pcfg, &db));
+    let result = if args.transport == "smpp" {
+        rt.block_on(super::demo_smpp::demo(&args, &db))
+    } else {
+        rt.block_on(demo(&args, pcfg, &db))
+    };
     if let Some(dir) = temp {
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -204,7 +213,7 @@ async fn demo(args: &Args, pcfg: ProviderConfig, db: &std::path::Path) -> anyhow
     let start = clock.monotonic();
     let mut timeline = Timeline::default();
     let (p, ending) = tokio::select! {
-        r = deliver(&d, Display::new(mode)) => r?,
+        r = deliver(&d, Display::new(mode), Duration::ZERO) => r?,
         () = timeline.follow(&provider, args.items, clock.as_ref(), start) => {
             unreachable!("follow never returns")
         }

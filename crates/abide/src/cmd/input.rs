@@ -39,6 +39,11 @@ INPUT FORMAT (JSON lines: one JSON object per line; blank lines are skipped)
                    message in another file sent into the same database is treated as the
                    same message: give an explicit key when that is not what you mean.
 
+  SMPP providers (transport = \"smpp\" in --config) send one SMS per line:
+  {\"provider\":\"smsc\",\"path\":\"/\",\"body\":{\"to\":\"+15550100\",\"text\":\"hi\",\"from\":\"ACME\"}}
+  path is \"/\", no headers; \"from\" may be left out when the provider sets source_addr;
+  text is one SMS (160 GSM 7-bit characters, or 70 UCS-2 ones), refused otherwise.
+
   A batch is checked whole before anything is stored: if any line is malformed (bad JSON or
   UTF-8, unknown field, unknown provider, bad path, secret header, an idempotency_key already
   given to a different message on an earlier line, ...) NOTHING is enqueued, every bad line

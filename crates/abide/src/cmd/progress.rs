@@ -153,6 +153,7 @@ mod tests {
                 ..Totals::default()
             },
             providers: Vec::new(),
+            receipts: abide_outbox::ReceiptCounts::default(),
             elapsed: Duration::from_secs(50),
             oldest_pending_age: None,
         };

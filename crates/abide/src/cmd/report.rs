@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
-use abide_outbox::{Counts, RemoteCode, Store};
+use abide_outbox::{Counts, ReceiptCounts, ReceiptState, RemoteCode, Store};
 use serde::Serialize;
 
 /// A point-in-time view of an outbox database.
@@ -30,6 +30,9 @@ pub(crate) struct Snapshot {
     /// Attempts per remote code (`http_202`, `http_429`, `smpp_0x58`, `no_response`):
     /// what the remote side said.
     pub(crate) remote_counts: BTreeMap<String, u64>,
+    /// Delivery receipts (SMPP): items per receipt state, and receipts naming no item
+    /// (`unmatched`). What became of accepted messages; never changes their state.
+    pub(crate) receipts: ReceiptCounts,
 }
 
 impl Snapshot {
@@ -45,7 +48,9 @@ impl Snapshot {
             .map(|(_, n)| n)
             .sum();
         let items = counts.total();
+        let receipts = store.receipt_counts(None).await?;
         Ok(Self {
+            receipts,
             counts,
             items,
             oldest_pending_age_secs: age.map(|d| d.as_secs_f64()),
@@ -92,8 +97,31 @@ impl Snapshot {
         for (code, n) in &self.remote_counts {
             let _ = writeln!(s, "    {code:<12} {n:>7}");
         }
+        s.push_str(&render_receipts(&self.receipts));
         s
     }
+}
+
+/// The receipts section of a table; empty when no receipt was stored.
+pub(crate) fn render_receipts(r: &ReceiptCounts) -> String {
+    let mut s = String::new();
+    if r.total() == 0 {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "  delivery receipts (what became of accepted messages; {} stored)",
+        r.total()
+    );
+    for st in ReceiptState::ALL {
+        let _ = writeln!(s, "    {:<12} {:>7}", st.as_str(), r.get(st));
+    }
+    let _ = writeln!(
+        s,
+        "    {:<12} {:>7}  (naming no item)",
+        "unmatched", r.unmatched
+    );
+    s
 }
 
 /// `a / b`, 0 when `b` is 0.
@@ -184,6 +212,9 @@ pub(crate) struct ProviderLine {
     /// This node and how it shared the provider's limit (local, redis, fallback).
     pub(crate) coordination: abide_core::CoordinationStatus,
     pub(crate) totals: abide_outbox::Totals,
+    /// What the provider's SMPP bind saw (binds, drops, timeouts); absent over HTTP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) smpp: Option<abide_outbox::SmppStats>,
 }
 
 /// Share of slots granted at once above which a run was limited by its senders.
@@ -241,6 +272,7 @@ impl RunReport {
                     limited_by_concurrency: at_once_share(x.slots) >= CONCURRENCY_BOUND,
                     coordination: x.coordination.clone(),
                     totals: x.totals,
+                    smpp: x.smpp,
                 })
                 .collect(),
             outbox,
@@ -297,6 +329,19 @@ impl RunReport {
                     c.node,
                     c.nodes,
                     c.share
+                );
+            }
+            if let Some(b) = &p.smpp {
+                let _ = writeln!(
+                    s,
+                    "    smpp: bound {} time(s), {} lost, {} bind failures, {} PDU timeouts, \
+                     {} generic_nacks, {} receipts taken",
+                    b.binds,
+                    b.connections_lost,
+                    b.bind_failures,
+                    b.pdu_timeouts,
+                    b.generic_nacks,
+                    b.receipts
                 );
             }
             if p.limited_by_concurrency {

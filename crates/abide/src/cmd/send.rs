@@ -77,7 +77,8 @@ pub(crate) struct Args {
     /// enqueued (exit 2). Without it, only what the outbox already holds is delivered.
     #[arg(value_name = "INPUT.jsonl|-")]
     pub(crate) input: Option<String>,
-    /// Concurrent senders per provider (overrides `concurrency` in the config).
+    /// Concurrent senders per HTTP provider (overrides `concurrency` in the config; an SMPP
+    /// provider keeps its `window`).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub(crate) workers: Option<u16>,
     /// Lease on a claimed item: a sender that hangs longer loses it and the item is retried
@@ -111,6 +112,20 @@ pub(crate) struct Args {
         hide = true
     )]
     pub(crate) redis_prefix: String,
+    /// After draining, keep SMPP binds up this long (at most) for the delivery receipts of
+    /// SUBMITTED items, storing them as they come; e.g. 10s. Receipts that come later are
+    /// delivered by the SMSC at the next bind.
+    #[arg(long, default_value = "0s", value_name = "DURATION", value_parser = parse_wait)]
+    pub(crate) receipt_wait: Duration,
+}
+
+/// `--receipt-wait`: a duration up to 1 h.
+fn parse_wait(s: &str) -> Result<Duration, String> {
+    let d = abide_provider::parse_duration(s).map_err(|e| e.to_string())?;
+    if d > Duration::from_secs(3600) {
+        return Err("must be at most 1h".into());
+    }
+    Ok(d)
 }
 
 /// `--lease`: a duration between 100 ms and 1 h.
@@ -179,23 +194,29 @@ pub(crate) fn load_config(
         }
     }
     for p in &cfg.providers {
-        let Some(var) = &p.credentials_env else {
-            continue;
+        let (field, var) = match (&p.credentials_env, &p.smpp) {
+            (Some(var), _) => ("credentials_env", var),
+            (None, Some(smpp)) => match &smpp.password_env {
+                Some(var) => ("password_env", var),
+                None => continue,
+            },
+            (None, None) => continue,
         };
         if abide_outbox::EnvCredentials
             .get(var)
             .is_none_or(|s| s.expose().trim().is_empty())
         {
             bail!(
-                "provider {:?} in {}: its credentials_env variable {var} is unset or empty; \
-                 export it (the value is never stored or logged)",
+                "provider {:?} in {}: its {field} variable {var} is unset or empty; export it \
+                 (the value is never stored or logged)",
                 p.name,
                 path.display()
             );
         }
     }
     if let Some(w) = workers {
-        for p in &mut cfg.providers {
+        // An SMPP provider's senders are its window, bounded by the SMSC.
+        for p in cfg.providers.iter_mut().filter(|p| p.smpp.is_none()) {
             p.concurrency = usize::from(w);
         }
     }
@@ -284,7 +305,7 @@ async fn send(args: Args, cfg: Config, items: Option<Vec<NewItem>>) -> anyhow::R
     } else {
         args.progress
     };
-    let (p, ending) = match deliver(&d, Display::new(mode)).await {
+    let (p, ending) = match deliver(&d, Display::new(mode), args.receipt_wait).await {
         Ok(done) => done,
         Err(e) => match e.downcast_ref::<abide_outbox::Error>() {
             // Documented exit code: the run stopped itself rather than send what it could
@@ -303,6 +324,8 @@ async fn send(args: Args, cfg: Config, items: Option<Vec<NewItem>>) -> anyhow::R
     } else {
         print!("{}", report.render_text(&args.db));
     }
+    // SMPP binds unbind; HTTP has nothing to say.
+    d.close().await;
     drop(d);
     outbox.close(&args.db).await?;
     Ok(ending.exit_code(&report.outbox.counts))

@@ -48,7 +48,8 @@ HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
   POST /v1/requeue         DEFERRED -> QUEUED; body {} or {\"provider\":\"sms\",\"ids\":[...]}.
                            At most 10000 ids (413 beyond). 200 {\"requeued\": N}.
   GET  /metrics            Prometheus text: abide_items{state}, abide_oldest_pending_age_seconds,
-                           abide_remote_responses_total{remote}, and per provider
+                           abide_remote_responses_total{remote}, abide_receipts{state}
+                           (SMPP receipts; state=\"unmatched\" names no item), and per provider
                            abide_provider_{pace,target,ceiling,advertised}_requests_per_second,
                            abide_provider_throttle_ratio, abide_provider_pause_remaining_seconds,
                            abide_provider_sunset_timestamp_seconds, abide_dispatcher_X_total
@@ -238,6 +239,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         refresher.abort();
         served.context("HTTP server")?;
         let p = delivered?;
+        d.close().await;
         tracing::info!(
             delivered = p.totals.delivered,
             attempts = p.totals.attempts,

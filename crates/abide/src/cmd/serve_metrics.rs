@@ -66,10 +66,15 @@ pub(crate) const STORE_FAULT: &str = "abide_store_fault_seconds";
 pub(crate) const COORD_MODE: &str = "abide_coordination_mode";
 pub(crate) const COORD_NODES: &str = "abide_coordination_nodes";
 pub(crate) const COORD_SHARE: &str = "abide_coordination_share_ratio";
+pub(crate) const RECEIPTS: &str = "abide_receipts";
 
 /// Every metric `abide serve` exports.
 pub(crate) const METRICS: &[Metric] = &[
     gauge(ITEMS, "Items in the outbox per state (what abide decided)."),
+    gauge(
+        RECEIPTS,
+        "Delivery receipts (SMPP) per state; state=\"unmatched\" counts receipts naming no item.",
+    ),
     gauge(
         STORE_FAULT,
         "How long results have failed to be written to the database (0 when healthy); nothing is sent meanwhile.",
@@ -173,6 +178,10 @@ pub(crate) fn record(
             metrics::gauge!(ITEMS, "state" => st.as_str()).set(s.counts.get(st) as f64);
         }
         metrics::gauge!(OLDEST_PENDING_AGE).set(s.oldest_pending_age_secs.unwrap_or(0.0));
+        for st in abide_outbox::ReceiptState::ALL {
+            metrics::gauge!(RECEIPTS, "state" => st.as_str()).set(s.receipts.get(st) as f64);
+        }
+        metrics::gauge!(RECEIPTS, "state" => "unmatched").set(s.receipts.unmatched as f64);
         for (code, n) in &s.remote_counts {
             metrics::counter!(REMOTE_RESPONSES, "remote" => code.clone()).absolute(*n);
         }
@@ -282,7 +291,7 @@ mod tests {
                 Kind::Counter => assert!(m.name.ends_with("_total"), "{}", m.name),
                 Kind::Gauge => assert!(!m.name.ends_with("_total"), "{}", m.name),
             }
-            let unitless_ok = [ITEMS, COORD_MODE, COORD_NODES].contains(&m.name);
+            let unitless_ok = [ITEMS, RECEIPTS, COORD_MODE, COORD_NODES].contains(&m.name);
             assert!(
                 unitless_ok
                     || m.name.ends_with("_total")

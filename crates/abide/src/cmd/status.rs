@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::fmt::Write as _;
 
 use abide_core::{Clock, SystemClock};
-use abide_outbox::{Item, ListFilter, State, Store};
+use abide_outbox::{Item, ListFilter, ReceiptState, State, Store};
 
 use super::db;
 use super::report::Snapshot;
@@ -15,8 +15,11 @@ Show the items of an outbox database: counts per state, the age of the oldest it
 waiting (QUEUED or PENDING, measured from its enqueue or last requeue), and every attempt
 counted by what the remote side said (HTTP status or SMPP command_status), separately from
 what abide decided. FAILED and DEFERRED items are also counted per reason (e.g.
-http_400, attempt_cap). --list STATE prints items (newest first: id, provider, attempts,
-reason), so `abide requeue --id ID` has ids to use.
+http_400, attempt_cap). SMPP delivery receipts are counted per state (delivered,
+undeliverable, expired, rejected, unknown) with those naming no item (unmatched); a
+receipt never changes an item's state. --list STATE prints items (newest first: id,
+provider, attempts, reason, and for SMPP items the SMSC's message_id and receipt), so
+`abide requeue --id ID` has ids to use.
 
 Reads only; safe while `abide send` or `abide serve` runs on the same database.
 
@@ -69,19 +72,27 @@ fn render_reasons(r: &[(State, String, u64)]) -> String {
     s
 }
 
-fn render_list(state: State, items: &[Item], limit: usize) -> String {
+fn render_list(
+    state: State,
+    items: &[Item],
+    receipts: &[Option<ReceiptState>],
+    limit: usize,
+) -> String {
     let mut s = String::new();
     if items.is_empty() {
         let _ = writeln!(s, "no {} items", state.as_str());
         return s;
     }
-    let _ = writeln!(
+    // SMPP items: the SMSC's message id and what its receipt said.
+    let smpp = items.iter().any(|it| it.message_id.is_some());
+    let _ = write!(
         s,
         "{:<38} {:<16} {:>8}  reason",
         "id", "provider", "attempts"
     );
-    for it in items {
-        let _ = writeln!(
+    let _ = writeln!(s, "{}", if smpp { "  message_id  receipt" } else { "" });
+    for (it, receipt) in items.iter().zip(receipts) {
+        let _ = write!(
             s,
             "{:<38} {:<16} {:>8}  {}",
             it.id,
@@ -89,6 +100,15 @@ fn render_list(state: State, items: &[Item], limit: usize) -> String {
             it.attempts,
             it.reason.as_deref().unwrap_or("-")
         );
+        if smpp {
+            let _ = write!(
+                s,
+                "  {}  {}",
+                it.message_id.as_deref().unwrap_or("-"),
+                receipt.map_or("-", |r| r.as_str())
+            );
+        }
+        let _ = writeln!(s);
     }
     if items.len() >= limit {
         let _ = writeln!(s, "(first {limit}, newest first; --limit N shows more)");
@@ -111,10 +131,19 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 limit,
             };
             let items = store.list(&filter).await?;
+            // Receipts only exist for accepted (SMPP) items.
+            let mut receipts = Vec::with_capacity(items.len());
+            for it in &items {
+                receipts.push(match &it.message_id {
+                    Some(_) => store.receipt_of(&it.id).await?.map(|(st, _)| st),
+                    None => None,
+                });
+            }
             if args.json {
                 let rows: Vec<serde_json::Value> = items
                     .iter()
-                    .map(|it| {
+                    .zip(&receipts)
+                    .map(|(it, receipt)| {
                         serde_json::json!({
                             "id": it.id,
                             "provider": it.current_provider,
@@ -122,13 +151,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                             "attempts": it.attempts,
                             "reason": it.reason,
                             "last_provider_code": it.last_provider_code,
+                            "message_id": it.message_id,
+                            "receipt": receipt.map(|r| r.as_str()),
                         })
                     })
                     .collect();
                 let out = serde_json::json!({"state": state.as_str(), "items": rows});
                 println!("{}", serde_json::to_string_pretty(&out)?);
             } else {
-                print!("{}", render_list(state, &items, limit));
+                print!("{}", render_list(state, &items, &receipts, limit));
             }
             return Ok(ExitCode::SUCCESS);
         }

@@ -10,6 +10,7 @@ use futures::FutureExt;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::Executor;
 
+pub mod smsc;
 mod still;
 pub use still::{still, StillStore, TokioClock};
 

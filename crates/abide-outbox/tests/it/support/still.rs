@@ -15,8 +15,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use abide_core::Clock;
 use abide_outbox::{
-    Completion, Counts, Enqueued, Item, ListFilter, NewItem, RemoteCode, RequeueFilter, SendMark,
-    State, Store, StoredAttempt,
+    Completion, Counts, Enqueued, Item, ListFilter, NewItem, Receipt, ReceiptCounts, ReceiptState,
+    RemoteCode, RequeueFilter, SendMark, State, Store, StoredAttempt,
 };
 
 /// Run `f` with tokio's paused clock held still.
@@ -168,6 +168,21 @@ impl<S: Store> Store for StillStore<S> {
         provider: Option<&str>,
     ) -> impl Future<Output = R<Vec<(RemoteCode, u64)>>> + Send {
         still(self.0.remote_counts(provider))
+    }
+    fn record_receipts(&self, receipts: &[Receipt]) -> impl Future<Output = R<()>> + Send {
+        still(self.0.record_receipts(receipts))
+    }
+    fn receipt_counts(
+        &self,
+        provider: Option<&str>,
+    ) -> impl Future<Output = R<ReceiptCounts>> + Send {
+        still(self.0.receipt_counts(provider))
+    }
+    fn receipt_of(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = R<Option<(ReceiptState, SystemTime)>>> + Send {
+        still(self.0.receipt_of(id))
     }
 }
 

@@ -1,0 +1,440 @@
+//! The settings of a provider reached over SMPP 3.4 (`transport = "smpp"`).
+//!
+//! ```toml
+//! [[provider]]
+//! name = "smsc"
+//! transport = "smpp"
+//! address = "127.0.0.1:2775"        # host:port of the SMSC
+//! system_id = "abide"               # bind_transceiver system_id (1-15 characters)
+//! password_env = "SMSC_PASSWORD"    # the variable's NAME; its value is never stored
+//! system_type = ""                  # 0-12 characters
+//! window = 10                       # outstanding submit_sm PDUs (and senders)
+//! source_addr = "ACME"              # default sender when an item names none
+//! source_addr_ton = 5               # SMPP 3.4 §5.2.5 type of number
+//! source_addr_npi = 0               # SMPP 3.4 §5.2.6 numbering plan indicator
+//! dest_addr_ton = 1
+//! dest_addr_npi = 1
+//! enquire_link_interval = 30        # seconds between keep-alives
+//! pdu_timeout = 10                  # seconds to wait for one response PDU
+//! ```
+//!
+//! Limits are SMPP 3.4's own (§4.1, §5.2): `system_id` fits 16 octets with its NUL,
+//! `password` 9, `system_type` 13, addresses 21.
+
+use std::time::Duration;
+
+use crate::echo::clip;
+use crate::error::{Error, Result};
+
+use super::file::invalid;
+
+/// Longest `system_id`, in characters (SMPP 3.4 §4.1.1: 16 octets with the NUL).
+pub const MAX_SYSTEM_ID_LEN: usize = 15;
+/// Longest password, in characters (SMPP 3.4 §4.1.1: 9 octets with the NUL).
+pub const MAX_PASSWORD_LEN: usize = 8;
+/// Longest `system_type`, in characters (SMPP 3.4 §4.1.1: 13 octets with the NUL).
+pub const MAX_SYSTEM_TYPE_LEN: usize = 12;
+/// Longest address (`source_addr`, `destination_addr`), in characters (SMPP 3.4 §4.4.1:
+/// 21 octets with the NUL).
+pub const MAX_ADDR_LEN: usize = 20;
+/// Largest `window`: outstanding PDUs on one bind.
+pub const MAX_WINDOW: usize = 1024;
+
+/// How to reach and use one SMSC.
+///
+/// # Default
+/// - `system_type`: empty
+/// - `window`: 10 outstanding `submit_sm` (SMSCs commonly allow 10 per bind)
+/// - `source_addr`: none (each item must name its `from`)
+/// - `source_addr_ton` / `source_addr_npi`: 0 / 0 (unknown: the SMSC decides)
+/// - `dest_addr_ton` / `dest_addr_npi`: 1 / 1 (international, ISDN E.164)
+/// - `enquire_link_interval`: 30 s
+/// - `pdu_timeout`: 10 s
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmppConfig {
+    /// `host:port` of the SMSC.
+    pub address: String,
+    /// `system_id` of `bind_transceiver`.
+    pub system_id: String,
+    /// Name of the environment variable (or credential) holding the password; never the
+    /// password itself. `None` binds with an empty password.
+    pub password_env: Option<String>,
+    /// `system_type` of `bind_transceiver`.
+    pub system_type: String,
+    /// Most `submit_sm` PDUs outstanding on the bind at once; also the provider's senders.
+    pub window: usize,
+    /// Sender address used when an item names no `from`.
+    pub source_addr: Option<String>,
+    /// `source_addr_ton` of every `submit_sm`.
+    pub source_addr_ton: u8,
+    /// `source_addr_npi` of every `submit_sm`.
+    pub source_addr_npi: u8,
+    /// `dest_addr_ton` of every `submit_sm`.
+    pub dest_addr_ton: u8,
+    /// `dest_addr_npi` of every `submit_sm`.
+    pub dest_addr_npi: u8,
+    /// Time between `enquire_link` keep-alives on an idle or busy bind.
+    pub enquire_link_interval: Duration,
+    /// How long one request PDU waits for its response before its outcome counts as
+    /// unknown (a transport failure after send; resent with the same key).
+    pub pdu_timeout: Duration,
+}
+
+/// The `[[provider]]` keys of an SMPP provider, as written.
+#[derive(Debug, Default)]
+pub(super) struct FileSmpp {
+    pub(super) address: Option<String>,
+    pub(super) system_id: Option<String>,
+    pub(super) password_env: Option<String>,
+    pub(super) system_type: Option<String>,
+    pub(super) window: Option<usize>,
+    pub(super) source_addr: Option<String>,
+    pub(super) source_addr_ton: Option<u8>,
+    pub(super) source_addr_npi: Option<u8>,
+    pub(super) dest_addr_ton: Option<u8>,
+    pub(super) dest_addr_npi: Option<u8>,
+    pub(super) enquire_link_interval: Option<f64>,
+    pub(super) pdu_timeout: Option<f64>,
+}
+
+impl FileSmpp {
+    /// The names of the keys that are set (an HTTP provider refuses every one).
+    pub(super) fn set_fields(&self) -> Vec<&'static str> {
+        let mut set = Vec::new();
+        let mut note = |present: bool, name| {
+            if present {
+                set.push(name);
+            }
+        };
+        note(self.address.is_some(), "address");
+        note(self.system_id.is_some(), "system_id");
+        note(self.password_env.is_some(), "password_env");
+        note(self.system_type.is_some(), "system_type");
+        note(self.window.is_some(), "window");
+        note(self.source_addr.is_some(), "source_addr");
+        note(self.source_addr_ton.is_some(), "source_addr_ton");
+        note(self.source_addr_npi.is_some(), "source_addr_npi");
+        note(self.dest_addr_ton.is_some(), "dest_addr_ton");
+        note(self.dest_addr_npi.is_some(), "dest_addr_npi");
+        note(
+            self.enquire_link_interval.is_some(),
+            "enquire_link_interval",
+        );
+        note(self.pdu_timeout.is_some(), "pdu_timeout");
+        set
+    }
+
+    /// Check every key; errors name provider `n` and the field.
+    pub(super) fn validate(self, n: &str) -> Result<SmppConfig> {
+        let address = self
+            .address
+            .ok_or_else(|| invalid(n, "address", "required for transport = \"smpp\""))?;
+        check_address(n, &address)?;
+        let system_id = self
+            .system_id
+            .ok_or_else(|| invalid(n, "system_id", "required for transport = \"smpp\""))?;
+        check_text(n, "system_id", &system_id, 1, MAX_SYSTEM_ID_LEN)?;
+        if let Some(var) = &self.password_env {
+            if var.is_empty() || var.len() > 256 || var.contains('=') || var.contains('\0') {
+                return Err(invalid(
+                    n,
+                    "password_env",
+                    "must be the NAME of an environment variable",
+                ));
+            }
+        }
+        let system_type = self.system_type.unwrap_or_default();
+        check_text(n, "system_type", &system_type, 0, MAX_SYSTEM_TYPE_LEN)?;
+        let window = self.window.unwrap_or(10);
+        if !(1..=MAX_WINDOW).contains(&window) {
+            return Err(invalid(n, "window", format!("must be 1..={MAX_WINDOW}")));
+        }
+        if let Some(s) = &self.source_addr {
+            check_text(n, "source_addr", s, 1, MAX_ADDR_LEN)?;
+        }
+        let ton = |field: &str, v: Option<u8>, default: u8| -> Result<u8> {
+            let v = v.unwrap_or(default);
+            // SMPP 3.4 §5.2.5: 0 unknown ... 6 abbreviated.
+            if v > 6 {
+                return Err(invalid(n, field, "must be a TON of SMPP 3.4 §5.2.5 (0-6)"));
+            }
+            Ok(v)
+        };
+        let npi = |field: &str, v: Option<u8>, default: u8| -> Result<u8> {
+            let v = v.unwrap_or(default);
+            // SMPP 3.4 §5.2.6.
+            if ![0, 1, 3, 4, 6, 8, 9, 10, 14, 18].contains(&v) {
+                return Err(invalid(
+                    n,
+                    field,
+                    "must be an NPI of SMPP 3.4 §5.2.6 (0, 1, 3, 4, 6, 8, 9, 10, 14 or 18)",
+                ));
+            }
+            Ok(v)
+        };
+        let secs = |field: &str, v: Option<f64>, default: f64, lo: f64, hi: f64| {
+            let v = v.unwrap_or(default);
+            if !(v.is_finite() && (lo..=hi).contains(&v)) {
+                return Err(invalid(
+                    n,
+                    field,
+                    format!("must be in [{lo}, {hi}] seconds"),
+                ));
+            }
+            Ok(Duration::from_secs_f64(v))
+        };
+        Ok(SmppConfig {
+            address,
+            system_id,
+            password_env: self.password_env,
+            system_type,
+            window,
+            source_addr: self.source_addr,
+            source_addr_ton: ton("source_addr_ton", self.source_addr_ton, 0)?,
+            source_addr_npi: npi("source_addr_npi", self.source_addr_npi, 0)?,
+            dest_addr_ton: ton("dest_addr_ton", self.dest_addr_ton, 1)?,
+            dest_addr_npi: npi("dest_addr_npi", self.dest_addr_npi, 1)?,
+            enquire_link_interval: secs(
+                "enquire_link_interval",
+                self.enquire_link_interval,
+                30.0,
+                1.0,
+                3600.0,
+            )?,
+            pdu_timeout: secs("pdu_timeout", self.pdu_timeout, 10.0, 0.01, 290.0)?,
+        })
+    }
+}
+
+/// `host:port`: a host name or IP literal (IPv6 in brackets) and a non-zero port; nothing
+/// else (no scheme, user, path).
+fn check_address(n: &str, address: &str) -> Result<()> {
+    let bad = || invalid(n, "address", format!("{} is not host:port", clip(address)));
+    if address.len() > 300 || address.contains(['/', '@', '?', '#', ' ']) {
+        return Err(bad());
+    }
+    let url = reqwest::Url::parse(&format!("smpp://{address}")).map_err(|_| bad())?;
+    match (url.host_str(), url.port()) {
+        (Some(h), Some(p)) if !h.is_empty() && p > 0 => Ok(()),
+        _ => Err(bad()),
+    }
+}
+
+/// Printable ASCII of `min..=max` characters: what a C-Octet String of SMPP 3.4 carries.
+fn check_text(n: &str, field: &str, v: &str, min: usize, max: usize) -> Result<()> {
+    if !(min..=max).contains(&v.len()) || !v.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+        return Err(invalid(
+            n,
+            field,
+            format!("must be {min}-{max} printable ASCII characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// The `smpp://host:port` URL of `address` (shown where an HTTP provider shows its
+/// base URL).
+pub(super) fn address_url(n: &str, address: &str) -> Result<reqwest::Url> {
+    reqwest::Url::parse(&format!("smpp://{address}"))
+        .map_err(|e| invalid(n, "address", format!("{}: {e}", clip(address))))
+}
+
+impl SmppConfig {
+    /// How long one attempt may take at most: waiting for the bind (up to one
+    /// `pdu_timeout`) and then for the `submit_sm_resp` (another).
+    pub fn attempt_timeout(&self) -> Duration {
+        self.pdu_timeout.saturating_mul(2)
+    }
+}
+
+/// An error for a key that the provider's transport does not use.
+pub(super) fn not_for(n: &str, field: &str, transport: &str) -> Error {
+    invalid(
+        n,
+        field,
+        format!("is not used by transport = \"{transport}\"; remove it"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Config;
+    use super::*;
+
+    const SMSC: &str = r#"
+        [[provider]]
+        name = "smsc"
+        transport = "smpp"
+        address = "127.0.0.1:2775"
+        system_id = "abide"
+        password_env = "SMSC_PASSWORD"
+        window = 64
+        source_addr = "ACME"
+        source_addr_ton = 5
+        enquire_link_interval = 15
+        pdu_timeout = 2.5
+    "#;
+
+    fn err_of(text: &str) -> (String, String, String) {
+        match Config::from_toml_str(text) {
+            Err(Error::Config {
+                provider,
+                field,
+                message,
+            }) => (provider, field, message),
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_smpp_provider_parses_with_defaults() {
+        let c = Config::from_toml_str(SMSC).unwrap();
+        let p = c.provider("smsc").unwrap();
+        let s = p.smpp.as_ref().unwrap();
+        assert_eq!(s.address, "127.0.0.1:2775");
+        assert_eq!(s.password_env.as_deref(), Some("SMSC_PASSWORD"));
+        assert_eq!((s.window, p.concurrency), (64, 64));
+        assert_eq!((s.source_addr_ton, s.source_addr_npi), (5, 0));
+        assert_eq!((s.dest_addr_ton, s.dest_addr_npi), (1, 1));
+        assert_eq!(s.enquire_link_interval, Duration::from_secs(15));
+        assert_eq!(s.pdu_timeout, Duration::from_millis(2500));
+        assert_eq!(p.timeout, Duration::from_secs(5), "bind wait + pdu_timeout");
+        assert_eq!(p.base_url.as_str(), "smpp://127.0.0.1:2775");
+        assert_eq!(s.system_type, "");
+        let minimal = "[[provider]]\nname = \"s\"\ntransport = \"smpp\"\n\
+                       address = \"smsc.example:2775\"\nsystem_id = \"x\"\n";
+        let s = Config::from_toml_str(minimal).unwrap().providers[0]
+            .smpp
+            .clone()
+            .unwrap();
+        assert_eq!((s.window, s.pdu_timeout), (10, Duration::from_secs(10)));
+        assert_eq!(s.password_env, None);
+        // An HTTP provider has none.
+        let http = "[[provider]]\nname = \"h\"\nbase_url = \"http://127.0.0.1:9\"\n";
+        assert_eq!(Config::from_toml_str(http).unwrap().providers[0].smpp, None);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        for (from, to, field) in [
+            (
+                "address = \"127.0.0.1:2775\"",
+                "address = \"127.0.0.1\"",
+                "address",
+            ),
+            (
+                "address = \"127.0.0.1:2775\"",
+                "address = \"smpp://h:1\"",
+                "address",
+            ),
+            (
+                "address = \"127.0.0.1:2775\"",
+                "address = \"u@h:1\"",
+                "address",
+            ),
+            ("address = \"127.0.0.1:2775\"", "", "address"),
+            (
+                "system_id = \"abide\"",
+                "system_id = \"abcdefghijklmnop\"",
+                "system_id",
+            ),
+            ("system_id = \"abide\"", "", "system_id"),
+            ("window = 64", "window = 0", "window"),
+            ("window = 64", "window = 1025", "window"),
+            (
+                "source_addr = \"ACME\"",
+                "source_addr = \"\"",
+                "source_addr",
+            ),
+            (
+                "source_addr_ton = 5",
+                "source_addr_ton = 7",
+                "source_addr_ton",
+            ),
+            (
+                "source_addr_ton = 5",
+                "source_addr_npi = 2",
+                "source_addr_npi",
+            ),
+            ("source_addr_ton = 5", "dest_addr_ton = 9", "dest_addr_ton"),
+            ("source_addr_ton = 5", "dest_addr_npi = 5", "dest_addr_npi"),
+            ("pdu_timeout = 2.5", "pdu_timeout = 0", "pdu_timeout"),
+            ("pdu_timeout = 2.5", "pdu_timeout = 291", "pdu_timeout"),
+            (
+                "enquire_link_interval = 15",
+                "enquire_link_interval = 0.5",
+                "enquire_link_interval",
+            ),
+            (
+                "password_env = \"SMSC_PASSWORD\"",
+                "password_env = \"A=B\"",
+                "password_env",
+            ),
+            (
+                "window = 64",
+                "system_type = \"way-too-long-type\"",
+                "system_type",
+            ),
+            ("transport = \"smpp\"", "transport = \"smtp\"", "transport"),
+        ] {
+            let text = SMSC.replace(from, to);
+            let (p, f, m) = err_of(&text);
+            assert_eq!((p.as_str(), f.as_str()), ("smsc", field), "{to}: {m}");
+        }
+    }
+
+    #[test]
+    fn keys_of_the_other_transport_are_refused_by_name() {
+        for (key, field) in [
+            ("base_url = \"http://127.0.0.1:9\"", "base_url"),
+            ("credentials_env = \"TOKEN\"", "credentials_env"),
+            ("auth_header = \"X-Key\"", "auth_header"),
+            (
+                "idempotency_key_header = \"X-Id\"",
+                "idempotency_key_header",
+            ),
+            ("timeout_secs = 3", "timeout_secs"),
+            ("concurrency = 3", "concurrency"),
+            ("rate_limit_dialect = \"ietf\"", "rate_limit_dialect"),
+            (
+                "[provider.pacer]\nuse_rate_limit_headers = false",
+                "pacer.use_rate_limit_headers",
+            ),
+            ("[provider.classify.http]\n409 = \"retry\"", "classify.http"),
+        ] {
+            let (p, f, m) = err_of(&format!("{SMSC}\n{key}\n"));
+            assert_eq!((p.as_str(), f.as_str()), ("smsc", field), "{m}");
+            assert!(m.contains("transport = \"smpp\""), "{m}");
+        }
+        let http = "[[provider]]\nname = \"h\"\nbase_url = \"http://127.0.0.1:9\"\n";
+        for (key, field) in [
+            ("address = \"h:1\"", "address"),
+            ("system_id = \"x\"", "system_id"),
+            ("password_env = \"P\"", "password_env"),
+            ("window = 3", "window"),
+            ("source_addr_ton = 1", "source_addr_ton"),
+            ("pdu_timeout = 1", "pdu_timeout"),
+            ("enquire_link_interval = 10", "enquire_link_interval"),
+            (
+                "[provider.classify.smpp]\n0x45 = \"retry\"",
+                "classify.smpp",
+            ),
+        ] {
+            let (p, f, m) = err_of(&format!("{http}{key}\n"));
+            assert_eq!((p.as_str(), f.as_str()), ("h", field), "{m}");
+        }
+        let (_, f, _) = err_of("[[provider]]\nname = \"h\"\n");
+        assert_eq!(f, "base_url");
+    }
+
+    #[test]
+    fn smpp_items_are_checked_at_enqueue() {
+        let c = Config::from_toml_str(SMSC).unwrap();
+        let ok = crate::Request::post_json("/", serde_json::json!({"to": "+1555", "text": "hi"}));
+        assert!(c.check_item(&crate::NewItem::new("smsc", ok)).is_ok());
+        let bad = crate::Request::post_json("/", serde_json::json!({"to": "+1555", "text": ""}));
+        let err = c.check_item(&crate::NewItem::new("smsc", bad)).unwrap_err();
+        let err = err.to_string();
+        assert!(err.contains("empty") && err.contains("\"smsc\""), "{err}");
+    }
+}

@@ -1,0 +1,200 @@
+//! Delivery receipts: what the remote later says became of an accepted message.
+//!
+//! An SMSC answers `submit_sm` with a `message_id` (stored on the item,
+//! [`crate::Item::message_id`]) and later sends a `deliver_sm` receipt naming that id and
+//! a final state. Receipts are stored as they come ([`crate::Store::record_receipts`]),
+//! keyed by provider and `message_id`, and matched to items when read: a receipt that
+//! arrives before its item's `submit_sm_resp` is written is matched once it is, and one
+//! that names an id no item carries is counted as *unmatched*, never dropped. A receipt
+//! never changes an item's outbox state: `SUBMITTED` means the remote accepted it; the
+//! receipt says whether it then reached the handset.
+
+use std::fmt;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+/// The final state a receipt reports, reduced to what a sender acts on.
+///
+/// From the SMPP 3.4 receipt text (`stat:`, Appendix B) or the `message_state` TLV
+/// (§5.3.2.35): `DELIVRD`/2 → delivered; `UNDELIV`/5 and `DELETED`/4 → undeliverable;
+/// `EXPIRED`/3 → expired; `REJECTD`/8 → rejected; everything else (`ACCEPTD`, `UNKNOWN`,
+/// `ENROUTE`, unreadable) → unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiptState {
+    /// Reached the handset.
+    Delivered,
+    /// Will not be delivered (the network gave up, or the message was deleted).
+    Undeliverable,
+    /// Its validity period ran out before it could be delivered.
+    Expired,
+    /// The SMSC or network refused it after accepting it.
+    Rejected,
+    /// The receipt said nothing final or nothing readable.
+    Unknown,
+}
+
+impl ReceiptState {
+    /// Every state.
+    pub const ALL: [ReceiptState; 5] = [
+        ReceiptState::Delivered,
+        ReceiptState::Undeliverable,
+        ReceiptState::Expired,
+        ReceiptState::Rejected,
+        ReceiptState::Unknown,
+    ];
+
+    /// The stored name: `delivered`, `undeliverable`, `expired`, `rejected`, `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReceiptState::Delivered => "delivered",
+            ReceiptState::Undeliverable => "undeliverable",
+            ReceiptState::Expired => "expired",
+            ReceiptState::Rejected => "rejected",
+            ReceiptState::Unknown => "unknown",
+        }
+    }
+
+    /// From a receipt text's `stat:` value (SMPP 3.4 Appendix B), case-insensitive.
+    pub fn from_stat(stat: &str) -> Self {
+        match stat.to_ascii_uppercase().as_str() {
+            "DELIVRD" => ReceiptState::Delivered,
+            "UNDELIV" | "DELETED" => ReceiptState::Undeliverable,
+            "EXPIRED" => ReceiptState::Expired,
+            "REJECTD" => ReceiptState::Rejected,
+            _ => ReceiptState::Unknown,
+        }
+    }
+
+    /// From the `message_state` TLV's value (SMPP 3.4 §5.2.28).
+    pub fn from_message_state(v: u8) -> Self {
+        match v {
+            2 => ReceiptState::Delivered,
+            4 | 5 => ReceiptState::Undeliverable,
+            3 => ReceiptState::Expired,
+            8 => ReceiptState::Rejected,
+            _ => ReceiptState::Unknown,
+        }
+    }
+}
+
+impl fmt::Display for ReceiptState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ReceiptState {
+    type Err = String;
+
+    /// # Errors
+    /// A name other than those of [`ReceiptState::as_str`], quoted.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ReceiptState::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| format!("unknown receipt state {s:?}"))
+    }
+}
+
+/// One receipt as received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// The provider whose connection it came on.
+    pub provider: String,
+    /// The `message_id` it names (as the SMSC's `submit_sm_resp` gave it).
+    pub message_id: String,
+    /// What it says.
+    pub state: ReceiptState,
+    /// When it was received (the dispatcher's clock).
+    pub at: SystemTime,
+}
+
+/// Receipts per state, for items of one provider or all; see [`crate::Store::receipt_counts`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ReceiptCounts {
+    /// Items with a `delivered` receipt.
+    pub delivered: u64,
+    /// Items with an `undeliverable` receipt.
+    pub undeliverable: u64,
+    /// Items with an `expired` receipt.
+    pub expired: u64,
+    /// Items with a `rejected` receipt.
+    pub rejected: u64,
+    /// Items with an `unknown` receipt.
+    pub unknown: u64,
+    /// Receipts naming a `message_id` no item carries (yet): a receipt for a message
+    /// whose `submit_sm_resp` was never seen (a timeout), or a stray.
+    pub unmatched: u64,
+}
+
+impl ReceiptCounts {
+    /// The count of items with a receipt in `state`.
+    pub fn get(&self, state: ReceiptState) -> u64 {
+        match state {
+            ReceiptState::Delivered => self.delivered,
+            ReceiptState::Undeliverable => self.undeliverable,
+            ReceiptState::Expired => self.expired,
+            ReceiptState::Rejected => self.rejected,
+            ReceiptState::Unknown => self.unknown,
+        }
+    }
+
+    /// Mutable count of `state`.
+    pub fn get_mut(&mut self, state: ReceiptState) -> &mut u64 {
+        match state {
+            ReceiptState::Delivered => &mut self.delivered,
+            ReceiptState::Undeliverable => &mut self.undeliverable,
+            ReceiptState::Expired => &mut self.expired,
+            ReceiptState::Rejected => &mut self.rejected,
+            ReceiptState::Unknown => &mut self.unknown,
+        }
+    }
+
+    /// Items with a receipt of any state (unmatched receipts excluded).
+    pub fn matched(&self) -> u64 {
+        ReceiptState::ALL.iter().map(|&s| self.get(s)).sum()
+    }
+
+    /// Every receipt stored, matched or not.
+    pub fn total(&self) -> u64 {
+        self.matched() + self.unmatched
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_read_from_text_and_tlv_alike() {
+        for (stat, tlv, want) in [
+            ("DELIVRD", 2, ReceiptState::Delivered),
+            ("undeliv", 5, ReceiptState::Undeliverable),
+            ("DELETED", 4, ReceiptState::Undeliverable),
+            ("EXPIRED", 3, ReceiptState::Expired),
+            ("REJECTD", 8, ReceiptState::Rejected),
+            ("ACCEPTD", 6, ReceiptState::Unknown),
+            ("UNKNOWN", 7, ReceiptState::Unknown),
+            ("ENROUTE", 1, ReceiptState::Unknown),
+            ("", 200, ReceiptState::Unknown),
+        ] {
+            assert_eq!(ReceiptState::from_stat(stat), want, "{stat}");
+            assert_eq!(ReceiptState::from_message_state(tlv), want, "{tlv}");
+        }
+        for s in ReceiptState::ALL {
+            assert_eq!(s.as_str().parse::<ReceiptState>(), Ok(s));
+        }
+        assert!("DELIVRD".parse::<ReceiptState>().is_err());
+    }
+
+    #[test]
+    fn counts_add_up() {
+        let mut c = ReceiptCounts::default();
+        *c.get_mut(ReceiptState::Delivered) += 3;
+        *c.get_mut(ReceiptState::Expired) += 1;
+        c.unmatched = 2;
+        assert_eq!((c.matched(), c.total()), (4, 6));
+    }
+}
