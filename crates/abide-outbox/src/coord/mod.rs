@@ -30,7 +30,10 @@
 //! node to *fallback* (one warning per episode): it sends at its pacer's rate divided by the
 //! live node count last seen (heartbeats expire after [`HEARTBEAT_TTL`]), with its own
 //! retry budget, and rejoins when Redis answers. A Redis that lost its state (a restart)
-//! gets each node's own current rate, not a fresh start, so no burst follows.
+//! gets each node's own current rate, not a fresh start, so no burst follows: the schedule
+//! starts as an empty bucket, the slots a node still holds and its fallback slots still
+//! ahead are charged to it, and until the nodes last seen are back (at most 5 s) it runs
+//! at the rejoined nodes' share only, the others still sending theirs in fallback.
 
 mod sync;
 
