@@ -142,6 +142,8 @@ struct View {
     denied: u32,
     /// Fallback: the local schedule's next free slot.
     fallback_tat: Option<Instant>,
+    /// The latest shared slot handed to a sender: a fallback schedule starts after it.
+    handed_until: Option<Instant>,
     /// (when, slots granted to all nodes, slots granted to this one), for the share.
     samples: VecDeque<(Instant, i64, i64)>,
     granted: i64,
@@ -226,6 +228,7 @@ impl View {
             tokens: 0,
             denied: 0,
             fallback_tat: None,
+            handed_until: None,
             samples: VecDeque::new(),
             granted: 0,
         }
@@ -262,6 +265,7 @@ impl View {
         }
         let at = self.slots.pop_front()?;
         self.taken = self.taken.saturating_add(1);
+        self.handed_until = self.handed_until.max(Some(at));
         Some(at)
     }
 
@@ -269,7 +273,10 @@ impl View {
     fn fallback_slot(&mut self, now: Instant, rate: f64, paused: Option<Instant>) -> Instant {
         let per_node = (rate / f64::from(self.nodes.max(1))).max(abide_core::pacer::MIN_RATE);
         let interval = Duration::try_from_secs_f64(1.0 / per_node).unwrap_or(Duration::MAX);
-        let mut at = self.fallback_tat.map_or(now, |t| t.max(now));
+        // Shared slots already handed out (senders wait on them) come first: starting at
+        // `now` beside them would send both.
+        let first = self.handed_until.map_or(now, |h| (h + interval).max(now));
+        let mut at = self.fallback_tat.map_or(first, |t| t.max(now));
         if let Some(p) = paused {
             at = at.max(p);
         }

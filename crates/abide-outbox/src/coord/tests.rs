@@ -632,3 +632,20 @@ fn a_node_takes_only_fresh_slots_outside_a_pause_and_asks_by_its_share() {
     assert_eq!(v.take_slot(now, Some(t0 + ms(600))), Some(t0 + ms(900)));
     assert_eq!(v.take_slot(now, None), None);
 }
+
+#[test]
+fn falling_back_starts_after_the_shared_slots_already_handed_out() {
+    let clock = ManualClock::new(UNIX_EPOCH);
+    let t0 = clock.monotonic();
+    let ms = Duration::from_millis;
+    let mut v = View::new(30.0, t0);
+    v.nodes = 3;
+    v.slots.extend([t0 + ms(100), t0 + ms(400)]);
+    assert_eq!(v.take_slot(t0, None), Some(t0 + ms(100)));
+    assert_eq!(v.take_slot(t0, None), Some(t0 + ms(400)));
+    // Redis goes away with senders waiting on both: the fallback share (10/s) follows
+    // them instead of sending beside them.
+    v.mode = CoordinationMode::Fallback;
+    assert_eq!(v.fallback_slot(t0, 30.0, None), t0 + ms(500));
+    assert_eq!(v.fallback_slot(t0, 30.0, None), t0 + ms(600));
+}
