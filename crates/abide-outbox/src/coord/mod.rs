@@ -30,7 +30,10 @@
 //! node to *fallback* (one warning per episode): it sends at its pacer's rate divided by the
 //! live node count last seen (heartbeats expire after [`HEARTBEAT_TTL`]), with its own
 //! retry budget, and rejoins when Redis answers. A Redis that lost its state (a restart)
-//! gets each node's own current rate, not a fresh start, so no burst follows.
+//! gets each node's own current rate, not a fresh start, so no burst follows: the schedule
+//! starts as an empty bucket, the slots a node still holds and its fallback slots still
+//! ahead are charged to it, and until the nodes last seen are back (at most 5 s) it runs
+//! at the rejoined nodes' share only, the others still sending theirs in fallback.
 
 mod sync;
 
@@ -139,6 +142,8 @@ struct View {
     denied: u32,
     /// Fallback: the local schedule's next free slot.
     fallback_tat: Option<Instant>,
+    /// The latest shared slot handed to a sender: a fallback schedule starts after it.
+    handed_until: Option<Instant>,
     /// (when, slots granted to all nodes, slots granted to this one), for the share.
     samples: VecDeque<(Instant, i64, i64)>,
     granted: i64,
@@ -223,6 +228,7 @@ impl View {
             tokens: 0,
             denied: 0,
             fallback_tat: None,
+            handed_until: None,
             samples: VecDeque::new(),
             granted: 0,
         }
@@ -259,6 +265,7 @@ impl View {
         }
         let at = self.slots.pop_front()?;
         self.taken = self.taken.saturating_add(1);
+        self.handed_until = self.handed_until.max(Some(at));
         Some(at)
     }
 
@@ -266,7 +273,10 @@ impl View {
     fn fallback_slot(&mut self, now: Instant, rate: f64, paused: Option<Instant>) -> Instant {
         let per_node = (rate / f64::from(self.nodes.max(1))).max(abide_core::pacer::MIN_RATE);
         let interval = Duration::try_from_secs_f64(1.0 / per_node).unwrap_or(Duration::MAX);
-        let mut at = self.fallback_tat.map_or(now, |t| t.max(now));
+        // Shared slots already handed out (senders wait on them) come first: starting at
+        // `now` beside them would send both.
+        let first = self.handed_until.map_or(now, |h| (h + interval).max(now));
+        let mut at = self.fallback_tat.map_or(first, |t| t.max(now));
         if let Some(p) = paused {
             at = at.max(p);
         }

@@ -11,7 +11,15 @@
 --       19 horizon (us): no slot further out than this  20 the decreases this node has
 --       seen  21 its rate when neither it nor any node has learned one  22 slots this
 --       node handed out on its own while Redis was away, still ahead: taken off the
---       schedule so that rejoining adds no burst
+--       schedule so that rejoining adds no burst  23 the live nodes this node last saw
+--       if it had joined before (0 on a cold start)  24 rejoin grace (us)  25 shared
+--       slots this node still holds from before: charged only to a lost (fresh) state
+--
+-- A lost state (a Redis restart, with this node joined before) gives no credit: the
+-- schedule starts as an empty bucket (TAT = now + tolerance), the slots the node still
+-- holds are charged to it, and until the nodes last seen are back (at most the grace) the
+-- schedule runs at the rejoined nodes' share only, since the others still send their
+-- fallback share unseen.
 -- The rate of the schedule is the last one a node learned from answers ('rate'): a node
 -- that has had none ('' in ARGV[3]) or has not yet taken the latest decrease does not set it.
 local t = redis.call('TIME')
@@ -26,7 +34,7 @@ redis.call('HSET', KEYS[3], ARGV[1], ARGV[18])
 redis.call('PEXPIRE', KEYS[3], ttl * 4)
 
 local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'dseq', 'drate', 'dceil', 'rate',
-  'ceil', 'total', 'tokens', 'tokens_at')
+  'ceil', 'total', 'tokens', 'tokens_at', 'expect', 'expect_until')
 local fresh = 0
 if not st[1] then fresh = 1 end
 local tat = tonumber(st[1]) or now
@@ -37,6 +45,17 @@ local dceil = st[5] or ''
 local cur_rate = st[6] or ''
 local cur_ceil = st[7] or ''
 local total = tonumber(st[8]) or 0
+local expect = tonumber(st[11]) or 0
+local expect_until = tonumber(st[12]) or 0
+local seen_nodes = tonumber(ARGV[23])
+local restart = fresh == 1 and seen_nodes > 0
+if restart and seen_nodes > 1 then
+  expect = seen_nodes
+  expect_until = now + tonumber(ARGV[24])
+end
+-- Nodes expected back from fallback, still sending their share unseen.
+local scale = 1
+if now < expect_until and nodes < expect then scale = expect / nodes end
 
 -- The host pause: only ever extends.
 local pause_for = tonumber(ARGV[6])
@@ -62,15 +81,19 @@ rate = rate or tonumber(cur_rate) or tonumber(ARGV[21])
 -- GCRA (ITU-T I.371 virtual scheduling) over the shared TAT, never into the pause.
 local interval = 1000000 / rate
 local tol = interval * (tonumber(ARGV[4]) - 1)
+local step = interval * scale
 local horizon = now + tonumber(ARGV[19])
-for _ = 1, tonumber(ARGV[22]) do
-  tat = math.max(tat, now, tat - tol, pause) + interval
+if restart then tat = now + tol end
+local debt = tonumber(ARGV[22])
+if fresh == 1 then debt = debt + tonumber(ARGV[25]) end
+for _ = 1, debt do
+  tat = math.max(tat, now, tat - tol, pause) + step
 end
 local slots = {}
 for _ = 1, tonumber(ARGV[5]) do
   local at = math.max(now, tat - tol, pause)
   if at > horizon then break end
-  tat = math.max(tat, at) + interval
+  tat = math.max(tat, at) + step
   slots[#slots + 1] = math.floor(at - now)
 end
 total = total + #slots
@@ -90,11 +113,13 @@ tokens = tokens - granted
 local function int(x) return string.format('%.0f', x) end
 redis.call('HSET', KEYS[1], 'tat', int(tat), 'pause', int(pause), 'dseq', int(dseq),
   'drate', drate, 'dceil', dceil, 'total', int(total),
-  'tokens', string.format('%.6f', tokens), 'tokens_at', int(now))
+  'tokens', string.format('%.6f', tokens), 'tokens_at', int(now), 'expect', int(expect),
+  'expect_until', int(expect_until))
 if written then
   redis.call('HSET', KEYS[1], 'rate', tostring(written), 'ceil', ARGV[17])
 end
 redis.call('PEXPIRE', KEYS[1], 3600000)
 
+if scale > 1 then nodes = expect end
 return {nodes, math.floor(math.max(0, pause - now)), dseq, drate, dceil, cur_rate, cur_ceil,
   total, granted, fresh, slots}

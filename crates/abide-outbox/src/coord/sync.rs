@@ -10,7 +10,9 @@ use abide_core::CoordinationMode;
 use redis::aio::ConnectionManager;
 use redis::Script;
 
-use super::{Shared, View, HEARTBEAT_EVERY, HEARTBEAT_TTL, MAX_BATCH, SYNC_TIMEOUT, TOKENS_HELD};
+use super::{
+    Shared, View, HEARTBEAT_EVERY, HEARTBEAT_TTL, MAX_BATCH, STALE_SLOT, SYNC_TIMEOUT, TOKENS_HELD,
+};
 
 /// Wait after a failed sync before the next attempt.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(500);
@@ -26,6 +28,9 @@ const MAX_NODES: i64 = 10_000;
 const HORIZON_US: u64 = 2_000_000;
 /// Most retry tokens asked for in one sync.
 const MAX_TOKENS: u32 = 16;
+/// After a Redis restart, how long the schedule waits for the nodes last seen to rejoin
+/// before it no longer leaves their fallback share to them (µs; see `sync.lua`).
+pub(super) const REJOIN_GRACE_US: u64 = 5_000_000;
 
 /// What one sync publishes and asks for (taken from the view; put back if it fails).
 #[derive(Debug, Default)]
@@ -44,6 +49,10 @@ pub(super) struct Args {
     seen_dseq: i64,
     /// Fallback slots handed out and still ahead (see `sync.lua`, ARGV 22).
     debt: u32,
+    /// Live nodes last seen if this node had joined before, else 0 (ARGV 23).
+    seen_nodes: u32,
+    /// Shared slots at hand, charged to a lost state only (ARGV 25).
+    held: u32,
     info: String,
 }
 
@@ -198,7 +207,10 @@ impl Shared {
             .arg(HORIZON_US)
             .arg(a.seen_dseq)
             .arg(a.start_rate.to_string())
-            .arg(a.debt);
+            .arg(a.debt)
+            .arg(a.seen_nodes)
+            .arg(REJOIN_GRACE_US)
+            .arg(a.held);
     }
 }
 
@@ -239,6 +251,12 @@ impl View {
             .ceil()
             .clamp(0.0, f64::from(MAX_BATCH) * 4.0) as u32;
         self.denied = 0;
+        // Slots at hand still usable: a state that lost them must not grant them again.
+        let held = self
+            .slots
+            .iter()
+            .filter(|at| **at + STALE_SLOT >= now)
+            .count();
         Args {
             slots,
             pause: self.pending_pause.take(),
@@ -251,6 +269,8 @@ impl View {
             ceiling: self.ceiling,
             seen_dseq: self.seen_dseq,
             debt,
+            seen_nodes: if self.joined { self.nodes } else { 0 },
+            held: u32::try_from(held).unwrap_or(u32::MAX),
             info: format!(
                 "{} share={:.3} rate={:.2}",
                 self.mode.as_str(),

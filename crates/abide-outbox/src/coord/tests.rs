@@ -53,6 +53,11 @@ struct Call<'a> {
     seen: i64,
     /// Slots it handed out itself in fallback, still ahead.
     debt: u32,
+    burst: f64,
+    /// Live nodes it last saw, if it had joined before (0: a cold start).
+    seen_nodes: u32,
+    /// Shared slots it still holds.
+    held: u32,
 }
 
 impl Default for Call<'_> {
@@ -69,6 +74,9 @@ impl Default for Call<'_> {
             ceiling: None,
             seen: 0,
             debt: 0,
+            burst: 1.0,
+            seen_nodes: 0,
+            held: 0,
         }
     }
 }
@@ -86,7 +94,7 @@ async fn call(conn: &mut ConnectionManager, key: &str, c: Call<'_>) -> sync::Rep
         .arg(c.node)
         .arg(2000)
         .arg(c.rate.to_string())
-        .arg("1")
+        .arg(c.burst.to_string())
         .arg(c.slots)
         .arg(c.pause_us)
         .arg(dec)
@@ -104,7 +112,10 @@ async fn call(conn: &mut ConnectionManager, key: &str, c: Call<'_>) -> sync::Rep
         .arg(5_000_000u64)
         .arg(c.seen)
         .arg("1")
-        .arg(c.debt);
+        .arg(c.debt)
+        .arg(c.seen_nodes)
+        .arg(sync::REJOIN_GRACE_US)
+        .arg(c.held);
     inv.invoke_async(conn).await.unwrap()
 }
 
@@ -408,6 +419,59 @@ async fn lost_state_reads_as_fresh_and_starts_from_the_callers_rate() {
     assert_eq!(b.10, [2 * S]);
 }
 
+#[tokio::test]
+async fn after_a_restart_rejoining_nodes_get_no_burst_and_leave_the_absent_their_share() {
+    let Some(mut conn) = connect("rejoin").await else {
+        return;
+    };
+    let key = prefix("rejoin");
+    // 30/s, burst 10, three nodes, each holding 2 slots ahead when Redis goes.
+    let node = |node, seen_nodes| Call {
+        node,
+        rate: 30.0,
+        burst: 10.0,
+        slots: 30,
+        seen_nodes,
+        ..Call::default()
+    };
+    for n in ["a", "b", "c"] {
+        let _ = call(&mut conn, &key, node(n, 0)).await;
+    }
+    // Restarted: every key lost.
+    let _: () = redis::cmd("DEL")
+        .arg(format!("{key}:state"))
+        .arg(format!("{key}:nodes"))
+        .arg(format!("{key}:info"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let within_a_second = |r: &sync::Reply| r.10.iter().filter(|us| **us < S).count();
+    // Node a rejoins first, each of the others still sending its fallback share (10/s).
+    let a = call(
+        &mut conn,
+        &key,
+        Call {
+            held: 2,
+            ..node("a", 3)
+        },
+    )
+    .await;
+    assert_eq!(a.9, 1, "the state was lost");
+    assert_eq!(a.0, 3, "the absent nodes still count");
+    // No burst: spaced at a's share (100 ms) from the first slot, after its 2 held.
+    assert_eq!(a.10[..3], [2 * S / 10, 3 * S / 10, 4 * S / 10]);
+    assert!(within_a_second(&a) <= 8, "{:?}", a.10);
+    // The others rejoin: over all three, no more than the rate in the first second.
+    let b = call(&mut conn, &key, node("b", 3)).await;
+    let c = call(&mut conn, &key, node("c", 3)).await;
+    assert_eq!(b.9, 0);
+    let all = within_a_second(&a) + within_a_second(&b) + within_a_second(&c);
+    assert!(all <= 30 + 1, "{all} slots in the first second at 30/s");
+    // A cold start (no node had joined) keeps the burst a lone pacer would have.
+    let cold = call(&mut conn, &prefix("cold"), node("a", 0)).await;
+    assert_eq!(cold.10[..10], [0; 10]);
+}
+
 fn pacer(rate: f64, clock: &dyn Clock) -> Pacer {
     Pacer::new(
         PacerConfig {
@@ -567,4 +631,21 @@ fn a_node_takes_only_fresh_slots_outside_a_pause_and_asks_by_its_share() {
     // pause too.
     assert_eq!(v.take_slot(now, Some(t0 + ms(600))), Some(t0 + ms(900)));
     assert_eq!(v.take_slot(now, None), None);
+}
+
+#[test]
+fn falling_back_starts_after_the_shared_slots_already_handed_out() {
+    let clock = ManualClock::new(UNIX_EPOCH);
+    let t0 = clock.monotonic();
+    let ms = Duration::from_millis;
+    let mut v = View::new(30.0, t0);
+    v.nodes = 3;
+    v.slots.extend([t0 + ms(100), t0 + ms(400)]);
+    assert_eq!(v.take_slot(t0, None), Some(t0 + ms(100)));
+    assert_eq!(v.take_slot(t0, None), Some(t0 + ms(400)));
+    // Redis goes away with senders waiting on both: the fallback share (10/s) follows
+    // them instead of sending beside them.
+    v.mode = CoordinationMode::Fallback;
+    assert_eq!(v.fallback_slot(t0, 30.0, None), t0 + ms(500));
+    assert_eq!(v.fallback_slot(t0, 30.0, None), t0 + ms(600));
 }
