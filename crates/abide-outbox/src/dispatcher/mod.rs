@@ -256,6 +256,7 @@ impl<S: Store> Dispatcher<S> {
                         url: url.clone(),
                         prefix: opts.coordination_prefix.clone(),
                         node: owner.clone(),
+                        expected_nodes: config.expected_nodes,
                     };
                     let c = RedisCoordination::start(
                         &target,
