@@ -345,3 +345,37 @@ async fn a_node_that_started_with_redis_down_joins_when_it_answers() {
     );
     assert!(s.fallback_for.is_none());
 }
+
+#[tokio::test]
+async fn after_an_outage_a_node_falls_back_then_returns_to_redis_mode() {
+    // An own redis-server (never the shared one): stopped and started again on its port.
+    let port = free_port();
+    let Some(first) = own_redis(port, &[]) else {
+        return;
+    };
+    let url = format!("redis://127.0.0.1:{port}");
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let c = start(&url, &prefix("outage"), "n", 2, Arc::clone(&clock));
+    let p = pacer(60.0, &*clock);
+    let mode = || {
+        let _ = c.reserve(&p, clock.monotonic(), None);
+        c.status(&p, clock.monotonic()).mode
+    };
+    // Joined: in redis mode by a sync (not the mode it starts in), nodes counted.
+    let joined =
+        || mode() == CoordinationMode::Redis && !c.status(&p, clock.monotonic()).nodes_assumed;
+    assert!(eventually(joined).await);
+    drop(first);
+    assert!(eventually(|| mode() == CoordinationMode::Fallback).await);
+    let s = c.status(&p, clock.monotonic());
+    assert!(s.fallback_for.is_some() && !s.nodes_assumed, "{s:?}");
+    let Some(_second) = own_redis(port, &[]) else {
+        return;
+    };
+    assert!(
+        eventually(|| mode() == CoordinationMode::Redis).await,
+        "{:?}",
+        c.status(&p, clock.monotonic())
+    );
+    assert!(c.status(&p, clock.monotonic()).fallback_for.is_none());
+}
