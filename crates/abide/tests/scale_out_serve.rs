@@ -192,9 +192,22 @@ async fn three_serve_nodes_share_one_limit_take_items_by_http_and_survive_a_kill
         assert_eq!(status.code(), Some(0), "{logs}");
     }
     logs.push_str(&c.stderr.lock().unwrap());
-    let st = run(abide(&["status", "--db", &url, "--json"])).await;
+    let st = run({
+        let mut c = abide(&["status", "--db", &url, "--json", "--redis-prefix", &prefix]);
+        c.env("ABIDE_REDIS_URL", REDIS);
+        c
+    })
+    .await;
     db.drop_now().await;
     let st: Value = serde_json::from_slice(&st.stdout).unwrap();
+    // The shared view from outside the nodes: one key, the provider's name and a digest
+    // of its credential (never the credential), the rate the nodes learned.
+    let keys = st["coordination"]["keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 1, "{st}");
+    let key = keys[0]["key"].as_str().unwrap();
+    assert!(key.starts_with(&format!("{prefix}:sms:")), "{key}");
+    assert!(!key.contains(abide_provider::DEMO_KEY), "{key}");
+    assert!(keys[0]["shared_rate_per_sec"].as_f64().is_some(), "{st}");
     let s = p.stats();
 
     // Nothing lost, nothing accepted twice.

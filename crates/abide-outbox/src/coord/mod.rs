@@ -71,6 +71,26 @@ const JOIN_WAIT: Duration = Duration::from_secs(2);
 /// Retry tokens a node keeps at hand.
 const TOKENS_HELD: u32 = 2;
 
+/// The key under which nodes share provider `provider`'s limit: its name and, when its
+/// credential is known, 16 hex digits of a SHA-256 digest of the credential (never the
+/// credential itself). A provider's limit belongs to the API key: two providers files that
+/// name the provider alike and use the same key share one limit; with different keys they
+/// do not.
+pub fn limit_key(provider: &str, credential: Option<&str>) -> String {
+    use sha2::{Digest, Sha256};
+    match credential.filter(|c| !c.is_empty()) {
+        None => provider.to_owned(),
+        Some(c) => {
+            let mut h = Sha256::new();
+            h.update(b"abide-coord-v1\0");
+            h.update(c.as_bytes());
+            let digest = h.finalize();
+            let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+            format!("{provider}:{hex}")
+        }
+    }
+}
+
 /// Where a node's shared state lives in Redis and who it is.
 #[derive(Debug, Clone)]
 pub struct CoordinationTarget {

@@ -379,3 +379,17 @@ async fn after_an_outage_a_node_falls_back_then_returns_to_redis_mode() {
     );
     assert!(c.status(&p, clock.monotonic()).fallback_for.is_none());
 }
+
+#[test]
+fn the_limit_key_follows_the_credential_through_a_digest_never_the_credential() {
+    let a = limit_key("sms", Some("key-of-account-1"));
+    let b = limit_key("sms", Some("key-of-account-1"));
+    let c = limit_key("sms", Some("key-of-account-2"));
+    assert_eq!(a, b, "the same key: one limit");
+    assert_ne!(a, c, "another key: another limit");
+    assert!(a.starts_with("sms:") && a.len() == "sms:".len() + 16, "{a}");
+    assert!(!a.contains("account"), "{a}");
+    // No credential known: the provider's name alone, as before.
+    assert_eq!(limit_key("sms", None), "sms");
+    assert_eq!(limit_key("sms", Some("")), "sms");
+}

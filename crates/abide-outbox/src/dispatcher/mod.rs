@@ -241,6 +241,10 @@ impl<S: Store> Dispatcher<S> {
             }
         }
         let mono = clock.monotonic();
+        let credentials = opts
+            .credentials
+            .clone()
+            .unwrap_or_else(|| Arc::new(EnvCredentials));
         let owner = opts
             .owner
             .clone()
@@ -258,9 +262,18 @@ impl<S: Store> Dispatcher<S> {
                         node: owner.clone(),
                         expected_nodes: config.expected_nodes,
                     };
+                    // The limit belongs to the credential: its digest is in the key.
+                    let credential = match &p.smpp {
+                        Some(s) => Some(s.system_id.clone()),
+                        None => p
+                            .credentials_env
+                            .as_deref()
+                            .and_then(|name| credentials.get(name))
+                            .map(|s| s.expose().to_owned()),
+                    };
                     let c = RedisCoordination::start(
                         &target,
-                        &p.name,
+                        &crate::coord::limit_key(&p.name, credential.as_deref()),
                         rules.pacer.initial_rate,
                         rules.pacer.burst,
                         rules.budget,
