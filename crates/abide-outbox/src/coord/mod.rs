@@ -462,7 +462,12 @@ impl Coordination for RedisCoordination {
             node: self.shared.node.clone(),
             mode: v.mode,
             nodes: v.nodes,
-            share: v.share,
+            // In fallback it sends its pacer's rate divided by the nodes: that share.
+            share: if v.mode == CoordinationMode::Fallback {
+                1.0 / f64::from(v.nodes.max(1))
+            } else {
+                v.share
+            },
             paused_until,
             pause_by: paused_until.and((!v.pause_by.is_empty()).then(|| v.pause_by.clone())),
             fallback_for: v

@@ -295,6 +295,10 @@ async fn a_node_starting_while_redis_is_down_sends_only_its_assumed_share_and_sa
     let s = c.status(&p, clock.monotonic());
     assert_eq!((s.nodes, s.nodes_assumed), (3, true), "{s:?}");
     assert!(
+        (s.share - 1.0 / 3.0).abs() < 1e-9,
+        "the share it sends: {s:?}"
+    );
+    assert!(
         s.fallback_for.is_some_and(|d| d >= Duration::from_secs(7)),
         "{s:?}"
     );

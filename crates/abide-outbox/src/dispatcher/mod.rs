@@ -417,6 +417,7 @@ impl<S: Store> Dispatcher<S> {
             add_totals(&mut totals, &t);
             let pacer = rt.session.pacer();
             providers.push(ProviderProgress {
+                taken_at: now,
                 name: rt.cfg.name.clone(),
                 rate: pacer.rate(),
                 target_rate: pacer.target(),

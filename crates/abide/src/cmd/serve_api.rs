@@ -315,10 +315,9 @@ async fn stats(State(api): State<Api>) -> Response {
 pub(crate) async fn stats_value(api: &Api) -> anyhow::Result<Value> {
     let snap = Snapshot::load(&api.store, now(api)).await?;
     let live = api.live();
-    let at = now(api);
     let providers: Vec<Value> = live
         .as_ref()
-        .map(|p| p.providers.iter().map(|x| provider_value(x, at)).collect())
+        .map(|p| p.providers.iter().map(provider_value).collect())
         .unwrap_or_default();
     Ok(json!({
         "counts": snap.counts,
@@ -337,7 +336,7 @@ pub(crate) async fn stats_value(api: &Api) -> anyhow::Result<Value> {
     }))
 }
 
-fn provider_value(x: &abide_outbox::ProviderProgress, now: SystemTime) -> Value {
+fn provider_value(x: &abide_outbox::ProviderProgress) -> Value {
     json!({
         "name": x.name,
         "pace_per_sec": x.rate,
@@ -349,7 +348,7 @@ fn provider_value(x: &abide_outbox::ProviderProgress, now: SystemTime) -> Value 
         "sunset": x.sunset.map(super::serve_dashboard::rfc3339),
         "throttle_rate": x.throttle_rate,
         "limited_by_concurrency": x.limited_by_concurrency,
-        "coordination": super::coord_view::live_value(&x.coordination, now, x.paused_for),
+        "coordination": super::coord_view::live_value(&x.coordination, x.taken_at, x.paused_for),
         "counts": x.counts,
         "totals": x.totals,
     })
