@@ -77,6 +77,15 @@ pub(super) type Reply = (
 /// How often a sync lists the live nodes (for status displays).
 const LIST_EVERY: Duration = Duration::from_secs(1);
 
+/// A connection that reports why it failed (a refused password, a closed port) rather than
+/// retrying until [`CONNECT_TIMEOUT`] and saying only that it timed out; this loop retries.
+async fn connect(client: redis::Client) -> redis::RedisResult<ConnectionManager> {
+    let cfg = redis::aio::ConnectionManagerConfig::new()
+        .set_number_of_retries(0)
+        .set_connection_timeout(CONNECT_TIMEOUT);
+    ConnectionManager::new_with_config(client, cfg).await
+}
+
 /// Sync until every [`RedisCoordination`](super::RedisCoordination) is dropped.
 pub(super) async fn run(shared: Weak<Shared>, client: redis::Client) {
     let script = Script::new(include_str!("sync.lua"));
@@ -92,8 +101,7 @@ pub(super) async fn run(shared: Weak<Shared>, client: redis::Client) {
             let _ = tokio::time::timeout(HEARTBEAT_EVERY, s.wake.notified()).await;
         }
         if conn.is_none() {
-            let made =
-                tokio::time::timeout(CONNECT_TIMEOUT, ConnectionManager::new(client.clone()));
+            let made = tokio::time::timeout(CONNECT_TIMEOUT, connect(client.clone()));
             match made.await {
                 Ok(Ok(c)) => conn = Some(c),
                 Ok(Err(e)) => {
