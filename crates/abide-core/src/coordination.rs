@@ -24,7 +24,7 @@
 //! the network, and time is the monotonic `now` passed in.
 
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::budget::RetryBudget;
 use crate::pacer::{NotYet, Pacer};
@@ -42,10 +42,11 @@ pub enum Reservation {
 }
 
 /// How a node's state is shared right now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CoordinationMode {
     /// One node, in memory: nothing is shared.
+    #[default]
     Local,
     /// Shared through Redis.
     Redis,
@@ -65,8 +66,27 @@ impl CoordinationMode {
     }
 }
 
+/// A node another node saw through the shared store (its heartbeat), for status displays.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
+pub struct NodeSeen {
+    /// The node's id.
+    pub node: String,
+    /// Time since its last heartbeat, as of the status (seconds in JSON).
+    #[serde(
+        rename = "last_seen_ago_secs",
+        serialize_with = "crate::serde_secs::secs"
+    )]
+    pub last_seen_ago: Duration,
+    /// How it said it shares (`redis`, or the mode it rejoined from), as it published it.
+    pub mode: String,
+    /// Its fraction of the slots granted to all nodes (0..=1), as it published it.
+    pub share: f64,
+    /// Its pacer's rate (requests per second), as it published it.
+    pub rate: f64,
+}
+
 /// What a coordination layer says of itself, for status displays and metrics.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
 pub struct CoordinationStatus {
     /// This node's id (unique per process).
     pub node: String,
@@ -79,7 +99,28 @@ pub struct CoordinationStatus {
     /// End of the shared pause, if the host is paused (monotonic; not serialised).
     #[serde(skip)]
     pub paused_until: Option<Instant>,
+    /// The node that set the shared pause, when known.
+    pub pause_by: Option<String>,
+    /// How long this node has been in fallback (seconds in JSON); `None` unless it is.
+    #[serde(
+        rename = "fallback_for_secs",
+        serialize_with = "crate::serde_secs::opt"
+    )]
+    pub fallback_for: Option<Duration>,
+    /// `nodes` is an assumption (the configured count, Redis never answered since start),
+    /// not a count of heartbeats.
+    pub nodes_assumed: bool,
+    /// The learned rate shared by every node (requests per second), when one is.
+    pub shared_rate: Option<f64>,
+    /// The learned ceiling shared by every node (requests per second), when one is.
+    pub shared_ceiling: Option<f64>,
+    /// The nodes seen alive at the last look (at most [`MAX_NODES_SHOWN`]), this one
+    /// included; empty when local.
+    pub peers: Vec<NodeSeen>,
 }
+
+/// Most nodes a [`CoordinationStatus`] lists (a bound on what a shared store reports).
+pub const MAX_NODES_SHOWN: usize = 32;
 
 /// Shares one host's schedule, pause, learned rate and retry budget between nodes; see the
 /// [module docs](self). Every method is synchronous and cheap: no method waits on I/O.
@@ -142,6 +183,7 @@ impl Coordination for Local {
             nodes: 1,
             share: 1.0,
             paused_until: pacer.paused_until(now),
+            ..CoordinationStatus::default()
         }
     }
 }
@@ -196,7 +238,7 @@ mod tests {
                 mode: CoordinationMode::Redis,
                 nodes: 2,
                 share: 0.5,
-                paused_until: None,
+                ..CoordinationStatus::default()
             }
         }
     }

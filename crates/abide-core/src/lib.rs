@@ -57,7 +57,10 @@ pub use classify::{
     MAX_CLASSIFY_BODY,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use coordination::{Coordination, CoordinationMode, CoordinationStatus, Local, Reservation};
+pub use coordination::{
+    Coordination, CoordinationMode, CoordinationStatus, Local, NodeSeen, Reservation,
+    MAX_NODES_SHOWN,
+};
 pub use pacer::{NotYet, Pacer, PacerConfig, PacerSnapshot, SlotCounts};
 pub use ratelimit::{parse_rate_limit, Dialect, RateLimitInfo, RateLimitSource};
 pub use retry_after::{DelayReason, RetryAfter, RetryAfterError, RetryAfterPolicy, RetryDelay};

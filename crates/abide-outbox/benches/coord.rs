@@ -222,6 +222,7 @@ async fn per_item(conn: &mut ConnectionManager, prefix: &str, nodes: usize, rate
             url: URL.into(),
             prefix: prefix.into(),
             node: format!("bench-{n}"),
+            expected_nodes: 1,
         };
         let coord = RedisCoordination::start(&target, "sms", rate, 1.0, budget, Arc::clone(&clock))
             .expect("coordination");

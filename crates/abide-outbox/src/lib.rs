@@ -66,7 +66,7 @@ pub mod store;
 pub mod transport;
 
 pub use config::{Config, FailoverConfig, PacerSettings, ProviderConfig, RetryConfig, Secret};
-pub use coord::{CoordinationTarget, RedisCoordination};
+pub use coord::{CoordinationTarget, ProbeError, RedisCoordination, SharedLimit};
 pub use credentials::{CredentialSource, EnvCredentials, StaticCredentials};
 pub use dispatcher::{Dispatcher, DispatcherOptions, MIN_LEASE_MARGIN};
 pub use error::{Error, Result};

@@ -197,6 +197,10 @@ pub struct ProviderProgress {
     /// This node and how it shares the provider's limit with others (local, redis,
     /// fallback; live nodes; its share).
     pub coordination: abide_core::CoordinationStatus,
+    /// When this snapshot was taken (wall clock): the durations in it (a pause, time in
+    /// fallback, time since a node was seen) count back or forward from here.
+    #[serde(skip)]
+    pub taken_at: SystemTime,
     /// Items per state currently targeting this provider.
     pub counts: Counts,
     /// Delivery receipts of this provider's items, and those matching none (SMPP).

@@ -10,79 +10,10 @@
 
 mod support;
 
-use std::time::Duration;
-
 use abide_core::{Clock, SystemClock};
 
-use sqlx::Connection;
+use support::services::{redis_here, Db, REDIS};
 use support::*;
-
-const PG_ADMIN: &str = "postgres://postgres@127.0.0.1:5432/test";
-const REDIS: &str = "redis://127.0.0.1:6379";
-
-fn required() -> bool {
-    std::env::var("ABIDE_REQUIRE_SERVICES").as_deref() == Ok("1")
-}
-
-/// A fresh database for this test (dropped by [`Db::drop_now`]), or `None` after printing
-/// why the test is skipped.
-struct Db {
-    name: String,
-}
-
-impl Db {
-    async fn create(test: &str) -> Option<Self> {
-        let mut admin = match tokio::time::timeout(
-            Duration::from_secs(3),
-            sqlx::PgConnection::connect(PG_ADMIN),
-        )
-        .await
-        {
-            Ok(Ok(c)) => c,
-            other if !required() => {
-                println!("SKIPPED: {test}: PostgreSQL at {PG_ADMIN} unreachable ({other:?})");
-                return None;
-            }
-            other => panic!("ABIDE_REQUIRE_SERVICES=1 but PostgreSQL is unreachable: {other:?}"),
-        };
-        let name = format!("abide_scale_{}", std::process::id());
-        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .execute(&mut admin)
-            .await;
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut admin)
-            .await
-            .unwrap();
-        Some(Self { name })
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:5432/{}", self.name)
-    }
-
-    async fn drop_now(self) {
-        if let Ok(mut admin) = sqlx::PgConnection::connect(PG_ADMIN).await {
-            let _ = sqlx::query(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ))
-            .execute(&mut admin)
-            .await;
-        }
-    }
-}
-
-fn redis_here(test: &str) -> bool {
-    let addr = "127.0.0.1:6379".parse().unwrap();
-    match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
-        Ok(_) => true,
-        Err(e) if !required() => {
-            println!("SKIPPED: {test}: no Redis at 127.0.0.1:6379 ({e})");
-            false
-        }
-        Err(e) => panic!("ABIDE_REQUIRE_SERVICES=1 but Redis is unreachable: {e}"),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_share_one_limit_and_lose_nothing_to_a_kill_9() {
@@ -92,7 +23,7 @@ async fn three_nodes_share_one_limit_and_lose_nothing_to_a_kill_9() {
     if !redis_here(TEST) {
         return;
     }
-    let Some(db) = Db::create(TEST).await else {
+    let Some(db) = Db::create(TEST, "send").await else {
         return;
     };
     // 5 ms per message keeps requests on the wire when the kill lands.

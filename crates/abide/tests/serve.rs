@@ -189,11 +189,12 @@ async fn serve_enqueues_delivers_and_reports() {
     );
     assert!(!text.contains("s3cret"));
     // Prometheus conventions (issue 14): one counter per decision, units in gauge names.
+    // What this process decided is labelled by its node id (issue 15).
     assert!(
-        text.contains("abide_dispatcher_delivered_total{provider=\"sms\"}"),
+        text.contains("abide_dispatcher_delivered_total{provider=\"sms\",node=\"abide-"),
         "{text}"
     );
-    assert!(text.contains("abide_provider_pace_requests_per_second{provider=\"sms\"}"));
+    assert!(text.contains("abide_provider_pace_requests_per_second{provider=\"sms\",node=\"abide-"));
     assert!(text.contains("abide_remote_responses_total{remote=\"http_429\"} 0"));
     assert!(
         !text.contains("abide_dispatcher_total{"),

@@ -16,6 +16,7 @@ pub(super) struct FileConfig {
 #[serde(deny_unknown_fields)]
 pub(super) struct FileCoordination {
     pub(super) redis_url: Option<String>,
+    pub(super) expected_nodes: Option<u32>,
 }
 
 #[derive(Deserialize)]

@@ -81,7 +81,15 @@ pub struct Config {
     /// provider's limit (see [`crate::coord`]); `None` = this node alone, in memory. It may
     /// hold a password: show it only through [`crate::echo::redact_url`].
     pub redis_url: Option<Secret>,
+    /// `[coordination] expected_nodes`: how many nodes a node assumes share each limit
+    /// while Redis has not answered since it started (it sends `rate ÷ expected_nodes`
+    /// then, never the whole rate alone); default [`DEFAULT_EXPECTED_NODES`], 1..=1000.
+    pub expected_nodes: u32,
 }
+
+/// Nodes assumed to share a limit when Redis is configured but has not answered yet:
+/// configuring Redis means more than one node is meant to run.
+pub const DEFAULT_EXPECTED_NODES: u32 = 2;
 
 /// One provider.
 ///
@@ -325,7 +333,21 @@ impl Config {
                 }
             }
         }
-        let redis_url = match file.coordination.and_then(|c| c.redis_url) {
+        let (redis_url, expected_nodes) = file
+            .coordination
+            .map_or((None, None), |c| (c.redis_url, c.expected_nodes));
+        let expected_nodes = match expected_nodes {
+            None => DEFAULT_EXPECTED_NODES,
+            Some(n @ 1..=1000) => n,
+            Some(n) => {
+                return Err(invalid(
+                    "<file>",
+                    "coordination.expected_nodes",
+                    format!("{n} is out of range: 1..=1000 nodes"),
+                ));
+            }
+        };
+        let redis_url = match redis_url {
             Some(u) if !(u.starts_with("redis://") || u.starts_with("rediss://")) => {
                 return Err(invalid(
                     "<file>",
@@ -341,6 +363,7 @@ impl Config {
         Ok(Self {
             providers,
             redis_url,
+            expected_nodes,
         })
     }
 

@@ -35,7 +35,10 @@
 //! ahead are charged to it, and until the nodes last seen are back (at most 5 s) it runs
 //! at the rejoined nodes' share only, the others still sending theirs in fallback.
 
+mod look;
 mod sync;
+
+pub use look::{is_transient, look, probe, ProbeError, SharedLimit, MAX_KEYS};
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -43,8 +46,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use abide_core::{
-    Clock, Coordination, CoordinationMode, CoordinationStatus, Pacer, Reservation, RetryBudget,
-    RetryBudgetConfig,
+    Clock, Coordination, CoordinationMode, CoordinationStatus, NodeSeen, Pacer, Reservation,
+    RetryBudget, RetryBudgetConfig,
 };
 use tokio::sync::Notify;
 
@@ -68,6 +71,26 @@ const JOIN_WAIT: Duration = Duration::from_secs(2);
 /// Retry tokens a node keeps at hand.
 const TOKENS_HELD: u32 = 2;
 
+/// The key under which nodes share provider `provider`'s limit: its name and, when its
+/// credential is known, 16 hex digits of a SHA-256 digest of the credential (never the
+/// credential itself). A provider's limit belongs to the API key: two providers files that
+/// name the provider alike and use the same key share one limit; with different keys they
+/// do not.
+pub fn limit_key(provider: &str, credential: Option<&str>) -> String {
+    use sha2::{Digest, Sha256};
+    match credential.filter(|c| !c.is_empty()) {
+        None => provider.to_owned(),
+        Some(c) => {
+            let mut h = Sha256::new();
+            h.update(b"abide-coord-v1\0");
+            h.update(c.as_bytes());
+            let digest = h.finalize();
+            let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+            format!("{provider}:{hex}")
+        }
+    }
+}
+
 /// Where a node's shared state lives in Redis and who it is.
 #[derive(Debug, Clone)]
 pub struct CoordinationTarget {
@@ -77,6 +100,10 @@ pub struct CoordinationTarget {
     pub prefix: String,
     /// This node's id, unique per process (e.g. the dispatcher's lease owner).
     pub node: String,
+    /// Nodes assumed to share the limit while Redis has never answered since start
+    /// (`[coordination] expected_nodes`): a node starting while Redis is down sends
+    /// `rate ÷ expected_nodes`, not the whole rate. At least 1.
+    pub expected_nodes: u32,
 }
 
 /// One provider key's state shared through Redis; see the [module docs](self).
@@ -147,6 +174,16 @@ struct View {
     /// (when, slots granted to all nodes, slots granted to this one), for the share.
     samples: VecDeque<(Instant, i64, i64)>,
     granted: i64,
+    /// Since when this node is in fallback (`None` unless it is).
+    fallback_since: Option<Instant>,
+    /// The node that set the shared pause, as last heard ('' unknown).
+    pause_by: String,
+    /// The learned rate and ceiling shared by every node, as last heard.
+    shared_rate: Option<f64>,
+    shared_ceiling: Option<f64>,
+    /// The live nodes at the last listing, and when it was taken (midpoint of its sync).
+    peers: Vec<NodeSeen>,
+    listed_at: Option<Instant>,
 }
 
 impl RedisCoordination {
@@ -178,7 +215,7 @@ impl RedisCoordination {
             budget,
             burst,
             clock,
-            view: Mutex::new(View::new(rate, now)),
+            view: Mutex::new(View::new(rate, now, target.expected_nodes)),
             wake: Notify::new(),
         });
         tokio::spawn(sync::run(Arc::downgrade(&shared), client));
@@ -203,7 +240,7 @@ impl Shared {
 }
 
 impl View {
-    fn new(rate: f64, now: Instant) -> Self {
+    fn new(rate: f64, now: Instant, expected_nodes: u32) -> Self {
         Self {
             mode: CoordinationMode::Redis,
             joined: false,
@@ -222,7 +259,7 @@ impl View {
             informed: false,
             ceiling: None,
             share: 1.0,
-            nodes: 1,
+            nodes: expected_nodes.max(1),
             deposits: 0,
             refunds: 0,
             tokens: 0,
@@ -231,6 +268,20 @@ impl View {
             handed_until: None,
             samples: VecDeque::new(),
             granted: 0,
+            fallback_since: None,
+            pause_by: String::new(),
+            shared_rate: None,
+            shared_ceiling: None,
+            peers: Vec::new(),
+            listed_at: None,
+        }
+    }
+
+    /// Switch to fallback at `now` (a no-op when already there).
+    fn fall_back(&mut self, now: Instant) {
+        if self.mode != CoordinationMode::Fallback {
+            self.mode = CoordinationMode::Fallback;
+            self.fallback_since = Some(now);
         }
     }
 
@@ -306,7 +357,7 @@ impl Coordination for RedisCoordination {
             CoordinationMode::Fallback => Reservation::Slot(v.fallback_slot(now, rate, paused)),
             _ if !v.joined && now.saturating_duration_since(v.started) >= JOIN_WAIT => {
                 // Redis never answered since start: fall back rather than wait forever.
-                v.mode = CoordinationMode::Fallback;
+                v.fall_back(now);
                 Reservation::Slot(v.fallback_slot(now, rate, paused))
             }
             _ => {
@@ -402,15 +453,43 @@ impl Coordination for RedisCoordination {
 
     fn status(&self, _pacer: &Pacer, now: Instant) -> CoordinationStatus {
         let v = self.view();
+        let paused_until = v.pause_until.filter(|u| *u > now);
+        // Ages as of `now`: the listing is up to a second old.
+        let since = v
+            .listed_at
+            .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
         CoordinationStatus {
             node: self.shared.node.clone(),
             mode: v.mode,
             nodes: v.nodes,
-            share: v.share,
-            paused_until: v.pause_until.filter(|u| *u > now),
+            // In fallback it sends its pacer's rate divided by the nodes: that share.
+            share: if v.mode == CoordinationMode::Fallback {
+                1.0 / f64::from(v.nodes.max(1))
+            } else {
+                v.share
+            },
+            paused_until,
+            pause_by: paused_until.and((!v.pause_by.is_empty()).then(|| v.pause_by.clone())),
+            fallback_for: v
+                .fallback_since
+                .filter(|_| v.mode == CoordinationMode::Fallback)
+                .map(|at| now.saturating_duration_since(at)),
+            nodes_assumed: !v.joined,
+            shared_rate: v.shared_rate,
+            shared_ceiling: v.shared_ceiling,
+            peers: v
+                .peers
+                .iter()
+                .map(|p| NodeSeen {
+                    last_seen_ago: p.last_seen_ago + since,
+                    ..p.clone()
+                })
+                .collect(),
         }
     }
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ops;

@@ -14,6 +14,12 @@
 --       schedule so that rejoining adds no burst  23 the live nodes this node last saw
 --       if it had joined before (0 on a cold start)  24 rejoin grace (us)  25 shared
 --       slots this node still holds from before: charged only to a lost (fresh) state
+--       26 '1' to get the live nodes listed (for status displays, about once a second)
+--
+-- Reply: nodes, pause left (us), decreases, last decrease's rate and ceiling, current
+-- rate and ceiling, slots granted ever, retry tokens granted, fresh (0/1), slots (us from
+-- now), and { node that set the pause ('' unknown), then with ARGV 26 up to 32 times:
+-- node, time since its heartbeat (us), its info }.
 --
 -- A lost state (a Redis restart, with this node joined before) gives no credit: the
 -- schedule starts as an empty bucket (TAT = now + tolerance), the slots the node still
@@ -27,6 +33,10 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ttl = tonumber(ARGV[2])
 
 redis.call('ZADD', KEYS[2], string.format('%.0f', now + ttl * 1000), ARGV[1])
+-- Expired nodes leave the set and their info with them (bounded per call).
+local dead = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', string.format('%.0f', now),
+  'LIMIT', 0, 64)
+if #dead > 0 then redis.call('HDEL', KEYS[3], unpack(dead)) end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%.0f', now))
 redis.call('PEXPIRE', KEYS[2], ttl * 4)
 local nodes = redis.call('ZCARD', KEYS[2])
@@ -34,7 +44,7 @@ redis.call('HSET', KEYS[3], ARGV[1], ARGV[18])
 redis.call('PEXPIRE', KEYS[3], ttl * 4)
 
 local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'dseq', 'drate', 'dceil', 'rate',
-  'ceil', 'total', 'tokens', 'tokens_at', 'expect', 'expect_until')
+  'ceil', 'total', 'tokens', 'tokens_at', 'expect', 'expect_until', 'pause_by')
 local fresh = 0
 if not st[1] then fresh = 1 end
 local tat = tonumber(st[1]) or now
@@ -47,6 +57,7 @@ local cur_ceil = st[7] or ''
 local total = tonumber(st[8]) or 0
 local expect = tonumber(st[11]) or 0
 local expect_until = tonumber(st[12]) or 0
+local pause_by = st[13] or ''
 local seen_nodes = tonumber(ARGV[23])
 local restart = fresh == 1 and seen_nodes > 0
 if restart and seen_nodes > 1 then
@@ -59,7 +70,10 @@ if now < expect_until and nodes < expect then scale = expect / nodes end
 
 -- The host pause: only ever extends.
 local pause_for = tonumber(ARGV[6])
-if pause_for > 0 and now + pause_for > pause then pause = now + pause_for end
+if pause_for > 0 and now + pause_for > pause then
+  pause = now + pause_for
+  pause_by = ARGV[1]
+end
 
 -- A decrease this node made: every node adopts it.
 if ARGV[7] == '1' then
@@ -114,12 +128,21 @@ local function int(x) return string.format('%.0f', x) end
 redis.call('HSET', KEYS[1], 'tat', int(tat), 'pause', int(pause), 'dseq', int(dseq),
   'drate', drate, 'dceil', dceil, 'total', int(total),
   'tokens', string.format('%.6f', tokens), 'tokens_at', int(now), 'expect', int(expect),
-  'expect_until', int(expect_until))
+  'expect_until', int(expect_until), 'pause_by', pause_by)
 if written then
   redis.call('HSET', KEYS[1], 'rate', tostring(written), 'ceil', ARGV[17])
 end
 redis.call('PEXPIRE', KEYS[1], 3600000)
 
 if scale > 1 then nodes = expect end
+local seen = {pause_by}
+if ARGV[26] == '1' then
+  local live = redis.call('ZRANGE', KEYS[2], 0, 31, 'WITHSCORES')
+  for i = 1, #live, 2 do
+    seen[#seen + 1] = live[i]
+    seen[#seen + 1] = int(math.max(0, now - (tonumber(live[i + 1]) - ttl * 1000)))
+    seen[#seen + 1] = redis.call('HGET', KEYS[3], live[i]) or ''
+  end
+end
 return {nodes, math.floor(math.max(0, pause - now)), dseq, drate, dceil, cur_rate, cur_ceil,
-  total, granted, fresh, slots}
+  total, granted, fresh, slots, seen}

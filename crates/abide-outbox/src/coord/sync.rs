@@ -54,6 +54,8 @@ pub(super) struct Args {
     /// Shared slots at hand, charged to a lost state only (ARGV 25).
     held: u32,
     info: String,
+    /// List the live nodes (ARGV 26).
+    list_nodes: bool,
 }
 
 /// The script's answer, in its order.
@@ -69,7 +71,20 @@ pub(super) type Reply = (
     i64,
     i64,
     Vec<i64>,
+    Vec<String>,
 );
+
+/// How often a sync lists the live nodes (for status displays).
+const LIST_EVERY: Duration = Duration::from_secs(1);
+
+/// A connection that reports why it failed (a refused password, a closed port) rather than
+/// retrying until [`CONNECT_TIMEOUT`] and saying only that it timed out; this loop retries.
+async fn connect(client: redis::Client) -> redis::RedisResult<ConnectionManager> {
+    let cfg = redis::aio::ConnectionManagerConfig::new()
+        .set_number_of_retries(0)
+        .set_connection_timeout(CONNECT_TIMEOUT);
+    ConnectionManager::new_with_config(client, cfg).await
+}
 
 /// Sync until every [`RedisCoordination`](super::RedisCoordination) is dropped.
 pub(super) async fn run(shared: Weak<Shared>, client: redis::Client) {
@@ -86,8 +101,7 @@ pub(super) async fn run(shared: Weak<Shared>, client: redis::Client) {
             let _ = tokio::time::timeout(HEARTBEAT_EVERY, s.wake.notified()).await;
         }
         if conn.is_none() {
-            let made =
-                tokio::time::timeout(CONNECT_TIMEOUT, ConnectionManager::new(client.clone()));
+            let made = tokio::time::timeout(CONNECT_TIMEOUT, connect(client.clone()));
             match made.await {
                 Ok(Ok(c)) => conn = Some(c),
                 Ok(Err(e)) => {
@@ -144,14 +158,22 @@ impl Shared {
 
     /// A sync failed: fall back, warning once per episode (the URL without its password).
     fn fail(&self, failing: &mut bool, error: &str) {
+        let now = self.now();
         let mut v = self.view();
-        v.mode = CoordinationMode::Fallback;
-        let nodes = v.nodes;
+        v.fall_back(now);
+        let (nodes, joined, rate) = (v.nodes, v.joined, v.rate);
         drop(v);
         if !*failing {
             *failing = true;
-            tracing::warn!(url = %self.shown_url, key = %self.key, nodes, error = %crate::echo::redact_url(error),
-                "coordination: Redis unavailable; sending this node's share of the last shared rate until it answers");
+            let error = crate::echo::redact_text(error);
+            if joined {
+                tracing::warn!(url = %self.shown_url, key = %self.key, nodes, %error,
+                    "coordination: Redis unavailable; sending this node's share of the last shared rate until it answers");
+            } else {
+                tracing::warn!(url = %self.shown_url, key = %self.key, assumed_nodes = nodes,
+                    per_node_rate = rate / f64::from(nodes.max(1)), %error,
+                    "coordination: Redis unavailable at start; assuming [coordination] expected_nodes nodes and sending this node's share of its starting rate until it answers");
+            }
         }
     }
 
@@ -210,11 +232,43 @@ impl Shared {
             .arg(a.debt)
             .arg(a.seen_nodes)
             .arg(REJOIN_GRACE_US)
-            .arg(a.held);
+            .arg(a.held)
+            .arg(if a.list_nodes { "1" } else { "0" });
     }
 }
 
-fn parse_rate(s: &str) -> Option<f64> {
+/// The live nodes from a sync's listing: (node, µs since its heartbeat, its info) triples.
+pub(super) fn peers(mut seen: impl Iterator<Item = String>) -> Vec<abide_core::NodeSeen> {
+    let mut out = Vec::new();
+    while let (Some(node), Some(age), Some(info)) = (seen.next(), seen.next(), seen.next()) {
+        if out.len() >= abide_core::MAX_NODES_SHOWN {
+            break;
+        }
+        let field = |name: &str| {
+            info.split_whitespace()
+                .find_map(|w| w.strip_prefix(name))
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .unwrap_or(0.0)
+        };
+        out.push(abide_core::NodeSeen {
+            node: crate::echo::truncate(&node, 128),
+            last_seen_ago: micros(age.parse().unwrap_or(0)).min(Duration::from_secs(3600)),
+            mode: info
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(16)
+                .collect(),
+            share: field("share=").min(1.0),
+            rate: field("rate="),
+        });
+    }
+    out
+}
+
+pub(super) fn parse_rate(s: &str) -> Option<f64> {
     s.parse::<f64>().ok().filter(|r| r.is_finite() && *r > 0.0)
 }
 
@@ -251,6 +305,9 @@ impl View {
             .ceil()
             .clamp(0.0, f64::from(MAX_BATCH) * 4.0) as u32;
         self.denied = 0;
+        let list_nodes = self
+            .listed_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= LIST_EVERY);
         // Slots at hand still usable: a state that lost them must not grant them again.
         let held = self
             .slots
@@ -277,6 +334,7 @@ impl View {
                 self.share,
                 self.rate
             ),
+            list_nodes,
         }
     }
 
@@ -317,9 +375,19 @@ impl View {
             granted,
             fresh,
             slots,
+            seen,
         ) = r;
         self.mode = CoordinationMode::Redis;
+        self.fallback_since = None;
         self.fallback_tat = None;
+        self.shared_rate = parse_rate(&cur_rate);
+        self.shared_ceiling = parse_rate(&cur_ceil);
+        let mut seen = seen.into_iter();
+        self.pause_by = seen.next().unwrap_or_default();
+        if a.list_nodes {
+            self.peers = peers(seen);
+            self.listed_at = Some(mid);
+        }
         self.nodes = u32::try_from(nodes.clamp(1, MAX_NODES)).unwrap_or(1);
         self.pause_until = (pause_left > 0).then(|| mid + micros(pause_left).min(MAX_PAUSE));
         if a.pause.is_some() {

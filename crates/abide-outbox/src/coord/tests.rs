@@ -495,6 +495,7 @@ fn start(url: &str, prefix: &str, node: &str, clock: Arc<dyn Clock>) -> RedisCoo
         url: url.into(),
         prefix: prefix.into(),
         node: node.into(),
+        expected_nodes: 1,
     };
     RedisCoordination::start(&target, "sms", 50.0, 1.0, budget_cfg(), clock).unwrap()
 }
@@ -618,7 +619,7 @@ fn a_node_takes_only_fresh_slots_outside_a_pause_and_asks_by_its_share() {
     let clock = ManualClock::new(UNIX_EPOCH);
     let t0 = clock.monotonic();
     let ms = Duration::from_millis;
-    let mut v = View::new(90.0, t0);
+    let mut v = View::new(90.0, t0, 1);
     v.nodes = 3;
     assert_eq!(v.batch(), 0, "no demand, no slots");
     v.starved = 1;
@@ -638,7 +639,7 @@ fn falling_back_starts_after_the_shared_slots_already_handed_out() {
     let clock = ManualClock::new(UNIX_EPOCH);
     let t0 = clock.monotonic();
     let ms = Duration::from_millis;
-    let mut v = View::new(30.0, t0);
+    let mut v = View::new(30.0, t0, 1);
     v.nodes = 3;
     v.slots.extend([t0 + ms(100), t0 + ms(400)]);
     assert_eq!(v.take_slot(t0, None), Some(t0 + ms(100)));

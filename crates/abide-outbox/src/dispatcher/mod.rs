@@ -241,6 +241,10 @@ impl<S: Store> Dispatcher<S> {
             }
         }
         let mono = clock.monotonic();
+        let credentials = opts
+            .credentials
+            .clone()
+            .unwrap_or_else(|| Arc::new(EnvCredentials));
         let owner = opts
             .owner
             .clone()
@@ -256,10 +260,20 @@ impl<S: Store> Dispatcher<S> {
                         url: url.clone(),
                         prefix: opts.coordination_prefix.clone(),
                         node: owner.clone(),
+                        expected_nodes: config.expected_nodes,
+                    };
+                    // The limit belongs to the credential: its digest is in the key.
+                    let credential = match &p.smpp {
+                        Some(s) => Some(s.system_id.clone()),
+                        None => p
+                            .credentials_env
+                            .as_deref()
+                            .and_then(|name| credentials.get(name))
+                            .map(|s| s.expose().to_owned()),
                     };
                     let c = RedisCoordination::start(
                         &target,
-                        &p.name,
+                        &crate::coord::limit_key(&p.name, credential.as_deref()),
                         rules.pacer.initial_rate,
                         rules.pacer.burst,
                         rules.budget,
@@ -403,6 +417,7 @@ impl<S: Store> Dispatcher<S> {
             add_totals(&mut totals, &t);
             let pacer = rt.session.pacer();
             providers.push(ProviderProgress {
+                taken_at: now,
                 name: rt.cfg.name.clone(),
                 rate: pacer.rate(),
                 target_rate: pacer.target(),

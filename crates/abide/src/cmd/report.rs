@@ -322,14 +322,7 @@ impl RunReport {
             );
             let c = &p.coordination;
             if c.mode != abide_core::CoordinationMode::Local {
-                let _ = writeln!(
-                    s,
-                    "    coordination {} (node {}, {} node(s) seen, share {:.2})",
-                    c.mode.as_str(),
-                    c.node,
-                    c.nodes,
-                    c.share
-                );
+                let _ = writeln!(s, "    coordination {}", super::coord_view::live_line(c));
             }
             if let Some(b) = &p.smpp {
                 let _ = writeln!(

@@ -2,7 +2,7 @@
 
 use abide_outbox::CredentialSource as _;
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -231,6 +231,32 @@ pub(crate) fn redis_url(flag: Option<&str>, cfg: &Config) -> Option<String> {
         .or_else(|| cfg.redis_url.as_ref().map(|s| s.expose().to_owned()))
 }
 
+/// Check the coordination Redis at start: a refused password, `NOAUTH`, a database out of
+/// range or an unusable URL is a configuration error naming where the URL came from
+/// (`--redis`/`ABIDE_REDIS_URL`, else the providers file); an unreachable or slow Redis is
+/// not (the nodes start in fallback, and the coordination warns once).
+///
+/// # Errors
+/// The configuration error, password redacted (exit code 2).
+pub(crate) async fn check_redis(
+    flag: Option<&str>,
+    config: &Path,
+    url: &str,
+) -> anyhow::Result<()> {
+    let from_flag = flag.is_some_and(|u| !u.trim().is_empty());
+    match abide_outbox::coord::probe(url, std::time::Duration::from_secs(2)).await {
+        Err(e @ abide_outbox::ProbeError::Config { .. }) => {
+            let source = if from_flag {
+                "--redis (or ABIDE_REDIS_URL)".to_owned()
+            } else {
+                format!("[coordination] redis_url in {}", config.display())
+            };
+            anyhow::bail!("{source}: {e}")
+        }
+        Err(abide_outbox::ProbeError::Unreachable { .. }) | Ok(()) => Ok(()),
+    }
+}
+
 /// `--redis`: a redis:// or rediss:// URL.
 pub(crate) fn parse_redis(s: &str) -> Result<String, String> {
     if s.starts_with("redis://") || s.starts_with("rediss://") {
@@ -279,6 +305,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 async fn send(args: Args, cfg: Config, items: Option<Vec<NewItem>>) -> anyhow::Result<ExitCode> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    if let Some(url) = redis_url(args.redis.as_deref(), &cfg) {
+        check_redis(args.redis.as_deref(), &args.config, &url).await?;
+    }
     let outbox = Outbox::open(&args.db, clock.now()).await?;
     if outbox.reclaimed > 0 {
         eprintln!(

@@ -163,6 +163,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        if let Some(url) = send::redis_url(args.redis.as_deref(), &cfg) {
+            send::check_redis(args.redis.as_deref(), &args.config, &url).await?;
+        }
         let outbox = Outbox::open(&args.db, clock.now()).await?;
         if outbox.reclaimed > 0 {
             tracing::warn!(

@@ -348,12 +348,7 @@ fn provider_value(x: &abide_outbox::ProviderProgress) -> Value {
         "sunset": x.sunset.map(super::serve_dashboard::rfc3339),
         "throttle_rate": x.throttle_rate,
         "limited_by_concurrency": x.limited_by_concurrency,
-        "coordination": {
-            "node": x.coordination.node,
-            "mode": x.coordination.mode,
-            "nodes": x.coordination.nodes,
-            "share": x.coordination.share,
-        },
+        "coordination": super::coord_view::live_value(&x.coordination, x.taken_at, x.paused_for),
         "counts": x.counts,
         "totals": x.totals,
     })

@@ -193,7 +193,10 @@ pub(crate) fn record(
     }
     let Some(p) = live else { return };
     for x in &p.providers {
-        let g = |name: &'static str| metrics::gauge!(name, "provider" => x.name.clone());
+        // What this process decided and sees is labelled by its node id (one value per
+        // process: bounded); the database's gauges above are the same on every node.
+        let node_id = x.coordination.node.clone();
+        let g = |name: &'static str| metrics::gauge!(name, "provider" => x.name.clone(), "node" => node_id.clone());
         g(PACE).set(x.rate);
         g(THROTTLE_RATIO).set(x.throttle_rate);
         g(PAUSE_REMAINING).set(x.paused_for.map_or(0.0, |d| d.as_secs_f64()));
@@ -247,7 +250,8 @@ pub(crate) fn record(
                 t.transport_failures,
             ),
         ] {
-            metrics::counter!(name, "provider" => x.name.clone()).absolute(n);
+            metrics::counter!(name, "provider" => x.name.clone(), "node" => node_id.clone())
+                .absolute(n);
         }
     }
 }

@@ -21,6 +21,12 @@ receipt never changes an item's state. --list STATE prints items (newest first: 
 provider, attempts, reason, and for SMPP items the SMSC's message_id and receipt), so
 `abide requeue --id ID` has ids to use.
 
+With --redis (or ABIDE_REDIS_URL), also how the nodes share each provider's limit, read
+from that Redis: per provider key the shared learned rate and ceiling, the shared pause
+(until when, set by which node) and every node alive by its heartbeat (id, last seen, its
+mode, its share of the slots, its rate). Each node's own mode (redis or fallback since when)
+is in its /v1/stats. An unreachable Redis is reported and the rest still shown.
+
 Reads only; safe while `abide send` or `abide serve` runs on the same database.
 
 EXAMPLES
@@ -29,6 +35,7 @@ EXAMPLES
   abide status --db postgres://abide@db.internal/abide
   abide status --list failed --limit 20      # ids and reasons of failed items
   abide status --list deferred --json | jq -r '.items[].id'
+  ABIDE_REDIS_URL=redis://127.0.0.1:6379 abide status --db postgres://localhost/abide
 
 EXIT CODES
   0  nothing FAILED or DEFERRED
@@ -51,6 +58,29 @@ pub(crate) struct Args {
     /// Most items --list prints (newest first), at most 10000.
     #[arg(long, default_value_t = 50, value_name = "N", requires = "list")]
     limit: usize,
+    /// Also show how the nodes share each provider's limit through this Redis
+    /// (`redis://[:PASSWORD@]HOST:PORT[/DB]`, shown redacted).
+    #[arg(long, value_name = "URL", env = "ABIDE_REDIS_URL", hide_env_values = true,
+        value_parser = super::send::parse_redis)]
+    redis: Option<String>,
+    /// Prefix of the Redis keys (as given to the nodes).
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        default_value = "abide:coord",
+        hide = true
+    )]
+    redis_prefix: String,
+}
+
+/// The coordination part of the summary: the shared view, or why it is missing.
+async fn coordination(args: &Args) -> Option<Result<Vec<abide_outbox::SharedLimit>, String>> {
+    let url = args.redis.as_deref()?;
+    Some(
+        abide_outbox::coord::look(url, &args.redis_prefix, std::time::Duration::from_secs(2))
+            .await
+            .map_err(|e| e.to_string()),
+    )
 }
 
 /// Items per (state, reason) for the states a person acts on.
@@ -165,6 +195,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         let snap = Snapshot::load(&store, SystemClock.now()).await?;
         let why = reasons(&store).await?;
+        let coord = coordination(&args).await;
+        let shown = args.redis.as_deref().map(abide_outbox::echo::redact_url).unwrap_or_default();
         if args.json {
             let mut v = serde_json::to_value(&snap)?;
             if let Some(o) = v.as_object_mut() {
@@ -173,11 +205,22 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                     .map(|(st, r, n)| serde_json::json!({"state": st.as_str(), "reason": r, "items": n}))
                     .collect();
                 o.insert("reasons".to_owned(), rows.into());
+                let c = match &coord {
+                    None => serde_json::json!({"mode": "local"}),
+                    Some(Ok(limits)) => super::coord_view::shared_value(limits, &shown),
+                    Some(Err(e)) => serde_json::json!({"mode": "unreachable", "redis": shown, "error": e}),
+                };
+                o.insert("coordination".to_owned(), c);
             }
             println!("{}", serde_json::to_string_pretty(&v)?);
         } else {
             print!("{}", snap.render_table(&args.db));
             print!("{}", render_reasons(&why));
+            match &coord {
+                None => {}
+                Some(Ok(limits)) => print!("{}", super::coord_view::render_shared(limits, &shown)),
+                Some(Err(e)) => println!("  coordination     unreachable: {e}"),
+            }
         }
         let c = &snap.counts;
         Ok(if c.failed + c.deferred > 0 {

@@ -14,6 +14,8 @@ use abide_core::SystemClock;
 use abide_provider::{ProviderConfig, Rate, RunningProvider, StatsSnapshot};
 use tokio::process::{Child, Command};
 
+pub mod services;
+
 /// Name of the environment variable the test configs read the provider token from.
 pub const TOKEN_ENV: &str = "ABIDE_TEST_PROVIDER_TOKEN";
 
