@@ -492,4 +492,6 @@ impl Coordination for RedisCoordination {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_node;
+#[cfg(test)]
 mod tests_ops;
