@@ -15,7 +15,7 @@ use crate::headers::{
     ceil_secs, rate_limit_fields, rate_limit_values, retry_after_secs, GateStatus, Member,
     RATELIMIT, RATELIMIT_POLICY,
 };
-use crate::shard::TraceId;
+use crate::table::{Entry, TraceId};
 use crate::{Gate, GateSet};
 
 /// A held concurrency reservation. Releasing it is idempotent: only the acquisition that
@@ -24,22 +24,32 @@ use crate::{Gate, GateSet};
 ///
 /// `Debug` shows the scope as a [`crate::safe_trace`] hash and the trace as a number, never
 /// the raw key.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Lease {
     /// Index into the set's gates.
     pub(crate) gate: u32,
-    /// The shard holding the slot (saves hashing the scope id again on release).
-    pub(crate) shard: u32,
-    pub(crate) scope_id: Arc<str>,
+    /// The caller's entry holding the slot (a release looks nothing up).
+    pub(crate) entry: Arc<Entry>,
     pub(crate) trace: TraceId,
     pub(crate) ticket: u64,
 }
+
+impl PartialEq for Lease {
+    fn eq(&self, o: &Self) -> bool {
+        self.gate == o.gate
+            && Arc::ptr_eq(&self.entry, &o.entry)
+            && self.trace == o.trace
+            && self.ticket == o.ticket
+    }
+}
+
+impl Eq for Lease {}
 
 impl fmt::Debug for Lease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lease")
             .field("gate", &self.gate)
-            .field("scope", &crate::safe_trace(&self.scope_id))
+            .field("scope", &crate::safe_trace(&self.entry.id))
             .field("ticket", &self.ticket)
             .finish_non_exhaustive()
     }
