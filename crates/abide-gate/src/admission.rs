@@ -92,7 +92,7 @@ impl Admission<'_> {
     /// The state of every gate that applied, after this request (built on each call).
     pub fn statuses(&self) -> Vec<GateStatus> {
         let gates = self.set.gates();
-        self.tallies
+        self.ordered()
             .iter()
             .map(|t| {
                 status(
@@ -108,7 +108,8 @@ impl Admission<'_> {
     pub fn headers(&self) -> HeaderMap {
         let mut h = HeaderMap::new();
         let gates = self.set.gates();
-        let members = self.tallies.iter().map(|t| {
+        let tallies = self.ordered();
+        let members = tallies.iter().map(|t| {
             let g = &gates[t.gate as usize];
             let (limit, window) = g.limit_and_window();
             Member {
@@ -124,6 +125,13 @@ impl Admission<'_> {
             h.insert(HeaderName::from_static(RATELIMIT), limit);
         }
         h
+    }
+
+    /// The tallies in the set's order of gates (a decision visits them scope by scope).
+    fn ordered(&self) -> SmallVec<[Tally; 4]> {
+        let mut t = self.tallies.clone();
+        t.sort_unstable_by_key(|t| t.gate);
+        t
     }
 
     /// Hand the leases to a guard that releases them when dropped. `gates` must be the set

@@ -82,6 +82,7 @@ impl Cell {
 
 /// Try to admit one request at `now`: `Ok` with the charged cell and the view after it, or
 /// `Err` with the wait until this gate would admit (`remaining` 0). Charges nothing on `Err`.
+#[inline]
 pub(crate) fn admit(q: &RateQuota, cell: Cell, now: u64) -> Result<(Cell, View), View> {
     match q.algorithm() {
         Algorithm::Gcra => gcra(q, cell, now),
@@ -115,6 +116,7 @@ pub(crate) fn peek(q: &RateQuota, cell: Cell, now: u64) -> View {
     }
 }
 
+#[inline]
 fn gcra(q: &RateQuota, cell: Cell, now: u64) -> Result<(Cell, View), View> {
     let (t, tau) = (q.interval_ns(), q.tolerance_ns());
     let tat = cell.at.max(now);

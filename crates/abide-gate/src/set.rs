@@ -8,7 +8,7 @@
 
 use std::fmt;
 use std::hash::BuildHasher;
-use std::sync::{Arc, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use smallvec::{smallvec, SmallVec};
@@ -19,6 +19,7 @@ use crate::rate::{self, Cell};
 use crate::table::{self, Entry, GateState, Slot, State, Table, TraceId};
 use crate::{Admission, Error, Lease, Rejection, Scope};
 use papaya::LocalGuard;
+use parking_lot::MutexGuard;
 
 /// Builds a [`GateSet`].
 #[derive(Debug, Default)]
@@ -121,10 +122,35 @@ impl fmt::Debug for GateSet {
 /// A caller's entry with its state locked.
 type Held<'g> = (&'g Arc<Entry>, MutexGuard<'g, State>);
 
-/// What an admitting gate will write once every gate has admitted.
-enum Charge {
-    Rate { gate: usize, cell: Cell },
-    Slot { gate: usize, expires: u64 },
+/// One decision's results so far: what the admitting gates report and hold, the charges to
+/// refund if a later gate refuses, and the refusals.
+#[derive(Default)]
+struct Decision {
+    tallies: SmallVec<[Tally; 4]>,
+    leases: SmallVec<[Lease; 2]>,
+    undo: SmallVec<[Undo; 4]>,
+    refused: SmallVec<[(usize, Duration); 2]>,
+    /// This decision's reservation ticket (0: not drawn yet).
+    ticket: u64,
+}
+
+/// How to give back one gate's charge.
+struct Undo {
+    account: bool,
+    /// The gate's position in the entry's state.
+    local: u32,
+    what: Refund,
+}
+
+#[derive(Clone, Copy)]
+enum Refund {
+    /// The rate cell before the charge.
+    Cell(Cell),
+    /// The ticket pushed on `trace`'s slot: the slot was new (`None`) or had this expiry.
+    Slot {
+        trace: TraceId,
+        expires: Option<u64>,
+    },
 }
 
 impl GateSet {
@@ -196,6 +222,7 @@ impl GateSet {
     ///
     /// # Errors
     /// [`Rejection`] when any gate refuses; nothing is charged then.
+    #[inline]
     pub fn check(
         &self,
         key: &str,
@@ -242,27 +269,89 @@ impl GateSet {
             };
             break (ke, ae);
         };
-        let mut ticket = 0;
-
-        let mut charges: SmallVec<[Charge; 4]> = SmallVec::new();
-        let mut tallies: SmallVec<[Tally; 4]> = SmallVec::new();
-        let mut refused: SmallVec<[(usize, Duration); 2]> = SmallVec::new();
-        for (i, g) in self.gates.iter().enumerate() {
-            let held = match g.scope {
-                Scope::Key => ke.as_mut(),
-                Scope::Account => ae.as_mut(),
-            };
+        let mut d = Decision::default();
+        if let Some((entry, state)) = ke.as_mut() {
+            self.judge(Scope::Key, entry, state, key, trace, now, &mut d);
+        }
+        if let Some((entry, state)) = ae.as_mut() {
+            self.judge(Scope::Account, entry, state, key, trace, now, &mut d);
+        }
+        if d.refused.is_empty() {
+            return Ok(Admission {
+                set: self,
+                leases: d.leases,
+                tallies: d.tallies,
+            });
+        }
+        // Refund what was charged before a gate refused, newest first: all or nothing.
+        for u in d.undo.iter().rev() {
+            let held = if u.account { ae.as_mut() } else { ke.as_mut() };
             let Some((_, state)) = held else { continue };
-            match (&g.kind, &mut state.gates[self.local[i]]) {
+            match (&mut state.gates[u.local as usize], u.what) {
+                (GateState::Rate(c), Refund::Cell(old)) => *c = old,
+                (GateState::Slots(slots), Refund::Slot { trace, expires }) => {
+                    let Some(si) = slots.iter().position(|s| s.trace == trace) else {
+                        continue;
+                    };
+                    match expires {
+                        None => {
+                            slots.swap_remove(si);
+                        }
+                        Some(old) => {
+                            let slot = &mut slots[si];
+                            slot.tickets.pop();
+                            slot.expires = old;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        drop((ke, ae));
+        d.refused.sort_unstable_by_key(|(i, _)| *i);
+        let rejected = d
+            .refused
+            .iter()
+            .map(|(i, wait)| status(&self.gates[*i], 0, *wait))
+            .collect();
+        Err(Rejection { rejected })
+    }
+
+    /// Decide the gates of `scope` on one caller's locked `state`, charging each admitting
+    /// gate in place (with its refund noted in `d.undo`) until one refuses; after a refusal
+    /// the rest are only asked for their wait.
+    #[allow(clippy::too_many_arguments)] // the decision's parts, kept apart for the borrow checker
+    #[inline(always)]
+    fn judge(
+        &self,
+        scope: Scope,
+        entry: &Arc<Entry>,
+        state: &mut State,
+        key: &str,
+        trace: Option<&str>,
+        now: u64,
+        d: &mut Decision,
+    ) {
+        let account = scope == Scope::Account;
+        let gates = self.scope_gates(scope);
+        for (local, (g, st)) in gates.iter().zip(state.gates.iter_mut()).enumerate() {
+            let gate = *g;
+            match (&self.gates[gate].kind, st) {
                 (Kind::Rate(q), GateState::Rate(cell)) => match rate::admit(q, *cell, now) {
-                    Err(v) => refused.push((i, v.reset())),
-                    Ok((cell, v)) => {
-                        tallies.push(Tally {
-                            gate: i as u32,
+                    Err(v) => d.refused.push((gate, v.reset())),
+                    Ok(_) if !d.refused.is_empty() => {}
+                    Ok((new, v)) => {
+                        d.undo.push(Undo {
+                            account,
+                            local: local as u32,
+                            what: Refund::Cell(*cell),
+                        });
+                        *cell = new;
+                        d.tallies.push(Tally {
+                            gate: gate as u32,
                             remaining: v.remaining,
                             reset_ns: v.reset_ns,
                         });
-                        charges.push(Charge::Rate { gate: i, cell });
                     }
                 },
                 (
@@ -273,93 +362,67 @@ impl GateSet {
                     },
                     GateState::Slots(slots),
                 ) => {
-                    if ticket == 0 {
-                        ticket = table::ticket();
+                    let soonest = table::expire(slots, now);
+                    if d.ticket == 0 {
+                        d.ticket = table::ticket();
                     }
-                    let soonest = table::expire(slots, now).map(Duration::from_nanos);
-                    let id = self.trace_id(g.scope, key, trace, ticket);
-                    let held = slots.iter().any(|s| s.trace == id);
+                    let id = self.trace_id(scope, key, trace, d.ticket);
                     let used = u32::try_from(slots.len()).unwrap_or(u32::MAX);
-                    if held || used < limit.get() {
-                        let after = if held { used } else { used + 1 };
-                        tallies.push(Tally {
-                            gate: i as u32,
-                            remaining: limit.get() - after,
-                            reset_ns: 0,
-                        });
-                        charges.push(Charge::Slot {
-                            gate: i,
-                            expires: now.saturating_add(
-                                u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX),
-                            ),
-                        });
-                    } else {
-                        let wait = soonest.map_or(*retry_hint, |e| std::cmp::min(e, *retry_hint));
-                        refused.push((i, wait));
+                    let held = slots.iter().position(|s| s.trace == id);
+                    if held.is_none() && used >= limit.get() {
+                        let wait = soonest
+                            .map(Duration::from_nanos)
+                            .map_or(*retry_hint, |e| std::cmp::min(e, *retry_hint));
+                        d.refused.push((gate, wait));
+                        continue;
                     }
+                    if !d.refused.is_empty() {
+                        continue;
+                    }
+                    let expires =
+                        now.saturating_add(u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX));
+                    let before = match held {
+                        Some(si) => {
+                            let s = &mut slots[si];
+                            let before = s.expires;
+                            s.tickets.push(d.ticket);
+                            s.expires = std::cmp::max(before, expires);
+                            Some(before)
+                        }
+                        None => {
+                            slots.push(Slot {
+                                trace: id,
+                                tickets: smallvec![d.ticket],
+                                expires,
+                            });
+                            None
+                        }
+                    };
+                    d.undo.push(Undo {
+                        account,
+                        local: local as u32,
+                        what: Refund::Slot {
+                            trace: id,
+                            expires: before,
+                        },
+                    });
+                    let after = if held.is_some() { used } else { used + 1 };
+                    d.tallies.push(Tally {
+                        gate: gate as u32,
+                        remaining: limit.get() - after,
+                        reset_ns: 0,
+                    });
+                    d.leases.push(Lease {
+                        gate: gate as u32,
+                        entry: Arc::clone(entry),
+                        trace: id,
+                        ticket: d.ticket,
+                    });
                 }
                 // Entries are built from the gates' kinds.
                 _ => {}
             }
         }
-        if !refused.is_empty() {
-            drop((ke, ae));
-            let rejected = refused
-                .iter()
-                .map(|(i, wait)| status(&self.gates[*i], 0, *wait))
-                .collect();
-            return Err(Rejection { rejected });
-        }
-        let mut leases = SmallVec::new();
-        for c in charges {
-            let (gate, expires) = match c {
-                Charge::Rate { gate, cell } => {
-                    let held = match self.gates[gate].scope {
-                        Scope::Key => ke.as_mut(),
-                        Scope::Account => ae.as_mut(),
-                    };
-                    if let Some(GateState::Rate(c)) =
-                        held.map(|(_, s)| &mut s.gates[self.local[gate]])
-                    {
-                        *c = cell;
-                    }
-                    continue;
-                }
-                Charge::Slot { gate, expires } => (gate, expires),
-            };
-            let scope = self.gates[gate].scope;
-            let id = self.trace_id(scope, key, trace, ticket);
-            let held = match scope {
-                Scope::Key => ke.as_mut(),
-                Scope::Account => ae.as_mut(),
-            };
-            let Some((entry, state)) = held else { continue };
-            let GateState::Slots(slots) = &mut state.gates[self.local[gate]] else {
-                continue;
-            };
-            match slots.iter_mut().find(|s| s.trace == id) {
-                Some(s) => {
-                    s.tickets.push(ticket);
-                    s.expires = std::cmp::max(s.expires, expires);
-                }
-                None => slots.push(Slot {
-                    trace: id,
-                    tickets: smallvec![ticket],
-                    expires,
-                }),
-            }
-            leases.push(Lease {
-                gate: gate as u32,
-                entry: Arc::clone(entry),
-                trace: id,
-                ticket,
-            });
-        }
-        Ok(Admission {
-            set: self,
-            leases,
-            tallies,
-        })
     }
 
     /// Which requests share a slot at a gate of `scope`: traces are chosen by callers, so
