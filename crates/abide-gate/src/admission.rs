@@ -11,6 +11,7 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use smallvec::SmallVec;
 
+use crate::gate::Kind;
 use crate::headers::{
     ceil_secs, rate_limit_fields, rate_limit_values, retry_after_secs, GateStatus, Member,
     RATELIMIT, RATELIMIT_POLICY,
@@ -74,6 +75,11 @@ pub struct Admission<'a> {
     pub(crate) tallies: SmallVec<[Tally; 4]>,
 }
 
+impl Tally {
+    /// `remaining` of a GCRA gate, computed from `reset_ns` when shown.
+    pub(crate) const DERIVED: u32 = u32::MAX;
+}
+
 impl fmt::Debug for Admission<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Admission")
@@ -127,10 +133,17 @@ impl Admission<'_> {
         h
     }
 
-    /// The tallies in the set's order of gates (a decision visits them scope by scope).
+    /// The tallies in the set's order of gates (a decision visits them scope by scope),
+    /// with the units a GCRA gate left computed from its reset.
     fn ordered(&self) -> SmallVec<[Tally; 4]> {
+        let gates = self.set.gates();
         let mut t = self.tallies.clone();
         t.sort_unstable_by_key(|t| t.gate);
+        for t in t.iter_mut().filter(|t| t.remaining == Tally::DERIVED) {
+            if let Kind::Rate(q) = &gates[t.gate as usize].kind {
+                t.remaining = crate::rate::gcra_units(q, t.reset_ns);
+            }
+        }
         t
     }
 

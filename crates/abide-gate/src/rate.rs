@@ -91,6 +91,16 @@ pub(crate) fn admit(q: &RateQuota, cell: Cell, now: u64) -> Result<(Cell, View),
     }
 }
 
+/// Whether [`admit`] would admit at `now` (GCRA: one comparison).
+#[inline]
+pub(crate) fn admits(q: &RateQuota, cell: Cell, now: u64) -> bool {
+    match q.algorithm() {
+        // admit iff now ≥ max(TAT, now) − τ.
+        Algorithm::Gcra => cell.at.saturating_sub(q.tolerance_ns()) <= now,
+        _ => admit(q, cell, now).is_ok(),
+    }
+}
+
 /// The view at `now` without charging (a quota endpoint).
 pub(crate) fn peek(q: &RateQuota, cell: Cell, now: u64) -> View {
     let w = q.window_ns();
@@ -200,6 +210,13 @@ fn sliding_view(limit: u32, w: u64, e: u64, prev: u32, count: u32) -> View {
         0
     };
     view(u32::try_from(left).unwrap_or(u32::MAX), reset)
+}
+
+/// Units a GCRA gate has left when its quota is whole again in `reset_ns` (what
+/// [`admit`]'s view says, from the reset alone).
+pub(crate) fn gcra_units(q: &RateQuota, reset_ns: u64) -> u32 {
+    let (t, tau) = (q.interval_ns(), q.tolerance_ns());
+    units(tau + t, reset_ns, t)
 }
 
 /// Whole intervals `t` between `to` and `from` (0 when `from` is not after `to`).

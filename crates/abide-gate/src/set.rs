@@ -2,8 +2,8 @@
 //! gate or charged to none.
 //!
 //! Each caller (API key, account) has its own entry with its own lock, found in a lock-free
-//! map (`table.rs`): a decision locks the key's entry, then the account's, computes
-//! every gate, and writes the charges only if all admit. Requests from different callers
+//! map (`table.rs`): a decision locks the key's entry, then the account's, asks every gate
+//! whether it admits, and charges them all only if all do. Requests from different callers
 //! share no lock; a caller already seen costs no allocation.
 
 use std::fmt;
@@ -14,12 +14,11 @@ use std::time::{Duration, Instant};
 use smallvec::{smallvec, SmallVec};
 
 use crate::admission::{status, Tally};
-use crate::gate::{valid_token, Gate, Kind, MAX_LEASE};
+use crate::gate::{valid_token, Algorithm, Gate, Kind, MAX_LEASE};
 use crate::rate::{self, Cell};
-use crate::table::{self, Entry, GateState, Slot, State, Table, TraceId};
+use crate::table::{self, Entry, GateState, Gates, MutexGuard, Slot, State, Table, TraceId};
 use crate::{Admission, Error, Lease, Rejection, Scope};
 use papaya::LocalGuard;
-use parking_lot::MutexGuard;
 
 /// Builds a [`GateSet`].
 #[derive(Debug, Default)]
@@ -75,12 +74,17 @@ impl GateSetBuilder {
                 list.iter().position(|j| *j == i).unwrap_or_default()
             })
             .collect();
+        let has_slots = self
+            .gates
+            .iter()
+            .any(|g| matches!(g.kind, Kind::Concurrency { .. }));
         Ok(GateSet {
             gates: self.gates,
             local,
             key_gates,
             account_gates,
             table: Table::default(),
+            has_slots,
             traces: std::hash::RandomState::new(),
             epoch: OnceLock::new(),
         })
@@ -99,6 +103,8 @@ pub struct GateSet {
     account_gates: Vec<usize>,
     /// Every caller's state.
     table: Table,
+    /// Whether any gate is a concurrency gate (a decision then draws a ticket).
+    has_slots: bool,
     /// Hashes traces into [`TraceId`]s with a per-set secret seed, so callers cannot choose
     /// traces that collide.
     traces: std::hash::RandomState,
@@ -121,37 +127,6 @@ impl fmt::Debug for GateSet {
 
 /// A caller's entry with its state locked.
 type Held<'g> = (&'g Arc<Entry>, MutexGuard<'g, State>);
-
-/// One decision's results so far: what the admitting gates report and hold, the charges to
-/// refund if a later gate refuses, and the refusals.
-#[derive(Default)]
-struct Decision {
-    tallies: SmallVec<[Tally; 4]>,
-    leases: SmallVec<[Lease; 2]>,
-    undo: SmallVec<[Undo; 4]>,
-    refused: SmallVec<[(usize, Duration); 2]>,
-    /// This decision's reservation ticket (0: not drawn yet).
-    ticket: u64,
-}
-
-/// How to give back one gate's charge.
-struct Undo {
-    account: bool,
-    /// The gate's position in the entry's state.
-    local: u32,
-    what: Refund,
-}
-
-#[derive(Clone, Copy)]
-enum Refund {
-    /// The rate cell before the charge.
-    Cell(Cell),
-    /// The ticket pushed on `trace`'s slot: the slot was new (`None`) or had this expiry.
-    Slot {
-        trace: TraceId,
-        expires: Option<u64>,
-    },
-}
 
 impl GateSet {
     /// Start building a set.
@@ -177,7 +152,7 @@ impl GateSet {
         }
     }
 
-    fn fresh(&self, scope: Scope) -> Box<[GateState]> {
+    fn fresh(&self, scope: Scope) -> Gates {
         self.scope_gates(scope)
             .iter()
             .map(|i| match &self.gates[*i].kind {
@@ -269,154 +244,201 @@ impl GateSet {
             };
             break (ke, ae);
         };
-        let mut d = Decision::default();
-        if let Some((entry, state)) = ke.as_mut() {
-            self.judge(Scope::Key, entry, state, key, trace, now, &mut d);
+        // First ask every gate whether it admits, charging nothing; only if all do, charge
+        // them all. A refusal (the rarer path) then asks each gate for its wait.
+        let admits = ke
+            .as_mut()
+            .is_none_or(|(_, st)| self.admits(Scope::Key, st, key, trace, now))
+            && ae
+                .as_mut()
+                .is_none_or(|(_, st)| self.admits(Scope::Account, st, key, trace, now));
+        if !admits {
+            let mut refused = SmallVec::<[(usize, Duration); 2]>::new();
+            if let Some((_, st)) = ke.as_mut() {
+                self.waits(Scope::Key, st, key, trace, now, &mut refused);
+            }
+            if let Some((_, st)) = ae.as_mut() {
+                self.waits(Scope::Account, st, key, trace, now, &mut refused);
+            }
+            drop((ke, ae));
+            refused.sort_unstable_by_key(|(i, _)| *i);
+            let rejected = refused
+                .iter()
+                .map(|(i, wait)| status(&self.gates[*i], 0, *wait))
+                .collect();
+            return Err(Rejection { rejected });
         }
-        if let Some((entry, state)) = ae.as_mut() {
-            self.judge(Scope::Account, entry, state, key, trace, now, &mut d);
+        let mut adm = Admission {
+            set: self,
+            leases: SmallVec::new(),
+            tallies: SmallVec::new(),
+        };
+        let ticket = if self.has_slots { table::ticket() } else { 0 };
+        if let Some((entry, st)) = ke.as_mut() {
+            self.charge(Scope::Key, entry, st, key, trace, ticket, now, &mut adm);
         }
-        if d.refused.is_empty() {
-            return Ok(Admission {
-                set: self,
-                leases: d.leases,
-                tallies: d.tallies,
-            });
+        if let Some((entry, st)) = ae.as_mut() {
+            self.charge(Scope::Account, entry, st, key, trace, ticket, now, &mut adm);
         }
-        // Refund what was charged before a gate refused, newest first: all or nothing.
-        for u in d.undo.iter().rev() {
-            let held = if u.account { ae.as_mut() } else { ke.as_mut() };
-            let Some((_, state)) = held else { continue };
-            match (&mut state.gates[u.local as usize], u.what) {
-                (GateState::Rate(c), Refund::Cell(old)) => *c = old,
-                (GateState::Slots(slots), Refund::Slot { trace, expires }) => {
-                    let Some(si) = slots.iter().position(|s| s.trace == trace) else {
-                        continue;
-                    };
-                    match expires {
-                        None => {
-                            slots.swap_remove(si);
-                        }
-                        Some(old) => {
-                            let slot = &mut slots[si];
-                            slot.tickets.pop();
-                            slot.expires = old;
-                        }
+        Ok(adm)
+    }
+
+    /// Whether every gate of `scope` admits one more request on this caller's `state` at
+    /// `now`. Charges nothing (expired slots are dropped).
+    #[inline(always)]
+    fn admits(
+        &self,
+        scope: Scope,
+        state: &mut State,
+        key: &str,
+        trace: Option<&str>,
+        now: u64,
+    ) -> bool {
+        for (g, st) in self.scope_gates(scope).iter().zip(state.gates.iter_mut()) {
+            let ok = match (&self.gates[*g].kind, st) {
+                (Kind::Rate(q), GateState::Rate(cell)) => rate::admits(q, *cell, now),
+                (Kind::Concurrency { limit, .. }, GateState::Slots(slots)) => {
+                    table::expire(slots, now);
+                    self.slot_free(scope, slots, limit.get(), key, trace)
+                }
+                // Entries are built from the gates' kinds.
+                _ => true,
+            };
+            if !ok {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether a concurrency gate with these live `slots` admits: a free slot, or one this
+    /// trace already holds (a request without a trace never holds one yet).
+    #[inline(always)]
+    fn slot_free(
+        &self,
+        scope: Scope,
+        slots: &[Slot],
+        limit: u32,
+        key: &str,
+        trace: Option<&str>,
+    ) -> bool {
+        slots.len() < limit as usize
+            || trace.is_some_and(|_| {
+                let id = self.trace_id(scope, key, trace, 0);
+                slots.iter().any(|s| s.trace == id)
+            })
+    }
+
+    /// The refusing gates of `scope` with the wait until each would admit (after
+    /// [`GateSet::admits`] said no to one of them).
+    #[cold]
+    #[inline(never)]
+    fn waits(
+        &self,
+        scope: Scope,
+        state: &mut State,
+        key: &str,
+        trace: Option<&str>,
+        now: u64,
+        refused: &mut SmallVec<[(usize, Duration); 2]>,
+    ) {
+        for (g, st) in self.scope_gates(scope).iter().zip(state.gates.iter_mut()) {
+            match (&self.gates[*g].kind, st) {
+                (Kind::Rate(q), GateState::Rate(cell)) => {
+                    if let Err(v) = rate::admit(q, *cell, now) {
+                        refused.push((*g, v.reset()));
+                    }
+                }
+                (
+                    Kind::Concurrency {
+                        limit, retry_hint, ..
+                    },
+                    GateState::Slots(slots),
+                ) => {
+                    // `admits` may have stopped before this gate: drop expired slots here too.
+                    table::expire(slots, now);
+                    if !self.slot_free(scope, slots, limit.get(), key, trace) {
+                        let soonest = slots.iter().map(|s| s.expires - now).min();
+                        let wait = soonest
+                            .map(Duration::from_nanos)
+                            .map_or(*retry_hint, |e| std::cmp::min(e, *retry_hint));
+                        refused.push((*g, wait));
                     }
                 }
                 _ => {}
             }
         }
-        drop((ke, ae));
-        d.refused.sort_unstable_by_key(|(i, _)| *i);
-        let rejected = d
-            .refused
-            .iter()
-            .map(|(i, wait)| status(&self.gates[*i], 0, *wait))
-            .collect();
-        Err(Rejection { rejected })
     }
 
-    /// Decide the gates of `scope` on one caller's locked `state`, charging each admitting
-    /// gate in place (with its refund noted in `d.undo`) until one refuses; after a refusal
-    /// the rest are only asked for their wait.
+    /// Charge every gate of `scope` on this caller's `state` (all admit: checked by
+    /// [`GateSet::admits`] under the same lock), recording tallies and leases.
     #[allow(clippy::too_many_arguments)] // the decision's parts, kept apart for the borrow checker
     #[inline(always)]
-    fn judge(
+    fn charge(
         &self,
         scope: Scope,
         entry: &Arc<Entry>,
         state: &mut State,
         key: &str,
         trace: Option<&str>,
+        ticket: u64,
         now: u64,
-        d: &mut Decision,
+        adm: &mut Admission<'_>,
     ) {
-        let account = scope == Scope::Account;
-        let gates = self.scope_gates(scope);
-        for (local, (g, st)) in gates.iter().zip(state.gates.iter_mut()).enumerate() {
+        for (g, st) in self.scope_gates(scope).iter().zip(state.gates.iter_mut()) {
             let gate = *g;
             match (&self.gates[gate].kind, st) {
-                (Kind::Rate(q), GateState::Rate(cell)) => match rate::admit(q, *cell, now) {
-                    Err(v) => d.refused.push((gate, v.reset())),
-                    Ok(_) if !d.refused.is_empty() => {}
-                    Ok((new, v)) => {
-                        d.undo.push(Undo {
-                            account,
-                            local: local as u32,
-                            what: Refund::Cell(*cell),
-                        });
+                (Kind::Rate(q), GateState::Rate(cell)) if q.algorithm() == Algorithm::Gcra => {
+                    // GCRA's charge is one addition; the units left follow from the reset,
+                    // so their division waits until a response shows them.
+                    let tat = cell.at.max(now) + q.interval_ns();
+                    cell.at = tat;
+                    adm.tallies.push(Tally {
+                        gate: gate as u32,
+                        remaining: Tally::DERIVED,
+                        reset_ns: tat - now,
+                    });
+                }
+                (Kind::Rate(q), GateState::Rate(cell)) => {
+                    if let Ok((new, v)) = rate::admit(q, *cell, now) {
                         *cell = new;
-                        d.tallies.push(Tally {
+                        adm.tallies.push(Tally {
                             gate: gate as u32,
                             remaining: v.remaining,
                             reset_ns: v.reset_ns,
                         });
                     }
-                },
-                (
-                    Kind::Concurrency {
-                        limit,
-                        lease,
-                        retry_hint,
-                    },
-                    GateState::Slots(slots),
-                ) => {
-                    let soonest = table::expire(slots, now);
-                    if d.ticket == 0 {
-                        d.ticket = table::ticket();
-                    }
-                    let id = self.trace_id(scope, key, trace, d.ticket);
-                    let used = u32::try_from(slots.len()).unwrap_or(u32::MAX);
-                    let held = slots.iter().position(|s| s.trace == id);
-                    if held.is_none() && used >= limit.get() {
-                        let wait = soonest
-                            .map(Duration::from_nanos)
-                            .map_or(*retry_hint, |e| std::cmp::min(e, *retry_hint));
-                        d.refused.push((gate, wait));
-                        continue;
-                    }
-                    if !d.refused.is_empty() {
-                        continue;
-                    }
+                }
+                (Kind::Concurrency { limit, lease, .. }, GateState::Slots(slots)) => {
+                    let id = self.trace_id(scope, key, trace, ticket);
                     let expires =
                         now.saturating_add(u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX));
-                    let before = match held {
-                        Some(si) => {
-                            let s = &mut slots[si];
-                            let before = s.expires;
-                            s.tickets.push(d.ticket);
-                            s.expires = std::cmp::max(before, expires);
-                            Some(before)
+                    let held = trace.and_then(|_| slots.iter_mut().find(|s| s.trace == id));
+                    let used = match held {
+                        Some(s) => {
+                            s.tickets.push(ticket);
+                            s.expires = std::cmp::max(s.expires, expires);
+                            slots.len()
                         }
                         None => {
                             slots.push(Slot {
                                 trace: id,
-                                tickets: smallvec![d.ticket],
+                                tickets: smallvec![ticket],
                                 expires,
                             });
-                            None
+                            slots.len()
                         }
                     };
-                    d.undo.push(Undo {
-                        account,
-                        local: local as u32,
-                        what: Refund::Slot {
-                            trace: id,
-                            expires: before,
-                        },
-                    });
-                    let after = if held.is_some() { used } else { used + 1 };
-                    d.tallies.push(Tally {
+                    adm.tallies.push(Tally {
                         gate: gate as u32,
-                        remaining: limit.get() - after,
+                        remaining: limit.get().saturating_sub(used as u32),
                         reset_ns: 0,
                     });
-                    d.leases.push(Lease {
+                    adm.leases.push(Lease {
                         gate: gate as u32,
                         entry: Arc::clone(entry),
                         trace: id,
-                        ticket: d.ticket,
+                        ticket,
                     });
                 }
                 // Entries are built from the gates' kinds.

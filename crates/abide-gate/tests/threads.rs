@@ -1,6 +1,6 @@
 //! The gate under threads: callers have their own locked entries in a lock-free map, a
-//! decision charges gate by gate and refunds when a later gate refuses, and idle entries are
-//! swept while others decide. None of that may let more through than the quotas allow.
+//! decision asks every gate before it charges any, and idle entries are swept while others
+//! decide. None of that may let more through than the quotas allow.
 //! Time is virtual (`ManualClock`); every loop is bounded.
 
 #![allow(clippy::unwrap_used)]
@@ -101,7 +101,7 @@ fn threads_on_one_key_over_virtual_time_stay_within_quota_plus_burst() {
 }
 
 #[test]
-fn a_refusal_by_the_account_refunds_what_the_key_gates_charged() {
+fn a_refusal_by_the_account_leaves_the_key_gates_uncharged() {
     let g = GateSet::builder()
         .with_gate(Gate::rate("key", "key_rate", Scope::Key, rate(5, 10, 5)))
         .with_gate(Gate::concurrency(
@@ -123,8 +123,8 @@ fn a_refusal_by_the_account_refunds_what_the_key_gates_charged() {
     let first = g.check_traced("k", Some("acme"), Some("A"), now).unwrap();
     let before = remaining(&g, "k", Some("acme"), now);
     assert_eq!(before, vec![4, 2, 0]);
-    // The account refuses: the key's rate charge and its slots (a new one for B, a second
-    // ticket on A's) are given back.
+    // The account refuses: the key's rate gate and its slots (a new one for B, a second
+    // ticket on A's) are not charged.
     for trace in ["B", "A"] {
         let no = g
             .check_traced("k", Some("acme"), Some(trace), now)
@@ -140,7 +140,7 @@ fn a_refusal_by_the_account_refunds_what_the_key_gates_charged() {
 #[test]
 fn threads_of_one_account_never_hold_more_slots_or_spend_more_than_it_has() {
     // Four keys of one account, each thread its own key: the account's 6 slots and its
-    // burst of 40 bound them all together; refusals by either scope refund the other's.
+    // burst of 40 bound them all together; a refusal by either scope charges neither.
     let g = GateSet::builder()
         .with_gate(Gate::rate("key", "key_rate", Scope::Key, rate(1, 100, 15)))
         .with_gate(Gate::concurrency(
@@ -199,7 +199,7 @@ fn threads_of_one_account_never_hold_more_slots_or_spend_more_than_it_has() {
     assert!(n <= 40, "account burst 40, admitted {n}");
     assert!(n >= 15, "one key alone gets its 15, admitted {n}");
     // Everything was released: every slot is free again, and the account spent exactly
-    // what was admitted (refused tries refunded their key charges).
+    // what was admitted (refused tries charged no key).
     let keys_spent: u32 = (0..4)
         .map(|t| 15 - remaining(&g, &format!("k{t}"), Some("acme"), now)[0])
         .sum();
@@ -255,4 +255,60 @@ fn sweeping_forgets_idle_callers_and_keeps_busy_ones_while_threads_decide() {
         .unwrap();
     assert!(tracked < 9000, "{debug}");
     assert!(g.check("hot", None, base).is_err());
+}
+
+#[test]
+fn an_admission_reports_every_gate_in_the_sets_order_as_the_quota_endpoint_does() {
+    // A decision visits the key's gates, then the account's, and leaves GCRA's units to be
+    // computed from the reset when shown: what it reports must still be the set's order and
+    // the quota endpoint's numbers, for every algorithm, refusals in between.
+    for a in abide_gate::Algorithm::ALL {
+        let g = GateSet::builder()
+            .with_gate(Gate::rate(
+                "account",
+                "account_rate",
+                Scope::Account,
+                rate(7, 3, 4),
+            ))
+            .with_gate(Gate::rate(
+                "key",
+                "key_rate",
+                Scope::Key,
+                rate(5, 2, 3).with_algorithm(a),
+            ))
+            .with_gate(Gate::concurrency(
+                "conc",
+                "concurrency",
+                Scope::Key,
+                nz(3),
+                Duration::from_secs(30),
+            ))
+            .build()
+            .unwrap();
+        let mut now = t0();
+        let (mut admitted, mut refused) = (0, 0);
+        for _ in 0..40 {
+            match g.check("k", Some("acme"), now) {
+                Ok(adm) => {
+                    admitted += 1;
+                    let shown = adm.statuses();
+                    let quota = g.quota("k", Some("acme"), now);
+                    let names: Vec<_> = shown.iter().map(|s| s.name.as_str()).collect();
+                    assert_eq!(names, ["account", "key", "conc"], "{a}");
+                    for (s, q) in shown.iter().zip(&quota) {
+                        assert_eq!((s.remaining, s.reset), (q.remaining, q.reset), "{a} {s:?}");
+                    }
+                    for l in adm.leases() {
+                        assert!(g.release(l));
+                    }
+                }
+                Err(_) => refused += 1,
+            }
+            now += Duration::from_millis(90);
+        }
+        assert!(
+            admitted > 5 && refused > 5,
+            "{a}: {admitted} admitted, {refused} refused"
+        );
+    }
 }
