@@ -11,11 +11,12 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use smallvec::SmallVec;
 
+use crate::gate::Kind;
 use crate::headers::{
     ceil_secs, rate_limit_fields, rate_limit_values, retry_after_secs, GateStatus, Member,
     RATELIMIT, RATELIMIT_POLICY,
 };
-use crate::shard::TraceId;
+use crate::table::{Entry, TraceId};
 use crate::{Gate, GateSet};
 
 /// A held concurrency reservation. Releasing it is idempotent: only the acquisition that
@@ -24,22 +25,32 @@ use crate::{Gate, GateSet};
 ///
 /// `Debug` shows the scope as a [`crate::safe_trace`] hash and the trace as a number, never
 /// the raw key.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Lease {
     /// Index into the set's gates.
     pub(crate) gate: u32,
-    /// The shard holding the slot (saves hashing the scope id again on release).
-    pub(crate) shard: u32,
-    pub(crate) scope_id: Arc<str>,
+    /// The caller's entry holding the slot (a release looks nothing up).
+    pub(crate) entry: Arc<Entry>,
     pub(crate) trace: TraceId,
     pub(crate) ticket: u64,
 }
+
+impl PartialEq for Lease {
+    fn eq(&self, o: &Self) -> bool {
+        self.gate == o.gate
+            && Arc::ptr_eq(&self.entry, &o.entry)
+            && self.trace == o.trace
+            && self.ticket == o.ticket
+    }
+}
+
+impl Eq for Lease {}
 
 impl fmt::Debug for Lease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lease")
             .field("gate", &self.gate)
-            .field("scope", &crate::safe_trace(&self.scope_id))
+            .field("scope", &crate::safe_trace(&self.entry.id))
             .field("ticket", &self.ticket)
             .finish_non_exhaustive()
     }
@@ -64,6 +75,11 @@ pub struct Admission<'a> {
     pub(crate) tallies: SmallVec<[Tally; 4]>,
 }
 
+impl Tally {
+    /// `remaining` of a GCRA gate, computed from `reset_ns` when shown.
+    pub(crate) const DERIVED: u32 = u32::MAX;
+}
+
 impl fmt::Debug for Admission<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Admission")
@@ -82,7 +98,7 @@ impl Admission<'_> {
     /// The state of every gate that applied, after this request (built on each call).
     pub fn statuses(&self) -> Vec<GateStatus> {
         let gates = self.set.gates();
-        self.tallies
+        self.ordered()
             .iter()
             .map(|t| {
                 status(
@@ -98,7 +114,8 @@ impl Admission<'_> {
     pub fn headers(&self) -> HeaderMap {
         let mut h = HeaderMap::new();
         let gates = self.set.gates();
-        let members = self.tallies.iter().map(|t| {
+        let tallies = self.ordered();
+        let members = tallies.iter().map(|t| {
             let g = &gates[t.gate as usize];
             let (limit, window) = g.limit_and_window();
             Member {
@@ -114,6 +131,20 @@ impl Admission<'_> {
             h.insert(HeaderName::from_static(RATELIMIT), limit);
         }
         h
+    }
+
+    /// The tallies in the set's order of gates (a decision visits them scope by scope),
+    /// with the units a GCRA gate left computed from its reset.
+    fn ordered(&self) -> SmallVec<[Tally; 4]> {
+        let gates = self.set.gates();
+        let mut t = self.tallies.clone();
+        t.sort_unstable_by_key(|t| t.gate);
+        for t in t.iter_mut().filter(|t| t.remaining == Tally::DERIVED) {
+            if let Kind::Rate(q) = &gates[t.gate as usize].kind {
+                t.remaining = crate::rate::gcra_units(q, t.reset_ns);
+            }
+        }
+        t
     }
 
     /// Hand the leases to a guard that releases them when dropped. `gates` must be the set

@@ -52,7 +52,7 @@ mod rate;
 mod redis;
 mod service;
 mod set;
-mod shard;
+mod table;
 mod trace;
 
 pub use admission::{Admission, Lease, LeaseGuard, Rejection};

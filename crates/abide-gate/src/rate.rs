@@ -82,11 +82,22 @@ impl Cell {
 
 /// Try to admit one request at `now`: `Ok` with the charged cell and the view after it, or
 /// `Err` with the wait until this gate would admit (`remaining` 0). Charges nothing on `Err`.
+#[inline]
 pub(crate) fn admit(q: &RateQuota, cell: Cell, now: u64) -> Result<(Cell, View), View> {
     match q.algorithm() {
         Algorithm::Gcra => gcra(q, cell, now),
         Algorithm::FixedWindow => fixed(q, cell, now),
         Algorithm::SlidingWindow => sliding(q, cell, now),
+    }
+}
+
+/// Whether [`admit`] would admit at `now` (GCRA: one comparison).
+#[inline]
+pub(crate) fn admits(q: &RateQuota, cell: Cell, now: u64) -> bool {
+    match q.algorithm() {
+        // admit iff now ≥ max(TAT, now) − τ.
+        Algorithm::Gcra => cell.at.saturating_sub(q.tolerance_ns()) <= now,
+        _ => admit(q, cell, now).is_ok(),
     }
 }
 
@@ -115,6 +126,7 @@ pub(crate) fn peek(q: &RateQuota, cell: Cell, now: u64) -> View {
     }
 }
 
+#[inline]
 fn gcra(q: &RateQuota, cell: Cell, now: u64) -> Result<(Cell, View), View> {
     let (t, tau) = (q.interval_ns(), q.tolerance_ns());
     let tat = cell.at.max(now);
@@ -198,6 +210,13 @@ fn sliding_view(limit: u32, w: u64, e: u64, prev: u32, count: u32) -> View {
         0
     };
     view(u32::try_from(left).unwrap_or(u32::MAX), reset)
+}
+
+/// Units a GCRA gate has left when its quota is whole again in `reset_ns` (what
+/// [`admit`]'s view says, from the reset alone).
+pub(crate) fn gcra_units(q: &RateQuota, reset_ns: u64) -> u32 {
+    let (t, tau) = (q.interval_ns(), q.tolerance_ns());
+    units(tau + t, reset_ns, t)
 }
 
 /// Whole intervals `t` between `to` and `from` (0 when `from` is not after `to`).

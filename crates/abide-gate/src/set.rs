@@ -1,23 +1,24 @@
 //! [`GateSet`]: several gates decided together, so a request is either admitted by every
 //! gate or charged to none.
 //!
-//! Callers are spread over [`SHARDS`] independently locked shards by a hash of their key
-//! (and of their account): a decision locks at most two shards, always in index order, and
-//! holds them only while it computes. Requests from different callers rarely wait for each
-//! other; a caller already seen costs no allocation.
+//! Each caller (API key, account) has its own entry with its own lock, found in a lock-free
+//! map (`table.rs`): a decision locks the key's entry, then the account's, asks every gate
+//! whether it admits, and charges them all only if all do. Requests from different callers
+//! share no lock; a caller already seen costs no allocation.
 
 use std::fmt;
 use std::hash::BuildHasher;
-use std::sync::{MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use smallvec::{smallvec, SmallVec};
 
 use crate::admission::{status, Tally};
-use crate::gate::{valid_token, Gate, Kind, MAX_LEASE};
+use crate::gate::{valid_token, Algorithm, Gate, Kind, MAX_LEASE};
 use crate::rate::{self, Cell};
-use crate::shard::{self, GateState, Padded, Shard, Slot, TraceId, SHARDS};
+use crate::table::{self, Entry, GateState, Gates, MutexGuard, Slot, State, Table, TraceId};
 use crate::{Admission, Error, Lease, Rejection, Scope};
+use papaya::LocalGuard;
 
 /// Builds a [`GateSet`].
 #[derive(Debug, Default)]
@@ -73,13 +74,17 @@ impl GateSetBuilder {
                 list.iter().position(|j| *j == i).unwrap_or_default()
             })
             .collect();
+        let has_slots = self
+            .gates
+            .iter()
+            .any(|g| matches!(g.kind, Kind::Concurrency { .. }));
         Ok(GateSet {
             gates: self.gates,
             local,
             key_gates,
             account_gates,
-            shards: (0..SHARDS).map(|_| Padded::default()).collect(),
-            route: hashbrown::DefaultHashBuilder::default(),
+            table: Table::default(),
+            has_slots,
             traces: std::hash::RandomState::new(),
             epoch: OnceLock::new(),
         })
@@ -92,13 +97,14 @@ impl GateSetBuilder {
 /// `Debug` shows the gates and how many callers are tracked, never the callers' keys.
 pub struct GateSet {
     gates: Vec<Gate>,
-    /// Each gate's position among the gates of its scope (its slot in an [`shard::Entry`]).
+    /// Each gate's position among the gates of its scope (its slot in an entry's state).
     local: Vec<usize>,
     key_gates: Vec<usize>,
     account_gates: Vec<usize>,
-    shards: Box<[Padded]>,
-    /// Picks a caller's shard (seeded per set).
-    route: hashbrown::DefaultHashBuilder,
+    /// Every caller's state.
+    table: Table,
+    /// Whether any gate is a concurrency gate (a decision then draws a ticket).
+    has_slots: bool,
     /// Hashes traces into [`TraceId`]s with a per-set secret seed, so callers cannot choose
     /// traces that collide.
     traces: std::hash::RandomState,
@@ -110,10 +116,7 @@ pub struct GateSet {
 impl fmt::Debug for GateSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The state is keyed by raw API keys: show sizes only.
-        let (keys, accounts) = self.shards.iter().fold((0, 0), |(k, a), s| {
-            let s = s.lock();
-            (k + s.keys.len(), a + s.accounts.len())
-        });
+        let (keys, accounts) = self.table.counts();
         f.debug_struct("GateSet")
             .field("gates", &self.gates)
             .field("key_entries", &keys)
@@ -122,21 +125,8 @@ impl fmt::Debug for GateSet {
     }
 }
 
-/// The shards a decision needs, locked in index order.
-struct Locked<'s> {
-    key: MutexGuard<'s, Shard>,
-    key_shard: usize,
-    /// The account's shard index (the key's when they share one or without an account).
-    account_shard: usize,
-    /// The account's shard when it is another one.
-    account: Option<MutexGuard<'s, Shard>>,
-}
-
-/// What an admitting gate will write once every gate has admitted.
-enum Charge {
-    Rate { gate: usize, cell: Cell },
-    Slot { gate: usize, expires: u64 },
-}
+/// A caller's entry with its state locked.
+type Held<'g> = (&'g Arc<Entry>, MutexGuard<'g, State>);
 
 impl GateSet {
     /// Start building a set.
@@ -155,51 +145,16 @@ impl GateSet {
         u64::try_from(now.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX / 4)
     }
 
-    fn shard_of(&self, id: &str) -> usize {
-        // The top bits: the map inside the shard uses its own seed on the same id.
-        (self.route.hash_one(id) >> 56) as usize % SHARDS
-    }
-
-    fn lock(&self, key: &str, account: Option<&str>) -> Locked<'_> {
-        let ks = self.shard_of(key);
-        let acc = account
-            .filter(|_| !self.account_gates.is_empty())
-            .map(|a| self.shard_of(a))
-            .filter(|a| *a != ks);
-        match acc {
-            None => Locked {
-                key: self.shards[ks].lock(),
-                key_shard: ks,
-                account_shard: ks,
-                account: None,
-            },
-            Some(a) if a < ks => {
-                let account = Some(self.shards[a].lock());
-                Locked {
-                    key: self.shards[ks].lock(),
-                    key_shard: ks,
-                    account_shard: a,
-                    account,
-                }
-            }
-            Some(a) => {
-                let key = self.shards[ks].lock();
-                Locked {
-                    key,
-                    key_shard: ks,
-                    account_shard: a,
-                    account: Some(self.shards[a].lock()),
-                }
-            }
+    fn scope_gates(&self, scope: Scope) -> &[usize] {
+        match scope {
+            Scope::Key => &self.key_gates,
+            Scope::Account => &self.account_gates,
         }
     }
 
-    fn fresh(&self, scope: Scope) -> Box<[GateState]> {
-        let list = match scope {
-            Scope::Key => &self.key_gates,
-            Scope::Account => &self.account_gates,
-        };
-        list.iter()
+    fn fresh(&self, scope: Scope) -> Gates {
+        self.scope_gates(scope)
+            .iter()
             .map(|i| match &self.gates[*i].kind {
                 Kind::Rate(_) => GateState::Rate(Cell::default()),
                 Kind::Concurrency { .. } => GateState::Slots(Vec::new()),
@@ -209,14 +164,32 @@ impl GateSet {
 
     /// Whether a rate cell at local index `i` of `scope` limits nothing any more.
     fn cell_idle(&self, scope: Scope, i: usize, c: &Cell, now: u64) -> bool {
-        let list = match scope {
-            Scope::Key => &self.key_gates,
-            Scope::Account => &self.account_gates,
-        };
-        match list.get(i).map(|g| &self.gates[*g].kind) {
+        match self.scope_gates(scope).get(i).map(|g| &self.gates[*g].kind) {
             Some(Kind::Rate(q)) => c.idle(q, now),
             _ => true,
         }
+    }
+
+    /// The live entry of `id` in `scope`, locked; `None` if a sweep killed the one found
+    /// (it is unlinked then: look again).
+    fn hold<'g>(
+        &self,
+        scope: Scope,
+        id: &str,
+        now: u64,
+        guard: &'g LocalGuard<'_>,
+    ) -> Option<Held<'g>> {
+        let idle = |s: Scope, i: usize, c: &Cell| self.cell_idle(s, i, c, now);
+        let e = self
+            .table
+            .entry(scope, id, || self.fresh(scope), &idle, now, guard);
+        let s = e.lock();
+        if s.dead {
+            drop(s);
+            self.table.unlink(scope, e, guard);
+            return None;
+        }
+        Some((e, s))
     }
 
     /// Decide one request at `now` (a monotonic reading of the injected clock) without a
@@ -224,6 +197,7 @@ impl GateSet {
     ///
     /// # Errors
     /// [`Rejection`] when any gate refuses; nothing is charged then.
+    #[inline]
     pub fn check(
         &self,
         key: &str,
@@ -247,149 +221,230 @@ impl GateSet {
         now: Instant,
     ) -> Result<Admission<'_>, Rejection> {
         let now = self.ns(now);
-        let mut locked = self.lock(key, account);
-        let ticket = {
-            let t = locked.key.ticket();
-            // Unique across shards: an account's slots hold tickets drawn in key shards.
-            ((locked.key_shard as u64) << 56) | (t & ((1 << 56) - 1))
-        };
-        let (ks, accs) = (locked.key_shard, locked.account_shard);
-        let idle_k = |i: usize, c: &Cell| self.cell_idle(Scope::Key, i, c, now);
-        let idle_a = |i: usize, c: &Cell| self.cell_idle(Scope::Account, i, c, now);
-        let Locked {
-            key: kg,
-            account: ag,
-            ..
-        } = &mut locked;
-        let (keys, accounts) = match ag {
-            Some(ag) => (&mut kg.keys, &mut ag.accounts),
-            None => {
-                let s: &mut Shard = kg;
-                (&mut s.keys, &mut s.accounts)
-            }
-        };
-        let mut ke = (!self.key_gates.is_empty())
-            .then(|| shard::entry(keys, key, || self.fresh(Scope::Key), &idle_k, now));
-        let mut ae = account
-            .filter(|_| !self.account_gates.is_empty())
-            .map(|a| shard::entry(accounts, a, || self.fresh(Scope::Account), &idle_a, now));
-
-        let mut charges: SmallVec<[Charge; 4]> = SmallVec::new();
-        let mut tallies: SmallVec<[Tally; 4]> = SmallVec::new();
-        let mut refused: SmallVec<[(usize, Duration); 2]> = SmallVec::new();
-        for (i, g) in self.gates.iter().enumerate() {
-            let entry = match g.scope {
-                Scope::Key => ke.as_deref_mut(),
-                Scope::Account => ae.as_deref_mut(),
-            };
-            let Some(entry) = entry else { continue };
-            match (&g.kind, &mut entry.gates[self.local[i]]) {
-                (Kind::Rate(q), GateState::Rate(cell)) => match rate::admit(q, *cell, now) {
-                    Err(v) => refused.push((i, v.reset())),
-                    Ok((cell, v)) => {
-                        tallies.push(Tally {
-                            gate: i as u32,
-                            remaining: v.remaining,
-                            reset_ns: v.reset_ns,
-                        });
-                        charges.push(Charge::Rate { gate: i, cell });
-                    }
-                },
-                (
-                    Kind::Concurrency {
-                        limit,
-                        lease,
-                        retry_hint,
-                    },
-                    GateState::Slots(slots),
-                ) => {
-                    let soonest = shard::expire(slots, now).map(Duration::from_nanos);
-                    let id = self.trace_id(g.scope, key, trace, ticket);
-                    let held = slots.iter().any(|s| s.trace == id);
-                    let used = u32::try_from(slots.len()).unwrap_or(u32::MAX);
-                    if held || used < limit.get() {
-                        let after = if held { used } else { used + 1 };
-                        tallies.push(Tally {
-                            gate: i as u32,
-                            remaining: limit.get() - after,
-                            reset_ns: 0,
-                        });
-                        charges.push(Charge::Slot {
-                            gate: i,
-                            expires: now.saturating_add(
-                                u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX),
-                            ),
-                        });
-                    } else {
-                        let wait = soonest.map_or(*retry_hint, |e| std::cmp::min(e, *retry_hint));
-                        refused.push((i, wait));
-                    }
+        let guard = self.table.guard();
+        let account = account.filter(|_| !self.account_gates.is_empty());
+        // Lock the key's entry, then the account's (always in that order, so two decisions
+        // cannot wait for each other); a dead entry (swept between lookup and lock) means
+        // looking both up again, which a sweep (at most one per doubling of the map) makes rare.
+        let (mut ke, mut ae) = loop {
+            let ke = if self.key_gates.is_empty() {
+                None
+            } else {
+                match self.hold(Scope::Key, key, now, &guard) {
+                    Some(h) => Some(h),
+                    None => continue,
                 }
-                // Entries are built from the gates' kinds.
-                _ => {}
+            };
+            let ae = match account {
+                None => None,
+                Some(a) => match self.hold(Scope::Account, a, now, &guard) {
+                    Some(h) => Some(h),
+                    None => continue,
+                },
+            };
+            break (ke, ae);
+        };
+        // First ask every gate whether it admits, charging nothing; only if all do, charge
+        // them all. A refusal (the rarer path) then asks each gate for its wait.
+        let admits = ke
+            .as_mut()
+            .is_none_or(|(_, st)| self.admits(Scope::Key, st, key, trace, now))
+            && ae
+                .as_mut()
+                .is_none_or(|(_, st)| self.admits(Scope::Account, st, key, trace, now));
+        if !admits {
+            let mut refused = SmallVec::<[(usize, Duration); 2]>::new();
+            if let Some((_, st)) = ke.as_mut() {
+                self.waits(Scope::Key, st, key, trace, now, &mut refused);
             }
-        }
-        if !refused.is_empty() {
-            drop(locked);
+            if let Some((_, st)) = ae.as_mut() {
+                self.waits(Scope::Account, st, key, trace, now, &mut refused);
+            }
+            drop((ke, ae));
+            refused.sort_unstable_by_key(|(i, _)| *i);
             let rejected = refused
                 .iter()
                 .map(|(i, wait)| status(&self.gates[*i], 0, *wait))
                 .collect();
             return Err(Rejection { rejected });
         }
-        let mut leases = SmallVec::new();
-        for c in charges {
-            let (gate, expires) = match c {
-                Charge::Rate { gate, cell } => {
-                    let entry = match self.gates[gate].scope {
-                        Scope::Key => ke.as_deref_mut(),
-                        Scope::Account => ae.as_deref_mut(),
-                    };
-                    if let Some(GateState::Rate(c)) = entry.map(|e| &mut e.gates[self.local[gate]])
-                    {
-                        *c = cell;
-                    }
-                    continue;
-                }
-                Charge::Slot { gate, expires } => (gate, expires),
-            };
-            let scope = self.gates[gate].scope;
-            let id = self.trace_id(scope, key, trace, ticket);
-            let entry = match scope {
-                Scope::Key => ke.as_deref_mut(),
-                Scope::Account => ae.as_deref_mut(),
-            };
-            let Some(entry) = entry else { continue };
-            let GateState::Slots(slots) = &mut entry.gates[self.local[gate]] else {
-                continue;
-            };
-            match slots.iter_mut().find(|s| s.trace == id) {
-                Some(s) => {
-                    s.tickets.push(ticket);
-                    s.expires = std::cmp::max(s.expires, expires);
-                }
-                None => slots.push(Slot {
-                    trace: id,
-                    tickets: smallvec![ticket],
-                    expires,
-                }),
-            }
-            leases.push(Lease {
-                gate: gate as u32,
-                shard: match scope {
-                    Scope::Key => ks,
-                    Scope::Account => accs,
-                } as u32,
-                scope_id: entry.id.clone(),
-                trace: id,
-                ticket,
-            });
-        }
-        Ok(Admission {
+        let mut adm = Admission {
             set: self,
-            leases,
-            tallies,
-        })
+            leases: SmallVec::new(),
+            tallies: SmallVec::new(),
+        };
+        let ticket = if self.has_slots { table::ticket() } else { 0 };
+        if let Some((entry, st)) = ke.as_mut() {
+            self.charge(Scope::Key, entry, st, key, trace, ticket, now, &mut adm);
+        }
+        if let Some((entry, st)) = ae.as_mut() {
+            self.charge(Scope::Account, entry, st, key, trace, ticket, now, &mut adm);
+        }
+        Ok(adm)
+    }
+
+    /// Whether every gate of `scope` admits one more request on this caller's `state` at
+    /// `now`. Charges nothing (expired slots are dropped).
+    #[inline(always)]
+    fn admits(
+        &self,
+        scope: Scope,
+        state: &mut State,
+        key: &str,
+        trace: Option<&str>,
+        now: u64,
+    ) -> bool {
+        for (g, st) in self.scope_gates(scope).iter().zip(state.gates.iter_mut()) {
+            let ok = match (&self.gates[*g].kind, st) {
+                (Kind::Rate(q), GateState::Rate(cell)) => rate::admits(q, *cell, now),
+                (Kind::Concurrency { limit, .. }, GateState::Slots(slots)) => {
+                    table::expire(slots, now);
+                    self.slot_free(scope, slots, limit.get(), key, trace)
+                }
+                // Entries are built from the gates' kinds.
+                _ => true,
+            };
+            if !ok {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether a concurrency gate with these live `slots` admits: a free slot, or one this
+    /// trace already holds (a request without a trace never holds one yet).
+    #[inline(always)]
+    fn slot_free(
+        &self,
+        scope: Scope,
+        slots: &[Slot],
+        limit: u32,
+        key: &str,
+        trace: Option<&str>,
+    ) -> bool {
+        slots.len() < limit as usize
+            || trace.is_some_and(|_| {
+                let id = self.trace_id(scope, key, trace, 0);
+                slots.iter().any(|s| s.trace == id)
+            })
+    }
+
+    /// The refusing gates of `scope` with the wait until each would admit (after
+    /// [`GateSet::admits`] said no to one of them).
+    #[cold]
+    #[inline(never)]
+    fn waits(
+        &self,
+        scope: Scope,
+        state: &mut State,
+        key: &str,
+        trace: Option<&str>,
+        now: u64,
+        refused: &mut SmallVec<[(usize, Duration); 2]>,
+    ) {
+        for (g, st) in self.scope_gates(scope).iter().zip(state.gates.iter_mut()) {
+            match (&self.gates[*g].kind, st) {
+                (Kind::Rate(q), GateState::Rate(cell)) => {
+                    if let Err(v) = rate::admit(q, *cell, now) {
+                        refused.push((*g, v.reset()));
+                    }
+                }
+                (
+                    Kind::Concurrency {
+                        limit, retry_hint, ..
+                    },
+                    GateState::Slots(slots),
+                ) => {
+                    // `admits` may have stopped before this gate: drop expired slots here too.
+                    table::expire(slots, now);
+                    if !self.slot_free(scope, slots, limit.get(), key, trace) {
+                        let soonest = slots.iter().map(|s| s.expires - now).min();
+                        let wait = soonest
+                            .map(Duration::from_nanos)
+                            .map_or(*retry_hint, |e| std::cmp::min(e, *retry_hint));
+                        refused.push((*g, wait));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Charge every gate of `scope` on this caller's `state` (all admit: checked by
+    /// [`GateSet::admits`] under the same lock), recording tallies and leases.
+    #[allow(clippy::too_many_arguments)] // the decision's parts, kept apart for the borrow checker
+    #[inline(always)]
+    fn charge(
+        &self,
+        scope: Scope,
+        entry: &Arc<Entry>,
+        state: &mut State,
+        key: &str,
+        trace: Option<&str>,
+        ticket: u64,
+        now: u64,
+        adm: &mut Admission<'_>,
+    ) {
+        for (g, st) in self.scope_gates(scope).iter().zip(state.gates.iter_mut()) {
+            let gate = *g;
+            match (&self.gates[gate].kind, st) {
+                (Kind::Rate(q), GateState::Rate(cell)) if q.algorithm() == Algorithm::Gcra => {
+                    // GCRA's charge is one addition; the units left follow from the reset,
+                    // so their division waits until a response shows them.
+                    let tat = cell.at.max(now) + q.interval_ns();
+                    cell.at = tat;
+                    adm.tallies.push(Tally {
+                        gate: gate as u32,
+                        remaining: Tally::DERIVED,
+                        reset_ns: tat - now,
+                    });
+                }
+                (Kind::Rate(q), GateState::Rate(cell)) => {
+                    if let Ok((new, v)) = rate::admit(q, *cell, now) {
+                        *cell = new;
+                        adm.tallies.push(Tally {
+                            gate: gate as u32,
+                            remaining: v.remaining,
+                            reset_ns: v.reset_ns,
+                        });
+                    }
+                }
+                (Kind::Concurrency { limit, lease, .. }, GateState::Slots(slots)) => {
+                    let id = self.trace_id(scope, key, trace, ticket);
+                    let expires =
+                        now.saturating_add(u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX));
+                    let held = trace.and_then(|_| slots.iter_mut().find(|s| s.trace == id));
+                    let used = match held {
+                        Some(s) => {
+                            s.tickets.push(ticket);
+                            s.expires = std::cmp::max(s.expires, expires);
+                            slots.len()
+                        }
+                        None => {
+                            slots.push(Slot {
+                                trace: id,
+                                tickets: smallvec![ticket],
+                                expires,
+                            });
+                            slots.len()
+                        }
+                    };
+                    adm.tallies.push(Tally {
+                        gate: gate as u32,
+                        remaining: limit.get().saturating_sub(used as u32),
+                        reset_ns: 0,
+                    });
+                    adm.leases.push(Lease {
+                        gate: gate as u32,
+                        entry: Arc::clone(entry),
+                        trace: id,
+                        ticket,
+                    });
+                }
+                // Entries are built from the gates' kinds.
+                _ => {}
+            }
+        }
     }
 
     /// Which requests share a slot at a gate of `scope`: traces are chosen by callers, so
@@ -405,22 +460,15 @@ impl GateSet {
     /// Give a lease back. Returns whether this call freed anything; releasing twice, releasing
     /// after the lease expired, or releasing a lease that is not held does nothing.
     pub fn release(&self, lease: &Lease) -> bool {
-        let gate = lease.gate as usize;
-        let Some(g) = self.gates.get(gate) else {
+        let entry = &lease.entry;
+        let Some(local) = self.local.get(lease.gate as usize) else {
             return false;
         };
-        let Some(shard) = self.shards.get(lease.shard as usize) else {
+        if entry.set != self.table.set() {
             return false;
-        };
-        let mut shard = shard.lock();
-        let map = match g.scope {
-            Scope::Key => &mut shard.keys,
-            Scope::Account => &mut shard.accounts,
-        };
-        let Some(entry) = map.get_mut(&*lease.scope_id) else {
-            return false;
-        };
-        let Some(GateState::Slots(slots)) = entry.gates.get_mut(self.local[gate]) else {
+        }
+        let mut state = entry.lock();
+        let Some(GateState::Slots(slots)) = state.gates.get_mut(*local) else {
             return false;
         };
         let Some(si) = slots.iter().position(|s| s.trace == lease.trace) else {
@@ -442,24 +490,23 @@ impl GateSet {
     /// change the quota it reports.
     pub fn quota(&self, key: &str, account: Option<&str>, now: Instant) -> Vec<crate::GateStatus> {
         let now = self.ns(now);
-        let locked = self.lock(key, account);
-        let accounts = match &locked.account {
-            Some(a) => &a.accounts,
-            None => &locked.key.accounts,
-        };
+        let guard = self.table.guard();
         let mut out = Vec::new();
         for (i, g) in self.gates.iter().enumerate() {
-            let entry = match g.scope {
-                Scope::Key => locked.key.keys.get(key),
-                Scope::Account => match account {
-                    Some(a) => accounts.get(a),
-                    None => continue,
-                },
+            let entry = match (g.scope, account) {
+                (Scope::Key, _) => self.table.get(Scope::Key, key, &guard),
+                (Scope::Account, Some(a)) => self.table.get(Scope::Account, a, &guard),
+                (Scope::Account, None) => continue,
             };
-            let state = entry.map(|e| &e.gates[self.local[i]]);
+            let state = entry.map(|e| e.lock());
+            // A dead entry limits nothing, like an absent one.
+            let gate = state
+                .as_ref()
+                .filter(|s| !s.dead)
+                .map(|s| &s.gates[self.local[i]]);
             match &g.kind {
                 Kind::Rate(q) => {
-                    let cell = match state {
+                    let cell = match gate {
                         Some(GateState::Rate(c)) => *c,
                         _ => Cell::default(),
                     };
@@ -467,7 +514,7 @@ impl GateSet {
                     out.push(status(g, v.remaining, v.reset()));
                 }
                 Kind::Concurrency { limit, .. } => {
-                    let used = match state {
+                    let used = match gate {
                         Some(GateState::Slots(s)) => s.iter().filter(|s| s.expires > now).count(),
                         _ => 0,
                     };

@@ -339,7 +339,7 @@ fn decide(
                 }),
             Some(Shared::Admitted(a)) => {
                 let (h, g) = *a;
-                Ok((h, Guard::Shared(g)))
+                Ok((h, Guard::Shared(Box::new(g))))
             }
             Some(Shared::Refused(rej)) => Err(rej),
             Some(Shared::Unavailable) => {

@@ -21,10 +21,11 @@ pub(crate) enum Shared {
     Unavailable,
 }
 
-/// Leases of an accepted message, local or shared.
+/// Leases of an accepted message, local or shared (boxed: a shared guard is three times
+/// the size of a local one, and the shared path pays a Redis round trip anyway).
 pub(crate) enum Guard {
     Local(LeaseGuard),
-    Shared(SharedLeaseGuard),
+    Shared(Box<SharedLeaseGuard>),
 }
 
 impl Guard {

@@ -245,7 +245,7 @@ impl Smsc {
                 .gates
                 .check_traced(&login.system_id, login.account.as_deref(), trace, now)
                 .map(|adm| Guard::Local(adm.into_guard(Arc::clone(&self.gates)))),
-            Some(Shared::Admitted(a)) => Ok(Guard::Shared(a.1)),
+            Some(Shared::Admitted(a)) => Ok(Guard::Shared(Box::new(a.1))),
             Some(Shared::Refused(r)) => Err(r),
             Some(Shared::Unavailable) => {
                 return Submitted::Refused(CommandStatus::EsmeRsyserr);
