@@ -148,6 +148,12 @@ async fn attempt<S: Store>(
             }
         }
 
+        // The transport gave up for this run (an SMPP bind refused for good): hand the
+        // item back unsent, due at once; the claimer no longer claims for the provider.
+        if rt.transport.suspended().is_some() {
+            return hand_back(rt, &item, now, HandBackReason::ProviderPaused, records);
+        }
+
         // An attempt is a request on the wire: marked (committed) before it goes, so that a
         // crash from here on charges it, and nothing before here does. Nothing may stop
         // between the mark and the send.

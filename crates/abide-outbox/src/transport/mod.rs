@@ -150,6 +150,13 @@ pub trait Transport: Debug + Send + Sync {
         None
     }
 
+    /// Why the transport will not send again this run (an SMPP bind refused for good),
+    /// naming what to fix; `None` (the default) while it may. The dispatcher stops
+    /// claiming for a suspended provider; its items wait.
+    fn suspended(&self) -> Option<String> {
+        None
+    }
+
     /// What an SMPP transport has seen; `None` (the default) for others.
     fn smpp_stats(&self) -> Option<SmppStats> {
         None

@@ -27,6 +27,9 @@ pub(crate) enum Ending {
     Drained,
     /// Ctrl-C or SIGTERM.
     Interrupted,
+    /// A provider will not send again this run (an SMPP bind refused for good); its
+    /// items wait for the next run.
+    Suspended,
 }
 
 impl Ending {
@@ -35,14 +38,16 @@ impl Ending {
         match self {
             Ending::Drained => "drained",
             Ending::Interrupted => "interrupted",
+            Ending::Suspended => "provider_suspended",
         }
     }
 
-    /// The documented exit code: 130 interrupted; 1 drained with items `FAILED` or
-    /// `DEFERRED` in `counts`; 0 otherwise.
+    /// The documented exit code: 130 interrupted; 4 a provider suspended; 1 drained with
+    /// items `FAILED` or `DEFERRED` in `counts`; 0 otherwise.
     pub(crate) fn exit_code(self, counts: &Counts) -> ExitCode {
         match self {
             Ending::Interrupted => ExitCode::from(130),
+            Ending::Suspended => ExitCode::from(4),
             Ending::Drained if counts.failed + counts.deferred > 0 => ExitCode::from(1),
             Ending::Drained => ExitCode::SUCCESS,
         }
@@ -160,6 +165,7 @@ pub(crate) async fn deliver<S: Store>(
     receipt_wait: Duration,
 ) -> anyhow::Result<(Progress, Ending)> {
     let interrupted = Arc::new(AtomicBool::new(false));
+    let suspended = Arc::new(AtomicBool::new(false));
     let display = Arc::new(display);
     let ticker = display.period().map(|period| {
         let d = d.clone();
@@ -178,10 +184,17 @@ pub(crate) async fn deliver<S: Store>(
     let stop = {
         let d = d.clone();
         let interrupted = Arc::clone(&interrupted);
+        let suspended = Arc::clone(&suspended);
         async move {
             let drain = async {
                 loop {
                     tokio::time::sleep(DRAIN_CHECK).await;
+                    // A provider that cannot send this run would keep its items (and
+                    // the run) waiting for ever: stop, they wait for the next run.
+                    if !d.suspended().is_empty() {
+                        suspended.store(true, Ordering::SeqCst);
+                        return;
+                    }
                     if drained(&d).await {
                         break;
                     }
@@ -218,6 +231,8 @@ pub(crate) async fn deliver<S: Store>(
     display.finish(&p);
     let ending = if interrupted.load(Ordering::SeqCst) {
         Ending::Interrupted
+    } else if suspended.load(Ordering::SeqCst) {
+        Ending::Suspended
     } else {
         Ending::Drained
     };

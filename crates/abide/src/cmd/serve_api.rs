@@ -356,6 +356,7 @@ fn provider_value(x: &abide_outbox::ProviderProgress) -> Value {
         },
         "counts": x.counts,
         "totals": x.totals,
+        "suspended": x.suspended,
     })
 }
 
