@@ -344,3 +344,45 @@ async fn serve_suspends_a_provider_whose_bind_is_refused_and_says_why() {
     assert_eq!(out.code(), Some(0));
     p.shutdown().await.unwrap();
 }
+
+/// Text longer than one SMS goes whole in `message_payload`; text over `max_text_octets`
+/// is refused at enqueue naming its line, nothing enqueued, never cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_texts_are_sent_in_message_payload_and_too_long_ones_refused_by_line() {
+    let p = smsc(300, 0).await;
+    let f = files(&p, 0);
+    let line = |to: u32, text: &str| {
+        format!("{{\"provider\":\"sms\",\"path\":\"/\",\"body\":{{\"to\":\"+4915{to:08}\",\"text\":\"{text}\"}}}}\n")
+    };
+    let input = [
+        line(1, &"a".repeat(500)),
+        line(2, &"ж".repeat(100)),
+        line(3, "short"),
+        line(4, &"b".repeat(160)),
+    ]
+    .concat();
+    write(f.dir.path(), "in.jsonl", &input);
+    let out = run(f.send_with(&["--json", "--quiet", "--receipt-wait", "20s"])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let r = report(&out);
+    assert_eq!(r["outbox"]["counts"]["submitted"], 4, "{r}");
+    assert_eq!(r["outbox"]["receipts"]["delivered"], 4, "{r}");
+    let s = smpp_stats(&p);
+    assert_eq!((s.accepted, s.long_messages), (4, 2), "{s:?}");
+
+    let too_long = [line(5, "fine"), line(6, &"c".repeat(1531))].concat();
+    write(f.dir.path(), "in.jsonl", &too_long);
+    let out = run(f.send()).await;
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 2"), "{err}");
+    assert!(
+        err.contains("1531 GSM 7-bit septets") && err.contains("max_text_octets is 1530"),
+        "{err}"
+    );
+    let st = run(abide(&["status", "--db", &f.db, "--json"])).await;
+    let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(st["counts"]["submitted"], 4, "{st}");
+    assert_eq!(st["counts"]["queued"], 0, "line 1 enqueued: {st}");
+    p.shutdown().await.unwrap();
+}

@@ -264,6 +264,7 @@ fn cfg(window: usize) -> SmppConfig {
         dest_addr_npi: 1,
         enquire_link_interval: Duration::from_secs(30),
         pdu_timeout: Duration::from_secs(5),
+        max_text_octets: 1530,
     }
 }
 
