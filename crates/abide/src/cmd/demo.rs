@@ -13,7 +13,7 @@ use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, Request};
 use abide_provider::{ProviderConfig, Rate, ScheduleEntry, StatsSnapshot};
 use anyhow::Context;
 
-use super::deliver::{deliver, init_logs, Outbox};
+use super::deliver::{deliver, init_logs, Interrupt, Outbox};
 use super::demo_phases::{request_at, Timeline, SWITCHES};
 use super::progress::{Display, Mode};
 use super::report::{InputSummary, RunReport, Snapshot};
@@ -185,6 +185,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn demo(args: &Args, pcfg: ProviderConfig, db: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let interrupt = Interrupt::listen()?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let loopback: SocketAddr = ([127, 0, 0, 1], 0).into();
     let provider = abide_provider::spawn(pcfg, Arc::clone(&clock), loopback).await?;
@@ -213,7 +214,7 @@ async fn demo(args: &Args, pcfg: ProviderConfig, db: &std::path::Path) -> anyhow
     let start = clock.monotonic();
     let mut timeline = Timeline::default();
     let (p, ending) = tokio::select! {
-        r = deliver(&d, Display::new(mode), Duration::ZERO) => r?,
+        r = deliver(&d, Display::new(mode), Duration::ZERO, &interrupt) => r?,
         () = timeline.follow(&provider, args.items, clock.as_ref(), start) => {
             unreachable!("follow never returns")
         }

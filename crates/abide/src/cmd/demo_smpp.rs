@@ -12,7 +12,7 @@ use abide_core::{Clock, SystemClock};
 use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, Request};
 use abide_provider::{spawn_listeners, Listeners, ProviderConfig, Rate, ScheduleEntry, SmppStats};
 
-use super::deliver::{deliver, Outbox};
+use super::deliver::{deliver, Interrupt, Outbox};
 use super::demo::Args;
 use super::progress::{Display, Mode};
 use super::report::{InputSummary, RunReport, Snapshot};
@@ -97,6 +97,7 @@ fn items(n: u32) -> Vec<NewItem> {
 
 /// Run the SMPP demo with its outbox in `db`.
 pub(crate) async fn demo(args: &Args, db: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let interrupt = Interrupt::listen()?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let listen = Listeners {
         http: None,
@@ -127,7 +128,7 @@ pub(crate) async fn demo(args: &Args, db: &std::path::Path) -> anyhow::Result<Ex
     )?;
     let input = InputSummary::from_enqueued(&d.enqueue(&items(args.items)).await?);
     let mode = if args.quiet { Mode::None } else { Mode::Auto };
-    let (p, ending) = deliver(&d, Display::new(mode), RECEIPT_WAIT).await?;
+    let (p, ending) = deliver(&d, Display::new(mode), RECEIPT_WAIT, &interrupt).await?;
     d.close().await;
     let saw = smsc.stats().smpp.unwrap_or_default();
     let snap = Snapshot::load(&outbox.store, clock.now()).await?;

@@ -12,7 +12,7 @@ use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem};
 use anyhow::{bail, Context};
 
 use super::db;
-use super::deliver::{deliver, init_logs, Outbox};
+use super::deliver::{deliver, init_logs, Interrupt, Outbox};
 use super::input;
 use super::progress::{Display, Mode};
 use super::report::{InputSummary, RunReport, Snapshot};
@@ -273,6 +273,13 @@ fn read_input(src: &str) -> anyhow::Result<Vec<u8>> {
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // Ctrl-C and SIGTERM are caught from here on: one that comes while the input is read
+    // or enqueued stops the run cleanly after the enqueue (exit 130), never half-way.
+    let rt = tokio::runtime::Runtime::new()?;
+    let interrupt = {
+        let _in_runtime = rt.enter();
+        Interrupt::listen().context("installing the Ctrl-C/SIGTERM handler")?
+    };
     let cfg = load_config(&args.config, args.workers, args.lease)?;
     // Check the whole input before touching the database: a bad line enqueues nothing.
     let items: Option<Vec<NewItem>> = match &args.input {
@@ -289,11 +296,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     init_logs("warn");
-    let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(send(args, cfg, items))
+    rt.block_on(send(args, cfg, items, interrupt))
 }
 
-async fn send(args: Args, cfg: Config, items: Option<Vec<NewItem>>) -> anyhow::Result<ExitCode> {
+async fn send(
+    args: Args,
+    cfg: Config,
+    items: Option<Vec<NewItem>>,
+    interrupt: Interrupt,
+) -> anyhow::Result<ExitCode> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let outbox = Outbox::open(&args.db, clock.now()).await?;
     if outbox.reclaimed > 0 {
@@ -321,7 +332,7 @@ async fn send(args: Args, cfg: Config, items: Option<Vec<NewItem>>) -> anyhow::R
     } else {
         args.progress
     };
-    let (p, ending) = match deliver(&d, Display::new(mode), args.receipt_wait).await {
+    let (p, ending) = match deliver(&d, Display::new(mode), args.receipt_wait, &interrupt).await {
         Ok(done) => done,
         Err(e) => match e.downcast_ref::<abide_outbox::Error>() {
             // Documented exit code: the run stopped itself rather than send what it could

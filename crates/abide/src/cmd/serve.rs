@@ -12,7 +12,7 @@ use abide_outbox::{Dispatcher, DispatcherOptions};
 use anyhow::{bail, Context};
 use std::io::Write as _;
 
-use super::deliver::{init_logs, signal, Outbox};
+use super::deliver::{init_logs, Interrupt, Outbox};
 use super::serve_api::{self, Api};
 use super::{db, send, serve_metrics};
 
@@ -162,6 +162,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     serve_metrics::describe();
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
+        // Caught from here on: a signal before the listener is up still stops cleanly.
+        let interrupt = Interrupt::listen().context("installing the SIGTERM handler")?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let outbox = Outbox::open(&args.db, clock.now()).await?;
         if outbox.reclaimed > 0 {
@@ -211,7 +213,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
-            signal().await;
+            interrupt.nth(1).await;
             tracing::info!("shutting down: no new requests or claims; finishing those on the wire");
             let _ = stop_tx.send(true);
         });
