@@ -336,6 +336,13 @@ async fn serve_suspends_a_provider_whose_bind_is_refused_and_says_why() {
     assert_eq!(seen, 3, "{}", stats().await);
     let s = smpp_stats(&p);
     assert_eq!(s.pdus_received.get("bind_transceiver"), Some(&1), "{s:?}");
+    let m = c.get(format!("{base}/metrics")).send().await.unwrap();
+    let text = m.text().await.unwrap();
+    assert!(
+        text.contains("abide_provider_suspended{provider=\"sms\"} 1"),
+        "{text}"
+    );
+    assert!(!text.contains("nope1234"));
     sigterm(&child);
     let out = tokio::time::timeout(RUN_BOUND, child.wait())
         .await

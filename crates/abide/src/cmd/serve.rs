@@ -44,7 +44,8 @@ HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
                            durations delay_ms/latency_ms. 404 if unknown.
   GET  /v1/stats           counts per state, oldest pending age, attempts per remote code,
                            and per provider: pace, learned target, pause left, throttle rate,
-                           counts and this process's totals.
+                           counts and this process's totals; \"suspended\": why it sends
+                           nothing this run (an SMPP bind refused for good), else null.
   POST /v1/requeue         DEFERRED -> QUEUED; body {} or {\"provider\":\"sms\",\"ids\":[...]}.
                            At most 10000 ids (413 beyond). 200 {\"requeued\": N}.
   GET  /metrics            Prometheus text: abide_items{state}, abide_oldest_pending_age_seconds,
@@ -52,7 +53,8 @@ HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
                            (SMPP receipts; state=\"unmatched\" names no item), and per provider
                            abide_provider_{pace,target,ceiling,advertised}_requests_per_second,
                            abide_provider_throttle_ratio, abide_provider_pause_remaining_seconds,
-                           abide_provider_sunset_timestamp_seconds, abide_dispatcher_X_total
+                           abide_provider_sunset_timestamp_seconds, abide_provider_suspended
+                           (1: an SMPP bind refused for good), abide_dispatcher_X_total
                            for X in attempts, delivered, throttled, retries_scheduled,
                            retry_budget_denied, failed, deferred, transport_failures. Open by
                            default (counts only, no item data) so a scraper needs no secret;
