@@ -216,6 +216,9 @@ async fn a_wrong_password_stops_send_at_once_and_keeps_every_item() {
     let why = r["providers"][0]["suspended"].as_str().unwrap();
     assert!(why.contains("ESME_RINVPASWD"), "{why}");
     assert_eq!(r["providers"][0]["smpp"]["binds"], 0, "{r}");
+    // No item is charged an attempt: senders wait for the bind before marking one sent.
+    assert_eq!(r["run"]["attempts"], 0, "{r}");
+    assert_eq!(r["outbox"]["remote_counts"], serde_json::json!({}), "{r}");
     let c = &r["outbox"]["counts"];
     assert_eq!(c["submitted"], 0, "{c}");
     assert_eq!(c["failed"], 0, "{c}");

@@ -148,9 +148,18 @@ async fn attempt<S: Store>(
             }
         }
 
-        // The transport gave up for this run (an SMPP bind refused for good): hand the
-        // item back unsent, due at once; the claimer no longer claims for the provider.
+        // Wait for a connection being made (an SMPP bind), then: if the transport gave up
+        // for this run (a bind refused for good), hand the item back unsent, due at once;
+        // the claimer no longer claims for the provider.
+        tokio::select! {
+            () = rt.transport.ready() => {}
+            _ = stop.changed() => {
+                let now = inner.clock.now();
+                return hand_back(rt, &item, now, HandBackReason::Shutdown, records);
+            }
+        }
         if rt.transport.suspended().is_some() {
+            let now = inner.clock.now();
             return hand_back(rt, &item, now, HandBackReason::ProviderPaused, records);
         }
 

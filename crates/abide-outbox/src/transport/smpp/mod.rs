@@ -263,6 +263,15 @@ impl Transport for SmppTransport {
         SmppTransport::suspended(self)
     }
 
+    fn ready(&self) -> super::CloseFuture<'_> {
+        Box::pin(async move {
+            self.start();
+            let _ = self
+                .bound(Instant::now() + self.shared.cfg.pdu_timeout)
+                .await;
+        })
+    }
+
     fn close(&self) -> super::CloseFuture<'_> {
         Box::pin(SmppTransport::close(self))
     }
