@@ -510,6 +510,25 @@ async fn a_wrong_password_is_refused_once_then_the_provider_is_suspended() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_password_too_long_for_a_bind_is_never_sent_and_suspends() {
+    let smsc = Smsc::new(|_| Answer::Status(0));
+    let t = with_password(&smsc, "ninechars");
+    let r = t.send(&item(0)).await;
+    assert!(matches!(r, Response::Transport(TransportFailure::Connect)));
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert!(
+        smsc.seen().binds.is_empty(),
+        "an over-long password was sent"
+    );
+    let why = t.suspended().expect("suspended");
+    assert!(
+        why.contains("longer than 8") && why.contains("password_env"),
+        "{why}"
+    );
+    assert!(!why.contains("ninechars"), "{why}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_unknown_system_id_or_system_type_suspends_naming_the_field() {
     for (status, field) in [(0x0F, "system_id"), (0x53, "system_type")] {
         let smsc = Smsc::new(|_| Answer::Status(0));
