@@ -297,7 +297,8 @@ mod tests {
                 Kind::Counter => assert!(m.name.ends_with("_total"), "{}", m.name),
                 Kind::Gauge => assert!(!m.name.ends_with("_total"), "{}", m.name),
             }
-            let unitless_ok = [ITEMS, RECEIPTS, COORD_MODE, COORD_NODES].contains(&m.name);
+            let unitless_ok =
+                [ITEMS, RECEIPTS, COORD_MODE, COORD_NODES, SUSPENDED].contains(&m.name);
             assert!(
                 unitless_ok
                     || m.name.ends_with("_total")
