@@ -43,47 +43,6 @@ pub async fn start_provider(cfg: ProviderConfig) -> RunningProvider {
         .unwrap()
 }
 
-/// A clock for an in-process provider that a test moves forward: the system clock plus
-/// an offset. Moving it ends, at an instant the test chooses, a state the provider keeps
-/// for a time (a suspension), instead of racing a wall-clock expiry.
-#[derive(Debug, Default)]
-pub struct OffsetClock {
-    offset_ms: std::sync::atomic::AtomicU64,
-}
-
-impl OffsetClock {
-    /// Move the clock `by` forward.
-    pub fn advance(&self, by: Duration) {
-        self.offset_ms.fetch_add(
-            u64::try_from(by.as_millis()).unwrap(),
-            std::sync::atomic::Ordering::SeqCst,
-        );
-    }
-
-    fn offset(&self) -> Duration {
-        Duration::from_millis(self.offset_ms.load(std::sync::atomic::Ordering::SeqCst))
-    }
-}
-
-impl abide_core::Clock for OffsetClock {
-    fn now(&self) -> std::time::SystemTime {
-        abide_core::Clock::now(&SystemClock) + self.offset()
-    }
-    fn monotonic(&self) -> std::time::Instant {
-        abide_core::Clock::monotonic(&SystemClock) + self.offset()
-    }
-}
-
-/// Start a provider on 127.0.0.1 with a free port, reading time from `clock`.
-pub async fn start_provider_with_clock(
-    cfg: ProviderConfig,
-    clock: Arc<OffsetClock>,
-) -> RunningProvider {
-    abide_provider::spawn(cfg, clock, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap()
-}
-
 /// A `[[provider]]` table for `name` at `url`, plus `extra` TOML lines inside it
 /// (sub-tables go in `tables`, after the plain keys).
 pub fn provider_toml(name: &str, url: &str, extra: &str, tables: &str) -> String {
