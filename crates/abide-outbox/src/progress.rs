@@ -208,6 +208,10 @@ pub struct ProviderProgress {
     /// What this provider's SMPP bind has seen (binds, drops, timeouts); `None` over HTTP.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub smpp: Option<SmppStats>,
+    /// Why the provider will not send again this run (an SMPP bind refused for good,
+    /// naming the field to fix); its items wait. `None` while it sends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspended: Option<String>,
     /// What was done for this provider.
     pub totals: Totals,
 }

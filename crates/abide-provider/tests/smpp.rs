@@ -713,3 +713,45 @@ async fn receipts_report_the_scheduled_outcome() {
         seen[1].2
     );
 }
+
+/// A long message in the `message_payload` TLV with an empty `short_message` is accepted,
+/// counted, and receipted quoting its start; with a `short_message` too it is refused
+/// (SMPP 3.4 §5.3.2.32).
+#[tokio::test(start_paused = true)]
+async fn a_long_message_in_message_payload_is_accepted_counted_and_receipted() {
+    use rusmpp::values::MessagePayload;
+    let p = start(OPEN).await;
+    let mut e = Esme::bound(&p, Bind::Trx).await;
+    let text = format!("Long one: {}", "x".repeat(690));
+    let long = |short: &str| {
+        let mut sm = SubmitSm::builder()
+            .source_addr(COctetString::from_str("ABIDE").unwrap())
+            .destination_addr(COctetString::from_str("15550100").unwrap())
+            .registered_delivery(RegisteredDelivery::from(0x01))
+            .short_message(OctetString::from_str(short).unwrap())
+            .build();
+        sm.push_tlv(MessageSubmissionRequestTlvValue::MessagePayload(
+            MessagePayload::new(AnyOctetString::from_slice(text.as_bytes())),
+        ));
+        sm
+    };
+    let seq = e.send(long("")).await;
+    let r = e.recv().await.unwrap();
+    assert_eq!(r.sequence_number(), seq);
+    let (status, id) = submit_answer(&r);
+    assert_eq!(status, CommandStatus::EsmeRok);
+    let seq = e.send(long("also here")).await;
+    let r = e.recv().await.unwrap();
+    assert_eq!(r.sequence_number(), seq);
+    assert_eq!(submit_answer(&r).0, CommandStatus::EsmeRinvmsglen);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let r = e.recv().await.unwrap();
+    assert_eq!(receipted_id(&r).as_deref(), Some(id.as_str()));
+    let Some(Pdu::DeliverSm(d)) = r.pdu() else {
+        unreachable!()
+    };
+    let receipt = String::from_utf8(d.short_message().to_vec()).unwrap();
+    assert!(receipt.ends_with("text:Long one: xxxxxxxxxx"), "{receipt}");
+    let s = stats(&p);
+    assert_eq!((s.accepted, s.long_messages), (1, 1), "{s:?}");
+}

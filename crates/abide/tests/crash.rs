@@ -246,3 +246,69 @@ async fn compare(db: &str, p: &abide_provider::RunningProvider, n: usize) -> (u6
     }
     (over, total)
 }
+
+/// Whether process `pid` catches SIGTERM (Linux: bit 15 of `SigCgt` in /proc/PID/status).
+fn catches_sigterm(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (15 - 1)) != 0)
+}
+
+/// SIGTERM in the first instants of `abide send`, while it still reads its input: the
+/// handler is installed before anything else, so the signal is caught, the whole input is
+/// enqueued (the enqueue is one transaction, never half done), nothing is sent, and the
+/// run exits 130. Before, the handler came only once delivery began: the signal killed the
+/// process the default way, and a kill after the first "sent" marks charged attempts
+/// that never went out (a race in the restarts test above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_the_input_is_read_enqueues_it_all_and_sends_nothing() {
+    use tokio::io::AsyncWriteExt;
+    const N: usize = 500;
+    let p = start_provider(provider_config(1000, 100)).await;
+    let f = Files::new(
+        &provider_toml("sms", &p.url(), "rate_hint = 500.0\nconcurrency = 20", ""),
+        0,
+    );
+    let mut cmd = abide(&[
+        "send",
+        "--config",
+        f.cfg.to_str().unwrap(),
+        "--db",
+        &f.db,
+        "--json",
+        "--quiet",
+        "-",
+    ]);
+    cmd.stdin(std::process::Stdio::piped());
+    let mut child = start(cmd);
+    let pid = child.id().unwrap();
+    // The process blocks reading stdin; its handler is installed before it reads.
+    wait_until("abide to catch SIGTERM", || catches_sigterm(pid)).await;
+    sigterm(&child);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(messages(N, "sms").as_bytes())
+        .await
+        .unwrap();
+    drop(stdin);
+    let out = tokio::time::timeout(RUN_BOUND, child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", show(&out));
+    let r = report(&out);
+    assert_eq!(r["outcome"], "interrupted", "{r}");
+    assert_eq!(r["input"]["enqueued"], N as u64, "{r}");
+    assert_eq!(r["outbox"]["counts"]["queued"], N as u64, "{r}");
+    assert_eq!(r["run"]["attempts"], 0, "{r}");
+    assert_eq!(p.stats().requests, 0);
+    // The next run delivers them.
+    let again = run(f.send()).await; // its input file is empty: only what is queued
+    assert_eq!(again.status.code(), Some(0), "{}", show(&again));
+    assert_eq!(p.stats().accepted, N as u64);
+}

@@ -191,3 +191,208 @@ async fn the_smpp_example_files_deliver_with_receipts() {
     assert_eq!(smpp_stats(&p).repeats, 0);
     p.shutdown().await.unwrap();
 }
+
+/// A wrong password: the SMSC answers the one bind `ESME_RINVPASWD`; `send` stops with
+/// exit 4 naming the status and the field (never the value), binds no second time, and
+/// every item waits in the outbox for the next run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_password_stops_send_at_once_and_keeps_every_item() {
+    const N: usize = 50;
+    let p = smsc(300, 0).await;
+    let f = files(&p, N);
+    let mut send = f.send();
+    send.env(TOKEN_ENV, "nope1234");
+    let out = run(send).await;
+    assert_eq!(out.status.code(), Some(4), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ESME_RINVPASWD"), "{err}");
+    assert!(
+        err.contains("password_env") && err.contains(TOKEN_ENV),
+        "{err}"
+    );
+    assert!(!show(&out).contains("nope1234"), "the password is shown");
+    let r = report(&out);
+    assert_eq!(r["outcome"], "provider_suspended", "{r}");
+    let why = r["providers"][0]["suspended"].as_str().unwrap();
+    assert!(why.contains("ESME_RINVPASWD"), "{why}");
+    assert_eq!(r["providers"][0]["smpp"]["binds"], 0, "{r}");
+    // No item is charged an attempt: senders wait for the bind before marking one sent.
+    assert_eq!(r["run"]["attempts"], 0, "{r}");
+    assert_eq!(r["outbox"]["remote_counts"], serde_json::json!({}), "{r}");
+    let c = &r["outbox"]["counts"];
+    assert_eq!(c["submitted"], 0, "{c}");
+    assert_eq!(c["failed"], 0, "{c}");
+    assert_eq!(c["deferred"], 0, "{c}");
+    let waiting = ["queued", "pending", "in_flight"]
+        .iter()
+        .map(|s| c[s].as_u64().unwrap())
+        .sum::<u64>();
+    assert_eq!(waiting, N as u64, "{c}");
+    let s = smpp_stats(&p);
+    assert_eq!(s.pdus_received.get("bind_transceiver"), Some(&1), "{s:?}");
+    assert_eq!(s.accepted, 0);
+    // The next run, with the right password, delivers them all.
+    let again = run(f.send()).await;
+    assert_eq!(again.status.code(), Some(0), "{}", show(&again));
+    assert_eq!(smpp_stats(&p).accepted, N as u64);
+    p.shutdown().await.unwrap();
+}
+
+/// A password longer than SMPP 3.4 allows (8 characters) is refused before anything is
+/// enqueued, naming the variable, never showing the value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overlong_password_is_refused_at_load_naming_the_variable() {
+    let p = smsc(300, 0).await;
+    let f = files(&p, 3);
+    let mut send = f.send();
+    send.env(TOKEN_ENV, "ninechars");
+    let out = run(send).await;
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("password_env") && err.contains(TOKEN_ENV),
+        "{err}"
+    );
+    assert!(err.contains("SMPP 3.4"), "{err}");
+    assert!(!show(&out).contains("ninechars"), "the password is shown");
+    assert!(!f.db_exists(), "a refused run created the outbox");
+    assert_eq!(smpp_stats(&p).pdus_received.get("bind_transceiver"), None);
+    p.shutdown().await.unwrap();
+}
+
+/// `abide serve` with a wrong password: the provider is suspended after one bind,
+/// `/v1/stats` says why, items posted later wait `QUEUED`, and no bind follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_suspends_a_provider_whose_bind_is_refused_and_says_why() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let p = smsc(300, 0).await;
+    let f = files(&p, 0);
+    let mut cmd = abide(&[
+        "serve",
+        "--config",
+        f.cfg.to_str().unwrap(),
+        "--db",
+        &f.db,
+        "--listen",
+        "127.0.0.1:0",
+        "--token-env",
+        "ABIDE_TEST_API_TOKEN",
+    ]);
+    cmd.env("ABIDE_TEST_API_TOKEN", "s3cret-token")
+        .env(TOKEN_ENV, "nope1234");
+    let mut child = start(cmd);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(RUN_BOUND, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let base = first.strip_prefix("listening on ").unwrap().to_owned();
+    let c = reqwest::Client::new();
+    let stats = || async {
+        c.get(format!("{base}/v1/stats"))
+            .bearer_auth("s3cret-token")
+            .send()
+            .await
+            .unwrap()
+            .json::<serde_json::Value>()
+            .await
+            .unwrap()
+    };
+    let mut why = None;
+    for _ in 0..(RUN_BOUND.as_millis() / 50) {
+        let v = stats().await;
+        if let Some(s) = v["providers"][0]["suspended"].as_str() {
+            why = Some(s.to_owned());
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let why = why.expect("/v1/stats never said the provider is suspended");
+    assert!(
+        why.contains("ESME_RINVPASWD") && why.contains("password_env"),
+        "{why}"
+    );
+    let items: Vec<serde_json::Value> = (0..3)
+        .map(|i| serde_json::json!({"provider": "sms", "path": "/", "body": {"to": format!("+4915{i:08}"), "text": "hi"}}))
+        .collect();
+    let r = c
+        .post(format!("{base}/v1/items"))
+        .bearer_auth("s3cret-token")
+        .json(&items)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    // Two refreshes of the live view later, the items still wait and no bind followed.
+    let mut seen = 0;
+    for _ in 0..(RUN_BOUND.as_millis() / 50) {
+        let v = stats().await;
+        if v["counts"]["queued"] == 3 {
+            seen += 1;
+            if seen == 3 {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(seen, 3, "{}", stats().await);
+    let s = smpp_stats(&p);
+    assert_eq!(s.pdus_received.get("bind_transceiver"), Some(&1), "{s:?}");
+    let m = c.get(format!("{base}/metrics")).send().await.unwrap();
+    let text = m.text().await.unwrap();
+    assert!(
+        text.contains("abide_provider_suspended{provider=\"sms\"} 1"),
+        "{text}"
+    );
+    assert!(!text.contains("nope1234"));
+    sigterm(&child);
+    let out = tokio::time::timeout(RUN_BOUND, child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.code(), Some(0));
+    p.shutdown().await.unwrap();
+}
+
+/// Text longer than one SMS goes whole in `message_payload`; text over `max_text_octets`
+/// is refused at enqueue naming its line, nothing enqueued, never cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_texts_are_sent_in_message_payload_and_too_long_ones_refused_by_line() {
+    let p = smsc(300, 0).await;
+    let f = files(&p, 0);
+    let line = |to: u32, text: &str| {
+        format!("{{\"provider\":\"sms\",\"path\":\"/\",\"body\":{{\"to\":\"+4915{to:08}\",\"text\":\"{text}\"}}}}\n")
+    };
+    let input = [
+        line(1, &"a".repeat(500)),
+        line(2, &"ж".repeat(100)),
+        line(3, "short"),
+        line(4, &"b".repeat(160)),
+    ]
+    .concat();
+    write(f.dir.path(), "in.jsonl", &input);
+    let out = run(f.send_with(&["--json", "--quiet", "--receipt-wait", "20s"])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let r = report(&out);
+    assert_eq!(r["outbox"]["counts"]["submitted"], 4, "{r}");
+    assert_eq!(r["outbox"]["receipts"]["delivered"], 4, "{r}");
+    let s = smpp_stats(&p);
+    assert_eq!((s.accepted, s.long_messages), (4, 2), "{s:?}");
+
+    let too_long = [line(5, "fine"), line(6, &"c".repeat(1531))].concat();
+    write(f.dir.path(), "in.jsonl", &too_long);
+    let out = run(f.send()).await;
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 2"), "{err}");
+    assert!(
+        err.contains("1531 GSM 7-bit septets") && err.contains("max_text_octets is 1530"),
+        "{err}"
+    );
+    let st = run(abide(&["status", "--db", &f.db, "--json"])).await;
+    let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(st["counts"]["submitted"], 4, "{st}");
+    assert_eq!(st["counts"]["queued"], 0, "line 1 enqueued: {st}");
+    p.shutdown().await.unwrap();
+}

@@ -54,6 +54,7 @@ pub(super) struct FileProvider {
     dest_addr_npi: Option<u8>,
     enquire_link_interval: Option<f64>,
     pdu_timeout: Option<f64>,
+    max_text_octets: Option<usize>,
 }
 
 impl FileProvider {
@@ -72,6 +73,7 @@ impl FileProvider {
             dest_addr_npi: self.dest_addr_npi.take(),
             enquire_link_interval: self.enquire_link_interval.take(),
             pdu_timeout: self.pdu_timeout.take(),
+            max_text_octets: self.max_text_octets.take(),
         }
     }
 }

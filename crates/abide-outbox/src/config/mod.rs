@@ -64,7 +64,8 @@ mod file;
 mod smpp;
 
 pub use smpp::{
-    SmppConfig, MAX_ADDR_LEN, MAX_PASSWORD_LEN, MAX_SYSTEM_ID_LEN, MAX_SYSTEM_TYPE_LEN, MAX_WINDOW,
+    SmppConfig, DEFAULT_MAX_TEXT_OCTETS, MAX_ADDR_LEN, MAX_PASSWORD_LEN, MAX_SYSTEM_ID_LEN,
+    MAX_SYSTEM_TYPE_LEN, MAX_TEXT_OCTETS, MAX_WINDOW,
 };
 
 use file::{invalid, toml_error, validate_provider, FileConfig};

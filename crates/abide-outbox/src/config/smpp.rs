@@ -16,6 +16,8 @@
 //! dest_addr_npi = 1
 //! enquire_link_interval = 30        # seconds between keep-alives
 //! pdu_timeout = 10                  # seconds to wait for one response PDU
+//! max_text_octets = 1530            # longest text, encoded; beyond one SMS it goes in
+//!                                   # the message_payload TLV
 //! ```
 //!
 //! Limits are SMPP 3.4's own (§4.1, §5.2): `system_id` fits 16 octets with its NUL,
@@ -39,6 +41,12 @@ pub const MAX_SYSTEM_TYPE_LEN: usize = 12;
 pub const MAX_ADDR_LEN: usize = 20;
 /// Largest `window`: outstanding PDUs on one bind.
 pub const MAX_WINDOW: usize = 1024;
+/// Default `max_text_octets`: ten concatenated GSM 7-bit parts of 153 septets (what
+/// handsets commonly reassemble), or 765 UCS-2 characters.
+pub const DEFAULT_MAX_TEXT_OCTETS: usize = 1530;
+/// Largest `max_text_octets`: the `message_payload` TLV's 16-bit length (SMPP 3.4
+/// §5.3.2.32), less room for the rest of the PDU within a 64 KiB `command_length`.
+pub const MAX_TEXT_OCTETS: usize = 64_000;
 
 /// How to reach and use one SMSC.
 ///
@@ -50,6 +58,7 @@ pub const MAX_WINDOW: usize = 1024;
 /// - `dest_addr_ton` / `dest_addr_npi`: 1 / 1 (international, ISDN E.164)
 /// - `enquire_link_interval`: 30 s
 /// - `pdu_timeout`: 10 s
+/// - `max_text_octets`: [`DEFAULT_MAX_TEXT_OCTETS`]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SmppConfig {
     /// `host:port` of the SMSC.
@@ -78,6 +87,12 @@ pub struct SmppConfig {
     /// How long one request PDU waits for its response before its outcome counts as
     /// unknown (a transport failure after send; resent with the same key).
     pub pdu_timeout: Duration,
+    /// Longest text of an item, in octets as encoded (GSM 7-bit: one per septet, so two
+    /// for `€ [ { …`; UCS-2: two per character), 1-[`MAX_TEXT_OCTETS`]. Text that fits
+    /// one SMS (160 septets, 70 UCS-2 characters) goes in `short_message`; longer, up to
+    /// this, in the `message_payload` TLV with an empty `short_message` (SMPP 3.4
+    /// §5.3.2.32), and the SMSC splits it. Longer still is refused at enqueue.
+    pub max_text_octets: usize,
 }
 
 /// The `[[provider]]` keys of an SMPP provider, as written.
@@ -95,6 +110,7 @@ pub(super) struct FileSmpp {
     pub(super) dest_addr_npi: Option<u8>,
     pub(super) enquire_link_interval: Option<f64>,
     pub(super) pdu_timeout: Option<f64>,
+    pub(super) max_text_octets: Option<usize>,
 }
 
 impl FileSmpp {
@@ -121,6 +137,7 @@ impl FileSmpp {
             "enquire_link_interval",
         );
         note(self.pdu_timeout.is_some(), "pdu_timeout");
+        note(self.max_text_octets.is_some(), "max_text_octets");
         set
     }
 
@@ -183,7 +200,16 @@ impl FileSmpp {
             }
             Ok(Duration::from_secs_f64(v))
         };
+        let max_text_octets = self.max_text_octets.unwrap_or(DEFAULT_MAX_TEXT_OCTETS);
+        if !(1..=MAX_TEXT_OCTETS).contains(&max_text_octets) {
+            return Err(invalid(
+                n,
+                "max_text_octets",
+                format!("must be 1..={MAX_TEXT_OCTETS} octets"),
+            ));
+        }
         Ok(SmppConfig {
+            max_text_octets,
             address,
             system_id,
             password_env: self.password_env,
@@ -309,6 +335,7 @@ mod tests {
             .unwrap();
         assert_eq!((s.window, s.pdu_timeout), (10, Duration::from_secs(10)));
         assert_eq!(s.password_env, None);
+        assert_eq!(s.max_text_octets, 1530);
         // An HTTP provider has none.
         let http = "[[provider]]\nname = \"h\"\nbase_url = \"http://127.0.0.1:9\"\n";
         assert_eq!(Config::from_toml_str(http).unwrap().providers[0].smpp, None);
@@ -376,6 +403,8 @@ mod tests {
                 "system_type",
             ),
             ("transport = \"smpp\"", "transport = \"smtp\"", "transport"),
+            ("window = 64", "max_text_octets = 0", "max_text_octets"),
+            ("window = 64", "max_text_octets = 64001", "max_text_octets"),
         ] {
             let text = SMSC.replace(from, to);
             let (p, f, m) = err_of(&text);
@@ -415,6 +444,7 @@ mod tests {
             ("source_addr_ton = 1", "source_addr_ton"),
             ("pdu_timeout = 1", "pdu_timeout"),
             ("enquire_link_interval = 10", "enquire_link_interval"),
+            ("max_text_octets = 200", "max_text_octets"),
             (
                 "[provider.classify.smpp]\n0x45 = \"retry\"",
                 "classify.smpp",

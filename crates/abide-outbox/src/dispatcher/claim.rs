@@ -32,6 +32,14 @@ pub(super) async fn claimer<S: Store>(
             }
             continue;
         }
+        // A provider that cannot send this run (an SMPP bind refused for good): its items
+        // wait unclaimed, nothing is tried.
+        if rt.transport.suspended().is_some() {
+            if sleep_or_stop(&inner, mono + inner.opts.idle_poll, &mut stop).await {
+                return;
+            }
+            continue;
+        }
         // While the provider is paused, claiming would only run leases down.
         if let Some(until) = rt.session.pacer().paused_until(mono) {
             if sleep_or_stop(&inner, until, &mut stop).await {

@@ -361,6 +361,20 @@ impl<S: Store> Dispatcher<S> {
         self.runtime(name).and_then(|rt| rt.transport.smpp_stats())
     }
 
+    /// The providers that will not send again this run, each with why (an SMPP bind
+    /// refused for good, naming the field to fix). Their items wait, unclaimed.
+    pub fn suspended(&self) -> Vec<(String, String)> {
+        self.inner
+            .providers
+            .iter()
+            .filter_map(|rt| {
+                rt.transport
+                    .suspended()
+                    .map(|why| (rt.cfg.name.clone(), why))
+            })
+            .collect()
+    }
+
     /// Say goodbye to every provider (SMPP: `unbind`, waiting up to its `pdu_timeout`).
     /// Call it once, after the last run; later sends fail as connection failures.
     pub async fn close(&self) {
@@ -438,6 +452,7 @@ impl<S: Store> Dispatcher<S> {
                 counts: inner.store.counts_by_state(Some(&rt.cfg.name)).await?,
                 receipts: inner.store.receipt_counts(Some(&rt.cfg.name)).await?,
                 smpp: rt.transport.smpp_stats(),
+                suspended: rt.transport.suspended(),
                 totals: t,
             });
         }

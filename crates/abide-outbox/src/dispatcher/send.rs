@@ -148,6 +148,21 @@ async fn attempt<S: Store>(
             }
         }
 
+        // Wait for a connection being made (an SMPP bind), then: if the transport gave up
+        // for this run (a bind refused for good), hand the item back unsent, due at once;
+        // the claimer no longer claims for the provider.
+        tokio::select! {
+            () = rt.transport.ready() => {}
+            _ = stop.changed() => {
+                let now = inner.clock.now();
+                return hand_back(rt, &item, now, HandBackReason::Shutdown, records);
+            }
+        }
+        if rt.transport.suspended().is_some() {
+            let now = inner.clock.now();
+            return hand_back(rt, &item, now, HandBackReason::ProviderPaused, records);
+        }
+
         // An attempt is a request on the wire: marked (committed) before it goes, so that a
         // crash from here on charges it, and nothing before here does. Nothing may stop
         // between the mark and the send.

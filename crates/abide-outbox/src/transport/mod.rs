@@ -150,6 +150,21 @@ pub trait Transport: Debug + Send + Sync {
         None
     }
 
+    /// Resolves when a send would go out or fail at once, not wait for a connection
+    /// being made (SMPP: the bind in progress, up to `pdu_timeout`); the default at once.
+    /// Senders await it before an item is marked as sent, so a bind refused for good
+    /// ([`Transport::suspended`]) charges no item an attempt.
+    fn ready(&self) -> CloseFuture<'_> {
+        Box::pin(std::future::ready(()))
+    }
+
+    /// Why the transport will not send again this run (an SMPP bind refused for good),
+    /// naming what to fix; `None` (the default) while it may. The dispatcher stops
+    /// claiming for a suspended provider; its items wait.
+    fn suspended(&self) -> Option<String> {
+        None
+    }
+
     /// What an SMPP transport has seen; `None` (the default) for others.
     fn smpp_stats(&self) -> Option<SmppStats> {
         None

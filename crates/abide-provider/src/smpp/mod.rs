@@ -4,7 +4,9 @@
 //! - `bind_transmitter` / `bind_receiver` / `bind_transceiver`: system_id and password
 //!   checked against [`SmppConfig::accounts`] (unknown system_id `ESME_RINVSYSID`, wrong
 //!   password `ESME_RINVPASWD`, the `bind=refuse` quirk `ESME_RBINDFAIL`).
-//! - `submit_sm` → `submit_sm_resp` with a `message_id`; over a rate gate the command_status
+//! - `submit_sm` → `submit_sm_resp` with a `message_id`; the text in `short_message`, or
+//!   in the `message_payload` TLV (long messages, counted as `long_messages`; refused
+//!   with `ESME_RINVMSGLEN` when `short_message` is not empty then, SMPP 3.4 §5.3.2.32); over a rate gate the command_status
 //!   is `behaviour.smpp_status` (0x58 `ESME_RTHROTTLED` by default), over a concurrency gate
 //!   (PDUs awaiting their answer) [`SmppConfig::concurrency_status`] (0x14 `ESME_RMSGQFUL`).
 //! - Exactly-once checking: the vendor TLV 0x1400 (SMPP 3.4 §5.3.2) carries the item's
@@ -204,6 +206,11 @@ impl Smsc {
             Ok(k) => k,
             Err(()) => return Submitted::Refused(CommandStatus::EsmeRinvtlvval),
         };
+        // SMPP 3.4 §5.3.2.32: with message_payload, short_message must be empty.
+        let payload = has_payload(sm);
+        if payload && !sm.short_message().is_empty() {
+            return Submitted::Refused(CommandStatus::EsmeRinvmsglen);
+        }
         let shared = match &self.redis {
             Some(store) => Some(
                 shared::ask_for(
@@ -273,6 +280,9 @@ impl Smsc {
             self.count_content(&mut st, login, sm);
         }
         st.stats.accepted += 1;
+        if payload {
+            st.stats.long_messages += 1;
+        }
         if self.wants_receipt(sm, b.receipt_state) {
             self.queue_receipt(&mut st, login, sm, &message_id, b.receipt_state);
         }
@@ -290,7 +300,7 @@ impl Smsc {
             &login.system_id,
             sm.source_addr.as_str(),
             sm.destination_addr.as_str(),
-            &sm.short_message()[..],
+            message_text(sm),
         )
             .hash(&mut h);
         let hash = h.finish();
@@ -377,6 +387,13 @@ fn remember(
             answers.remove(&old);
         }
     }
+}
+
+/// Whether the message carries a `message_payload` TLV.
+fn has_payload(sm: &SubmitSm) -> bool {
+    sm.tlvs()
+        .iter()
+        .any(|t| matches!(t.value(), Some(TlvValue::MessagePayload(_))))
 }
 
 /// The message's octets: `short_message`, or the `message_payload` TLV when that is empty.

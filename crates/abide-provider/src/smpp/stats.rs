@@ -35,6 +35,9 @@ pub struct SmppStats {
     pub sequence_reuses: u64,
     /// `submit_sm` accepted as new messages (each gets a `message_id`).
     pub accepted: u64,
+    /// Of `accepted`, messages whose text came in the `message_payload` TLV (longer than
+    /// one SMS; SMPP 3.4 §5.3.2.32), with an empty `short_message`.
+    pub long_messages: u64,
     /// `submit_sm` whose idempotency key (vendor TLV 0x1400) was already accepted: answered
     /// with the same `message_id`, not delivered again, no second receipt.
     pub repeats: u64,

@@ -27,6 +27,9 @@ pub(crate) enum Ending {
     Drained,
     /// Ctrl-C or SIGTERM.
     Interrupted,
+    /// A provider will not send again this run (an SMPP bind refused for good); its
+    /// items wait for the next run.
+    Suspended,
 }
 
 impl Ending {
@@ -35,14 +38,16 @@ impl Ending {
         match self {
             Ending::Drained => "drained",
             Ending::Interrupted => "interrupted",
+            Ending::Suspended => "provider_suspended",
         }
     }
 
-    /// The documented exit code: 130 interrupted; 1 drained with items `FAILED` or
-    /// `DEFERRED` in `counts`; 0 otherwise.
+    /// The documented exit code: 130 interrupted; 4 a provider suspended; 1 drained with
+    /// items `FAILED` or `DEFERRED` in `counts`; 0 otherwise.
     pub(crate) fn exit_code(self, counts: &Counts) -> ExitCode {
         match self {
             Ending::Interrupted => ExitCode::from(130),
+            Ending::Suspended => ExitCode::from(4),
             Ending::Drained if counts.failed + counts.deferred > 0 => ExitCode::from(1),
             Ending::Drained => ExitCode::SUCCESS,
         }
@@ -97,26 +102,60 @@ pub(crate) fn init_logs(default: &str) {
         .try_init();
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-pub(crate) async fn signal() {
-    #[cfg(unix)]
-    {
-        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
-        match term {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+/// Ctrl-C (SIGINT) and SIGTERM, caught from the moment [`Interrupt::listen`] is called:
+/// a signal that comes while the input is read or enqueued is not the default "die at
+/// once" but is kept, and the run stops cleanly as soon as it can.
+#[derive(Debug, Clone)]
+pub(crate) struct Interrupt {
+    /// Signals received so far.
+    count: tokio::sync::watch::Receiver<u32>,
+}
+
+impl Interrupt {
+    /// Install the handlers now (before this returns) and count signals in a task.
+    /// Needs a tokio runtime context.
+    ///
+    /// # Errors
+    /// A handler could not be installed.
+    pub(crate) fn listen() -> std::io::Result<Self> {
+        let (tx, count) = tokio::sync::watch::channel(0u32);
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut int = signal(SignalKind::interrupt())?;
+            let mut term = signal(SignalKind::terminate())?;
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        Some(()) = int.recv() => {}
+                        Some(()) = term.recv() => {}
+                        else => return,
+                    }
+                    tx.send_modify(|n| *n = n.saturating_add(1));
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+            });
         }
+        #[cfg(not(unix))]
+        tokio::spawn(async move {
+            while tokio::signal::ctrl_c().await.is_ok() {
+                tx.send_modify(|n| *n = n.saturating_add(1));
+            }
+        });
+        Ok(Self { count })
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+
+    /// Whether a signal came.
+    pub(crate) fn raised(&self) -> bool {
+        *self.count.borrow() > 0
+    }
+
+    /// Resolves once `n` signals in all have come.
+    pub(crate) async fn nth(&self, n: u32) {
+        let mut rx = self.count.clone();
+        if rx.wait_for(|c| *c >= n).await.is_err() {
+            // The listener is gone: no signal will come.
+            std::future::pending::<()>().await;
+        }
     }
 }
 
@@ -158,8 +197,18 @@ pub(crate) async fn deliver<S: Store>(
     d: &Dispatcher<S>,
     display: Display,
     receipt_wait: Duration,
+    interrupt: &Interrupt,
 ) -> anyhow::Result<(Progress, Ending)> {
+    if interrupt.raised() {
+        // Stopped before delivery began (while the input was read or enqueued): nothing
+        // is claimed or sent; what was enqueued waits for the next run.
+        eprintln!("abide: interrupted before delivery began; run again to deliver");
+        let p = d.progress().await?;
+        display.finish(&p);
+        return Ok((p, Ending::Interrupted));
+    }
     let interrupted = Arc::new(AtomicBool::new(false));
+    let suspended = Arc::new(AtomicBool::new(false));
     let display = Arc::new(display);
     let ticker = display.period().map(|period| {
         let d = d.clone();
@@ -178,10 +227,18 @@ pub(crate) async fn deliver<S: Store>(
     let stop = {
         let d = d.clone();
         let interrupted = Arc::clone(&interrupted);
+        let suspended = Arc::clone(&suspended);
+        let interrupt = interrupt.clone();
         async move {
             let drain = async {
                 loop {
                     tokio::time::sleep(DRAIN_CHECK).await;
+                    // A provider that cannot send this run would keep its items (and
+                    // the run) waiting for ever: stop, they wait for the next run.
+                    if !d.suspended().is_empty() {
+                        suspended.store(true, Ordering::SeqCst);
+                        return;
+                    }
                     if drained(&d).await {
                         break;
                     }
@@ -195,14 +252,14 @@ pub(crate) async fn deliver<S: Store>(
             };
             tokio::select! {
                 () = drain => {}
-                () = signal() => {
+                () = interrupt.nth(1) => {
                     interrupted.store(true, Ordering::SeqCst);
                     eprintln!(
                         "abide: stopping: no new claims, finishing requests on the wire \
                          (Ctrl-C again to exit now; unfinished items resume on the next run)"
                     );
-                    tokio::spawn(async {
-                        signal().await;
+                    tokio::spawn(async move {
+                        interrupt.nth(2).await;
                         eprintln!("abide: exiting now; in-flight items are reclaimed on the next run");
                         std::process::exit(130);
                     });
@@ -218,6 +275,8 @@ pub(crate) async fn deliver<S: Store>(
     display.finish(&p);
     let ending = if interrupted.load(Ordering::SeqCst) {
         Ending::Interrupted
+    } else if suspended.load(Ordering::SeqCst) {
+        Ending::Suspended
     } else {
         Ending::Drained
     };

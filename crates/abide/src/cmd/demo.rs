@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
-use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, Request};
-use abide_provider::{ProviderConfig, Rate, ScheduleEntry, StatsSnapshot};
+use abide_outbox::Config;
+use abide_provider::{ProviderConfig, ScheduleEntry, StatsSnapshot};
 use anyhow::Context;
 
-use super::deliver::{deliver, init_logs, Outbox};
+use super::deliver::{init_logs, Interrupt};
 use super::demo_phases::{request_at, Timeline, SWITCHES};
-use super::progress::{Display, Mode};
-use super::report::{InputSummary, RunReport, Snapshot};
+use super::demo_run::{self, through_outbox};
+use super::report::RunReport;
 
 const LONG_ABOUT: &str = "\
 See the whole idea in about a minute, on this machine only (127.0.0.1):
@@ -87,14 +87,7 @@ pub(crate) struct Args {
 const TOKEN_ENV: &str = "ABIDE_DEMO_PROVIDER_TOKEN";
 
 fn provider_config(a: &Args) -> anyhow::Result<ProviderConfig> {
-    let mut c = ProviderConfig::default();
-    c.limits.key_rate = Some(Rate {
-        count: a.rate,
-        per: Duration::from_secs(1),
-    });
-    c.limits.key_burst = Some((a.rate / 5).max(1));
-    c.limits.account_rate = None;
-    c.limits.account_burst = None;
+    let mut c = demo_run::limited(a.rate);
     c.limits.key_concurrency = Some(6);
     c.latency_ms = 60;
     // Quirks by request number, so they land at the same point of any run.
@@ -119,19 +112,6 @@ fn outbox_config(a: &Args, url: &str) -> anyhow::Result<Config> {
         a.workers
     );
     Ok(Config::from_toml_str(&toml)?)
-}
-
-fn items(n: u32) -> Vec<NewItem> {
-    (0..n)
-        .map(|i| {
-            let body = serde_json::json!({
-                "to": format!("+1555{:07}", i),
-                "text": format!("Your code is {:06}", (u64::from(i) * 7919) % 1_000_000),
-            });
-            NewItem::new("sms", Request::post_json("/v1/messages", body))
-                .with_idempotency_key(format!("demo-{i:07}"))
-        })
-        .collect()
 }
 
 /// A second demo on the same outbox would enqueue nothing (same idempotency keys) and
@@ -185,6 +165,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn demo(args: &Args, pcfg: ProviderConfig, db: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let interrupt = Interrupt::listen()?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let loopback: SocketAddr = ([127, 0, 0, 1], 0).into();
     let provider = abide_provider::spawn(pcfg, Arc::clone(&clock), loopback).await?;
@@ -197,51 +178,31 @@ async fn demo(args: &Args, pcfg: ProviderConfig, db: &std::path::Path) -> anyhow
             args.rate, args.items, args.workers
         );
     }
-    let outbox = Outbox::open(&db_str, clock.now()).await?;
-    let opts = DispatcherOptions {
-        seed: args.seed,
-        ..DispatcherOptions::default()
-    };
-    let d = Dispatcher::new(
-        outbox.store.clone(),
-        outbox_config(args, &url)?,
-        Arc::clone(&clock),
-        opts,
-    )?;
-    let input = InputSummary::from_enqueued(&d.enqueue(&items(args.items)).await?);
-    let mode = if args.quiet { Mode::None } else { Mode::Auto };
-    let start = clock.monotonic();
     let mut timeline = Timeline::default();
-    let (p, ending) = tokio::select! {
-        r = deliver(&d, Display::new(mode), Duration::ZERO) => r?,
-        () = timeline.follow(&provider, args.items, clock.as_ref(), start) => {
-            unreachable!("follow never returns")
-        }
-    };
+    let (report, ending, start) = through_outbox(
+        args,
+        &db_str,
+        outbox_config(args, &url)?,
+        &demo_run::items(args.items, "sms", "/v1/messages", "demo-"),
+        Duration::ZERO,
+        &interrupt,
+        &clock,
+        |start| timeline.follow(&provider, args.items, clock.as_ref(), start),
+    )
+    .await?;
     let saw = provider.stats();
     let total = clock.monotonic().saturating_duration_since(start);
     let phases = timeline.phases(total, saw.accepted, f64::from(args.rate));
-    let snap = Snapshot::load(&outbox.store, clock.now()).await?;
-    let report = RunReport::new(&p, ending.as_str(), Some(input), snap);
-    if args.json {
-        let mut v = serde_json::to_value(&report)?;
-        let mut seen = serde_json::to_value(&saw)?;
-        if let Some(o) = seen.as_object_mut() {
-            o.remove("histogram");
-        }
-        v["provider_saw"] = seen;
-        v["phases"] = serde_json::to_value(&phases)?;
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        // The temporary outbox is removed on exit: do not print a path that is gone.
-        let shown = match &args.db {
-            Some(_) => db_str.as_str(),
-            None => "(temporary, removed at exit)",
-        };
-        print!("{}", report.render_text(shown));
-        print!("{}", side_by_side(&saw, &report));
-        print!("{}", phases.render());
+    let mut seen = serde_json::to_value(&saw)?;
+    if let Some(o) = seen.as_object_mut() {
+        o.remove("histogram");
     }
+    let json = vec![
+        ("provider_saw", seen),
+        ("phases", serde_json::to_value(&phases)?),
+    ];
+    let text = format!("{}{}", side_by_side(&saw, &report), phases.render());
+    demo_run::print(args, &db_str, &report, json, &text)?;
     provider.shutdown().await?;
     Ok(ending.exit_code(&report.outbox.counts))
 }
@@ -260,26 +221,7 @@ fn side_by_side(saw: &StatsSnapshot, r: &RunReport) -> String {
     for (reason, n) in &saw.rejected_by_reason {
         left.push((format!("  by {reason}"), *n));
     }
-    let mut right: Vec<(String, u64)> = super::report::decided(&r.run)
-        .into_iter()
-        .map(|(name, n)| (name.replace('_', " "), n))
-        .collect();
-    for (code, n) in &r.outbox.remote_counts {
-        right.push((format!("heard {code}"), *n));
-    }
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "\n  {:<30}   {:<30}",
-        "what the provider saw", "what abide decided"
-    );
-    for i in 0..left.len().max(right.len()) {
-        let cell = |v: &[(String, u64)]| {
-            v.get(i)
-                .map_or_else(String::new, |(k, n)| format!("{k:<20}{n:>10}"))
-        };
-        let _ = writeln!(s, "  {:<30}   {}", cell(&left), cell(&right));
-    }
+    let mut s = demo_run::side_by_side("provider", &left, r, &[]);
     let per = super::report::ratio(
         saw.rejected_by_status.get(&429).copied().unwrap_or(0),
         r.outbox.items,

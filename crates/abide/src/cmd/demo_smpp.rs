@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
-use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, Request};
-use abide_provider::{spawn_listeners, Listeners, ProviderConfig, Rate, ScheduleEntry, SmppStats};
+use abide_outbox::Config;
+use abide_provider::{spawn_listeners, Listeners, ProviderConfig, ScheduleEntry, SmppStats};
 
-use super::deliver::{deliver, Outbox};
+use super::deliver::Interrupt;
 use super::demo::Args;
-use super::progress::{Display, Mode};
-use super::report::{InputSummary, RunReport, Snapshot};
+use super::demo_run::{self, through_outbox};
+use super::report::RunReport;
 
 /// The SMPP account the demo binds with (system_id, password: 8 characters at most).
 const SYSTEM_ID: &str = "demo";
@@ -38,14 +38,7 @@ report shows what the SMSC saw (submit_sm, accepted, repeats by idempotency key,
 by command_status, binds, drops, receipts) beside what abide decided.";
 
 fn smsc_config(a: &Args) -> anyhow::Result<ProviderConfig> {
-    let mut c = ProviderConfig::default();
-    c.limits.key_rate = Some(Rate {
-        count: a.rate,
-        per: Duration::from_secs(1),
-    });
-    c.limits.key_burst = Some((a.rate / 5).max(1));
-    c.limits.account_rate = None;
-    c.limits.account_burst = None;
+    let mut c = demo_run::limited(a.rate);
     // The SMSC's window is the one configured (as an SMSC operator would tell you).
     c.limits.key_concurrency = Some(u32::from(a.workers));
     c.latency_ms = 20;
@@ -82,21 +75,9 @@ fn outbox_config(a: &Args, addr: SocketAddr) -> anyhow::Result<Config> {
     Ok(Config::from_toml_str(&toml)?)
 }
 
-fn items(n: u32) -> Vec<NewItem> {
-    (0..n)
-        .map(|i| {
-            let body = serde_json::json!({
-                "to": format!("+1555{:07}", i),
-                "text": format!("Your code is {:06}", (u64::from(i) * 7919) % 1_000_000),
-            });
-            NewItem::new("smsc", Request::post_json("/", body))
-                .with_idempotency_key(format!("demo-sms-{i:07}"))
-        })
-        .collect()
-}
-
 /// Run the SMPP demo with its outbox in `db`.
 pub(crate) async fn demo(args: &Args, db: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let interrupt = Interrupt::listen()?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let listen = Listeners {
         http: None,
@@ -114,36 +95,20 @@ pub(crate) async fn demo(args: &Args, db: &std::path::Path) -> anyhow::Result<Ex
             args.rate, args.workers, args.items, args.workers
         );
     }
-    let outbox = Outbox::open(&db_str, clock.now()).await?;
-    let opts = DispatcherOptions {
-        seed: args.seed,
-        ..DispatcherOptions::default()
-    };
-    let d = Dispatcher::new(
-        outbox.store.clone(),
+    let (report, ending, _) = through_outbox(
+        args,
+        &db_str,
         outbox_config(args, addr)?,
-        Arc::clone(&clock),
-        opts,
-    )?;
-    let input = InputSummary::from_enqueued(&d.enqueue(&items(args.items)).await?);
-    let mode = if args.quiet { Mode::None } else { Mode::Auto };
-    let (p, ending) = deliver(&d, Display::new(mode), RECEIPT_WAIT).await?;
-    d.close().await;
+        &demo_run::items(args.items, "smsc", "/", "demo-sms-"),
+        RECEIPT_WAIT,
+        &interrupt,
+        &clock,
+        |_| std::future::pending(),
+    )
+    .await?;
     let saw = smsc.stats().smpp.unwrap_or_default();
-    let snap = Snapshot::load(&outbox.store, clock.now()).await?;
-    let report = RunReport::new(&p, ending.as_str(), Some(input), snap);
-    if args.json {
-        let mut v = serde_json::to_value(&report)?;
-        v["smsc_saw"] = serde_json::to_value(&saw)?;
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        let shown = match &args.db {
-            Some(_) => db_str.as_str(),
-            None => "(temporary, removed at exit)",
-        };
-        print!("{}", report.render_text(shown));
-        print!("{}", side_by_side(&saw, &report));
-    }
+    let json = vec![("smsc_saw", serde_json::to_value(&saw)?)];
+    demo_run::print(args, &db_str, &report, json, &side_by_side(&saw, &report))?;
     smsc.shutdown().await?;
     Ok(ending.exit_code(&report.outbox.counts))
 }
@@ -169,28 +134,11 @@ fn side_by_side(saw: &SmppStats, r: &RunReport) -> String {
             left.push((format!("refused {status}"), *n));
         }
     }
-    let mut right: Vec<(String, u64)> = super::report::decided(&r.run)
-        .into_iter()
-        .map(|(name, n)| (name.replace('_', " "), n))
-        .collect();
-    for (code, n) in &r.outbox.remote_counts {
-        right.push((format!("heard {code}"), *n));
-    }
-    right.push(("receipts delivered".to_owned(), r.outbox.receipts.delivered));
-    right.push(("receipts unmatched".to_owned(), r.outbox.receipts.unmatched));
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "\n  {:<30}   {:<30}",
-        "what the SMSC saw", "what abide decided"
-    );
-    for i in 0..left.len().max(right.len()) {
-        let cell = |v: &[(String, u64)]| {
-            v.get(i)
-                .map_or_else(String::new, |(k, n)| format!("{k:<20}{n:>10}"))
-        };
-        let _ = writeln!(s, "  {:<30}   {}", cell(&left), cell(&right));
-    }
+    let right = [
+        ("receipts delivered".to_owned(), r.outbox.receipts.delivered),
+        ("receipts unmatched".to_owned(), r.outbox.receipts.unmatched),
+    ];
+    let mut s = demo_run::side_by_side("SMSC", &left, r, &right);
     let throttled =
         got(&saw.responses_by_status, "0x00000058") + got(&saw.responses_by_status, "0x00000014");
     let _ = writeln!(

@@ -42,7 +42,9 @@ INPUT FORMAT (JSON lines: one JSON object per line; blank lines are skipped)
   SMPP providers (transport = \"smpp\" in --config) send one SMS per line:
   {\"provider\":\"smsc\",\"path\":\"/\",\"body\":{\"to\":\"+15550100\",\"text\":\"hi\",\"from\":\"ACME\"}}
   path is \"/\", no headers; \"from\" may be left out when the provider sets source_addr;
-  text is one SMS (160 GSM 7-bit characters, or 70 UCS-2 ones), refused otherwise.
+  text longer than one SMS (160 GSM 7-bit characters, or 70 UCS-2 ones) goes whole in
+  the message_payload TLV, up to the provider's max_text_octets (default 1530); longer
+  text is refused, never cut.
 
   A batch is checked whole before anything is stored: if any line is malformed (bad JSON or
   UTF-8, unknown field, unknown provider, bad path, secret header, an idempotency_key already

@@ -6,6 +6,7 @@ pub(crate) mod db;
 pub(crate) mod deliver;
 pub(crate) mod demo;
 pub(crate) mod demo_phases;
+pub(crate) mod demo_run;
 pub(crate) mod demo_smpp;
 pub(crate) mod input;
 pub(crate) mod inspect;

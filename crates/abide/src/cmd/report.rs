@@ -215,6 +215,9 @@ pub(crate) struct ProviderLine {
     /// What the provider's SMPP bind saw (binds, drops, timeouts); absent over HTTP.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) smpp: Option<abide_outbox::SmppStats>,
+    /// Why the provider stopped sending this run (an SMPP bind refused for good).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) suspended: Option<String>,
 }
 
 /// Share of slots granted at once above which a run was limited by its senders.
@@ -232,7 +235,7 @@ fn at_once_share(s: abide_core::SlotCounts) -> f64 {
 /// The final report of `send` and `demo`.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct RunReport {
-    /// `drained` or `interrupted`.
+    /// `drained`, `interrupted` or `provider_suspended`.
     pub(crate) outcome: &'static str,
     pub(crate) elapsed_secs: f64,
     pub(crate) input: Option<InputSummary>,
@@ -273,6 +276,7 @@ impl RunReport {
                     coordination: x.coordination.clone(),
                     totals: x.totals,
                     smpp: x.smpp,
+                    suspended: x.suspended.clone(),
                 })
                 .collect(),
             outbox,
@@ -320,6 +324,9 @@ impl RunReport {
                 p.totals.delivered,
                 p.totals.throttled
             );
+            if let Some(why) = &p.suspended {
+                let _ = writeln!(s, "    SUSPENDED for this run: {why}");
+            }
             let c = &p.coordination;
             if c.mode != abide_core::CoordinationMode::Local {
                 let _ = writeln!(s, "    coordination {}", super::coord_view::live_line(c));

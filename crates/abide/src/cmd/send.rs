@@ -12,7 +12,7 @@ use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem};
 use anyhow::{bail, Context};
 
 use super::db;
-use super::deliver::{deliver, init_logs, Outbox};
+use super::deliver::{deliver, init_logs, Interrupt, Outbox};
 use super::input;
 use super::progress::{Display, Mode};
 use super::report::{InputSummary, RunReport, Snapshot};
@@ -60,6 +60,9 @@ EXIT CODES
   3    results could not be written to the database for 60 s (disk full, read-only,
        server down): sending stopped as soon as writes failed; run again when the
        database is fixed (unrecorded items are resent with their idempotency keys)
+  4    a provider's SMPP bind was refused for good (ESME_RINVPASWD, ESME_RINVSYSID,
+       ESME_RINVSYSTYP, or ESME_RBINDFAIL three times): the error names the field to
+       fix; its items wait QUEUED/PENDING for the next run (nothing is lost)
   130  interrupted (Ctrl-C, SIGTERM); run again to resume";
 
 /// Arguments of `abide send`.
@@ -171,8 +174,9 @@ fn config_error(path: &std::path::Path, e: abide_outbox::Error) -> anyhow::Error
 /// plus 2 s (a sender hands back, unsent, an item whose lease would run out during its
 /// request, so every claim would be handed back and claimed again, nothing sent); or a
 /// provider's `credentials_env` variable is unset or empty (every attempt would get a 401
-/// and its item end `DEFERRED`). All are refused before anything is enqueued. Errors name
-/// the variable, never a value.
+/// and its item end `DEFERRED`); or an SMPP provider's password is longer than SMPP 3.4
+/// §4.1 allows (8 characters: no bind could succeed). All are refused before anything is
+/// enqueued. Errors name the variable, never a value.
 pub(crate) fn load_config(
     path: &PathBuf,
     workers: Option<u16>,
@@ -202,13 +206,25 @@ pub(crate) fn load_config(
             },
             (None, None) => continue,
         };
-        if abide_outbox::EnvCredentials
-            .get(var)
-            .is_none_or(|s| s.expose().trim().is_empty())
-        {
+        let value = abide_outbox::EnvCredentials.get(var);
+        let Some(value) = value.filter(|s| !s.expose().trim().is_empty()) else {
             bail!(
                 "provider {:?} in {}: its {field} variable {var} is unset or empty; export it \
                  (the value is never stored or logged)",
+                p.name,
+                path.display()
+            );
+        };
+        // SMPP 3.4 §4.1: the bind's password is a C-Octet String of at most 9 octets with
+        // its NUL. A longer one could never bind: refuse it now, not at every bind.
+        let max = abide_outbox::config::MAX_PASSWORD_LEN;
+        let pw = value.expose();
+        if p.smpp.is_some() && (pw.len() > max || !pw.bytes().all(|b| (0x20..=0x7e).contains(&b))) {
+            bail!(
+                "provider {:?} in {}: the password in its password_env variable {var} is not \
+                 1-{max} printable ASCII characters, the most a bind carries (SMPP 3.4 §4.1: \
+                 9 octets with the NUL); the SMSC would refuse every bind (the value is never \
+                 shown)",
                 p.name,
                 path.display()
             );
@@ -283,6 +299,13 @@ fn read_input(src: &str) -> anyhow::Result<Vec<u8>> {
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // Ctrl-C and SIGTERM are caught from here on: one that comes while the input is read
+    // or enqueued stops the run cleanly after the enqueue (exit 130), never half-way.
+    let rt = tokio::runtime::Runtime::new()?;
+    let interrupt = {
+        let _in_runtime = rt.enter();
+        Interrupt::listen().context("installing the Ctrl-C/SIGTERM handler")?
+    };
     let cfg = load_config(&args.config, args.workers, args.lease)?;
     // Check the whole input before touching the database: a bad line enqueues nothing.
     let items: Option<Vec<NewItem>> = match &args.input {
@@ -299,11 +322,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     init_logs("warn");
-    let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(send(args, cfg, items))
+    rt.block_on(send(args, cfg, items, interrupt))
 }
 
-async fn send(args: Args, cfg: Config, items: Option<Vec<NewItem>>) -> anyhow::Result<ExitCode> {
+async fn send(
+    args: Args,
+    cfg: Config,
+    items: Option<Vec<NewItem>>,
+    interrupt: Interrupt,
+) -> anyhow::Result<ExitCode> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     if let Some(url) = redis_url(args.redis.as_deref(), &cfg) {
         check_redis(args.redis.as_deref(), &args.config, &url).await?;
@@ -334,7 +361,7 @@ async fn send(args: Args, cfg: Config, items: Option<Vec<NewItem>>) -> anyhow::R
     } else {
         args.progress
     };
-    let (p, ending) = match deliver(&d, Display::new(mode), args.receipt_wait).await {
+    let (p, ending) = match deliver(&d, Display::new(mode), args.receipt_wait, &interrupt).await {
         Ok(done) => done,
         Err(e) => match e.downcast_ref::<abide_outbox::Error>() {
             // Documented exit code: the run stopped itself rather than send what it could
@@ -352,6 +379,9 @@ async fn send(args: Args, cfg: Config, items: Option<Vec<NewItem>>) -> anyhow::R
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", report.render_text(&args.db));
+    }
+    for (name, why) in d.suspended() {
+        eprintln!("abide: error: provider {name:?} suspended: {why}");
     }
     // SMPP binds unbind; HTTP has nothing to say.
     d.close().await;

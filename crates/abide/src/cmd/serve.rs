@@ -12,7 +12,7 @@ use abide_outbox::{Dispatcher, DispatcherOptions};
 use anyhow::{bail, Context};
 use std::io::Write as _;
 
-use super::deliver::{init_logs, signal, Outbox};
+use super::deliver::{init_logs, Interrupt, Outbox};
 use super::serve_api::{self, Api};
 use super::{db, send, serve_metrics};
 
@@ -44,7 +44,8 @@ HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
                            durations delay_ms/latency_ms. 404 if unknown.
   GET  /v1/stats           counts per state, oldest pending age, attempts per remote code,
                            and per provider: pace, learned target, pause left, throttle rate,
-                           counts and this process's totals.
+                           counts and this process's totals; \"suspended\": why it sends
+                           nothing this run (an SMPP bind refused for good), else null.
   POST /v1/requeue         DEFERRED -> QUEUED; body {} or {\"provider\":\"sms\",\"ids\":[...]}.
                            At most 10000 ids (413 beyond). 200 {\"requeued\": N}.
   GET  /metrics            Prometheus text: abide_items{state}, abide_oldest_pending_age_seconds,
@@ -52,7 +53,8 @@ HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
                            (SMPP receipts; state=\"unmatched\" names no item), and per provider
                            abide_provider_{pace,target,ceiling,advertised}_requests_per_second,
                            abide_provider_throttle_ratio, abide_provider_pause_remaining_seconds,
-                           abide_provider_sunset_timestamp_seconds, abide_dispatcher_X_total
+                           abide_provider_sunset_timestamp_seconds, abide_provider_suspended
+                           (1: an SMPP bind refused for good), abide_dispatcher_X_total
                            for X in attempts, delivered, throttled, retries_scheduled,
                            retry_budget_denied, failed, deferred, transport_failures. Open by
                            default (counts only, no item data) so a scraper needs no secret;
@@ -162,6 +164,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     serve_metrics::describe();
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
+        // Caught from here on: a signal before the listener is up still stops cleanly.
+        let interrupt = Interrupt::listen().context("installing the SIGTERM handler")?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         if let Some(url) = send::redis_url(args.redis.as_deref(), &cfg) {
             send::check_redis(args.redis.as_deref(), &args.config, &url).await?;
@@ -214,7 +218,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
-            signal().await;
+            interrupt.nth(1).await;
             tracing::info!("shutting down: no new requests or claims; finishing those on the wire");
             let _ = stop_tx.send(true);
         });

@@ -351,6 +351,7 @@ fn provider_value(x: &abide_outbox::ProviderProgress) -> Value {
         "coordination": super::coord_view::live_value(&x.coordination, x.taken_at, x.paused_for),
         "counts": x.counts,
         "totals": x.totals,
+        "suspended": x.suspended,
     })
 }
 

@@ -67,6 +67,7 @@ pub(crate) const COORD_MODE: &str = "abide_coordination_mode";
 pub(crate) const COORD_NODES: &str = "abide_coordination_nodes";
 pub(crate) const COORD_SHARE: &str = "abide_coordination_share_ratio";
 pub(crate) const RECEIPTS: &str = "abide_receipts";
+pub(crate) const SUSPENDED: &str = "abide_provider_suspended";
 
 /// Every metric `abide serve` exports.
 pub(crate) const METRICS: &[Metric] = &[
@@ -88,6 +89,10 @@ pub(crate) const METRICS: &[Metric] = &[
         "Attempts per remote answer (http_429, smpp_0x58, no_response), from the outbox database.",
     ),
     gauge(PACE, "Current pace of the provider's pacer."),
+    gauge(
+        SUSPENDED,
+        "1 while the provider sends nothing this run (an SMPP bind refused for good; /v1/stats says why), else 0.",
+    ),
     gauge(
         TARGET,
         "Pace aimed at from advertised rate-limit headers (limit x headroom).",
@@ -198,6 +203,7 @@ pub(crate) fn record(
         let node_id = x.coordination.node.clone();
         let g = |name: &'static str| metrics::gauge!(name, "provider" => x.name.clone(), "node" => node_id.clone());
         g(PACE).set(x.rate);
+        g(SUSPENDED).set(if x.suspended.is_some() { 1.0 } else { 0.0 });
         g(THROTTLE_RATIO).set(x.throttle_rate);
         g(PAUSE_REMAINING).set(x.paused_for.map_or(0.0, |d| d.as_secs_f64()));
         // Unknown stays absent (not 0): "no limit advertised" is not "a limit of 0".
@@ -295,7 +301,8 @@ mod tests {
                 Kind::Counter => assert!(m.name.ends_with("_total"), "{}", m.name),
                 Kind::Gauge => assert!(!m.name.ends_with("_total"), "{}", m.name),
             }
-            let unitless_ok = [ITEMS, RECEIPTS, COORD_MODE, COORD_NODES].contains(&m.name);
+            let unitless_ok =
+                [ITEMS, RECEIPTS, COORD_MODE, COORD_NODES, SUSPENDED].contains(&m.name);
             assert!(
                 unitless_ok
                     || m.name.ends_with("_total")

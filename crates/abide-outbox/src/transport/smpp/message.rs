@@ -10,12 +10,15 @@
 //!   provider's `dest_addr_ton`, international by default, says it).
 //! - `from` → `source_addr`: 1-20 printable ASCII characters; optional when the provider
 //!   sets `source_addr`.
-//! - `text` → `short_message`: GSM 03.38 default alphabet, one septet per octet
-//!   (`data_coding` 0x00, the SMSC default alphabet) when every character is in it
-//!   (extension characters such as `€` take two septets), otherwise UCS-2 big-endian
-//!   (`data_coding` 0x08). One SMS only: at most 160 septets, or 70 UCS-2 characters;
-//!   longer text is refused (concatenation is not supported), as is text outside UCS-2
-//!   (characters above U+FFFF, e.g. emoji) and empty text.
+//! - `text`: GSM 03.38 default alphabet, one septet per octet (`data_coding` 0x00, the
+//!   SMSC default alphabet) when every character is in it (extension characters such as
+//!   `€` take two septets), otherwise UCS-2 big-endian (`data_coding` 0x08). Text that
+//!   fits one SMS (at most 160 septets, or 70 UCS-2 characters) goes in `short_message`;
+//!   longer text, up to the provider's `max_text_octets` encoded, goes in the
+//!   `message_payload` TLV (0x0424) with an empty `short_message` (SMPP 3.4 §5.3.2.32;
+//!   the SMSC splits it into parts). Text beyond `max_text_octets` is refused, never
+//!   truncated, as is text outside UCS-2 (characters above U+FFFF, e.g. emoji) and empty
+//!   text.
 //!
 //! Every `submit_sm` asks for a delivery receipt (`registered_delivery` 0x01) and carries
 //! the item's idempotency key as ASCII in vendor TLV [`IDEMPOTENCY_KEY_TLV`] (0x1400),
@@ -31,10 +34,10 @@ use rusmpp::extra::encoding::ucs2::Ucs2;
 use rusmpp::pdus::SubmitSm;
 use rusmpp::tlvs::{MessageSubmissionRequestTlvValue, TlvTag};
 use rusmpp::types::{AnyOctetString, COctetString, OctetString};
-use rusmpp::values::{DataCoding, Npi, RegisteredDelivery, Ton};
+use rusmpp::values::{DataCoding, MessagePayload, Npi, RegisteredDelivery, Ton};
 use serde::Deserialize;
 
-use crate::config::{SmppConfig, MAX_ADDR_LEN};
+use crate::config::{SmppConfig, MAX_ADDR_LEN, MAX_TEXT_OCTETS};
 use crate::echo::clip;
 use crate::model::{Body, Request};
 
@@ -66,8 +69,11 @@ pub struct Sms {
     pub destination_addr: String,
     /// `data_coding`: 0x00 (GSM 7-bit default alphabet) or 0x08 (UCS-2).
     pub data_coding: u8,
-    /// `short_message`, encoded.
-    pub short_message: Vec<u8>,
+    /// The text, encoded.
+    pub text: Vec<u8>,
+    /// Whether `text` goes in the `message_payload` TLV (it does not fit one SMS) rather
+    /// than in `short_message`.
+    pub payload: bool,
 }
 
 /// Check that `request` is an SMS this provider can send (see the [module docs](self)).
@@ -127,45 +133,55 @@ pub fn encode(request: &Request, cfg: &SmppConfig) -> Result<Sms, String> {
             clip(&source_addr)
         ));
     }
-    let (data_coding, short_message) = encode_text(&body.text)?;
+    let (data_coding, text, payload) = encode_text(&body.text, cfg.max_text_octets)?;
     Ok(Sms {
         source_addr,
         destination_addr: destination_addr.to_owned(),
         data_coding,
-        short_message,
+        text,
+        payload,
     })
 }
 
-/// `text` in the GSM 7-bit default alphabet (one septet per octet) when it fits, else
-/// UCS-2; refused when empty, too long for one SMS, or outside UCS-2.
-fn encode_text(text: &str) -> Result<(u8, Vec<u8>), String> {
+/// `text` in the GSM 7-bit default alphabet (one septet per octet) when it can be, else
+/// UCS-2, and whether it needs `message_payload` (longer than one SMS); refused when
+/// empty, over `max` octets encoded, or outside UCS-2.
+fn encode_text(text: &str, max: usize) -> Result<(u8, Vec<u8>, bool), String> {
     if text.is_empty() {
         return Err("\"text\" is empty".into());
     }
+    let too_long = |what: String| {
+        format!(
+            "\"text\" is {what}; the provider's max_text_octets is {max} (longer text is \
+             refused, never cut: split it, or raise max_text_octets if the SMSC takes it)"
+        )
+    };
     if let Ok(septets) = Gsm7BitUnpacked::new().encode_to_vec(text) {
-        if septets.len() > MAX_GSM7_SEPTETS {
-            return Err(format!(
-                "\"text\" is {} GSM 7-bit septets; one SMS holds {MAX_GSM7_SEPTETS} (long \
-                 messages are not supported: split them)",
+        if septets.len() > max {
+            return Err(too_long(format!(
+                "{} GSM 7-bit septets ({} octets)",
+                septets.len(),
                 septets.len()
-            ));
+            )));
         }
-        return Ok((0x00, septets));
-    }
-    let chars = text.chars().count();
-    if chars > MAX_UCS2_CHARS {
-        return Err(format!(
-            "\"text\" needs UCS-2 (a character outside the GSM 7-bit alphabet) and is {chars} \
-             characters; one SMS holds {MAX_UCS2_CHARS} (long messages are not supported: \
-             split them)"
-        ));
+        let long = septets.len() > MAX_GSM7_SEPTETS;
+        return Ok((0x00, septets, long));
     }
     let bytes = Ucs2::new().encode_to_vec(text).map_err(|_| {
         "\"text\" has a character outside UCS-2 (above U+FFFF, e.g. an emoji), which SMS \
          cannot carry"
             .to_owned()
     })?;
-    Ok((0x08, bytes))
+    if bytes.len() > max {
+        return Err(too_long(format!(
+            "{} UCS-2 characters ({} octets; a character outside the GSM 7-bit alphabet \
+             makes the whole text UCS-2)",
+            bytes.len() / 2,
+            bytes.len()
+        )));
+    }
+    let long = bytes.len() / 2 > MAX_UCS2_CHARS;
+    Ok((0x08, bytes, long))
 }
 
 /// The `submit_sm` of `sms`, carrying `key` in TLV [`IDEMPOTENCY_KEY_TLV`].
@@ -175,13 +191,25 @@ fn encode_text(text: &str) -> Result<(u8, Vec<u8>), String> {
 /// with the same `cfg`; a row edited by hand could).
 pub fn submit_sm(sms: &Sms, key: &str, cfg: &SmppConfig) -> Result<SubmitSm, String> {
     let addr = |s: &str| COctetString::<1, 21>::from_str(s).map_err(|e| e.to_string());
-    let short_message =
-        OctetString::<0, 255>::from_slice(&sms.short_message).map_err(|e| e.to_string())?;
+    if sms.text.len() > cfg.max_text_octets.min(MAX_TEXT_OCTETS) {
+        return Err(format!(
+            "the text is {} octets; max_text_octets is {}",
+            sms.text.len(),
+            cfg.max_text_octets
+        ));
+    }
+    let (short_message, payload) = if sms.payload {
+        let p = MessagePayload::new(AnyOctetString::from_slice(&sms.text));
+        (OctetString::<0, 255>::empty(), Some(p))
+    } else {
+        let s = OctetString::<0, 255>::from_slice(&sms.text).map_err(|e| e.to_string())?;
+        (s, None)
+    };
     let key_tlv = MessageSubmissionRequestTlvValue::Other {
         tag: TlvTag::Other(IDEMPOTENCY_KEY_TLV),
         value: AnyOctetString::from_slice(key.as_bytes()),
     };
-    Ok(SubmitSm::builder()
+    let mut pdu = SubmitSm::builder()
         .source_addr_ton(Ton::from(cfg.source_addr_ton))
         .source_addr_npi(Npi::from(cfg.source_addr_npi))
         .source_addr(addr(&sms.source_addr)?)
@@ -193,7 +221,11 @@ pub fn submit_sm(sms: &Sms, key: &str, cfg: &SmppConfig) -> Result<SubmitSm, Str
         .data_coding(DataCoding::from(sms.data_coding))
         .short_message(short_message)
         .push_tlv(key_tlv)
-        .build())
+        .build();
+    if let Some(p) = payload {
+        pdu.push_tlv(MessageSubmissionRequestTlvValue::MessagePayload(p));
+    }
+    Ok(pdu)
 }
 
 #[cfg(test)]
@@ -217,6 +249,7 @@ mod tests {
             dest_addr_npi: 1,
             enquire_link_interval: Duration::from_secs(30),
             pdu_timeout: Duration::from_secs(10),
+            max_text_octets: 1530,
         }
     }
 
@@ -235,7 +268,7 @@ mod tests {
         assert_eq!(sms.source_addr, "ACME");
         assert_eq!(sms.data_coding, 0x00);
         // '@' is 0x00 in GSM 03.38; '€' is the escape 0x1B then 0x65.
-        assert_eq!(sms.short_message, b"Hi \x00 5\x1b\x65".to_vec());
+        assert_eq!(sms.text, b"Hi \x00 5\x1b\x65".to_vec());
     }
 
     #[test]
@@ -247,8 +280,8 @@ mod tests {
         .unwrap();
         assert_eq!(sms.data_coding, 0x08);
         assert_eq!(sms.source_addr, "ACME");
-        assert_eq!(&sms.short_message[..4], &[0x04, 0x1f, 0x04, 0x40]);
-        assert_eq!(sms.short_message.len(), 12);
+        assert_eq!(&sms.text[..4], &[0x04, 0x1f, 0x04, 0x40]);
+        assert_eq!(sms.text.len(), 12);
     }
 
     #[test]
@@ -268,16 +301,16 @@ mod tests {
                 "\"from\"",
             ),
             (
-                json!({"to": "1", "text": "x".repeat(161), "from": "A"}),
-                "161 GSM 7-bit septets",
+                json!({"to": "1", "text": "x".repeat(1531), "from": "A"}),
+                "1531 GSM 7-bit septets",
             ),
             (
-                json!({"to": "1", "text": "€".repeat(81), "from": "A"}),
-                "162 GSM 7-bit septets",
+                json!({"to": "1", "text": "€".repeat(766), "from": "A"}),
+                "1532 GSM 7-bit septets",
             ),
             (
-                json!({"to": "1", "text": "ж".repeat(71), "from": "A"}),
-                "71 characters",
+                json!({"to": "1", "text": "ж".repeat(766), "from": "A"}),
+                "766 UCS-2 characters",
             ),
             (
                 json!({"to": "1", "text": "hi 😀", "from": "A"}),
@@ -332,5 +365,61 @@ mod tests {
         assert_eq!(tlv.value_length(), 8);
         assert_eq!(u8::from(pdu.source_addr_ton), 5);
         assert_eq!(u8::from(pdu.dest_addr_npi), 1);
+    }
+
+    #[test]
+    fn text_longer_than_one_sms_goes_in_message_payload_up_to_the_maximum() {
+        let c = cfg(None);
+        let one =
+            |text: String| encode(&req(json!({"to": "1", "text": text, "from": "A"})), &c).unwrap();
+        // One SMS: 160 septets, 70 UCS-2 characters.
+        assert!(!one("x".repeat(160)).payload);
+        assert!(!one("ж".repeat(70)).payload);
+        assert!(one("x".repeat(161)).payload);
+        assert!(one("€".repeat(81)).payload, "162 septets");
+        assert!(one("ж".repeat(71)).payload);
+        let most = one("x".repeat(1530));
+        assert_eq!(most.text.len(), 1530);
+        let ucs2 = one("ж".repeat(765));
+        assert_eq!(ucs2.text.len(), 1530);
+        // The maximum is the provider's: lower it and the same text is refused.
+        let mut small = cfg(None);
+        small.max_text_octets = 200;
+        let err = encode(
+            &req(json!({"to": "1", "text": "x".repeat(201), "from": "A"})),
+            &small,
+        )
+        .unwrap_err();
+        assert!(err.contains("max_text_octets is 200"), "{err}");
+    }
+
+    #[test]
+    fn a_long_text_is_sent_whole_in_message_payload_with_an_empty_short_message() {
+        let c = cfg(None);
+        let text = "x".repeat(700);
+        let sms = encode(
+            &req(json!({"to": "+15550100", "text": text, "from": "ACME"})),
+            &c,
+        )
+        .unwrap();
+        let pdu = submit_sm(&sms, "order-43", &c).unwrap();
+        assert!(pdu.short_message().is_empty());
+        assert_eq!(pdu.sm_length(), 0);
+        let payload: Vec<_> = pdu
+            .tlvs()
+            .iter()
+            .filter(|t| t.tag() == TlvTag::MessagePayload)
+            .collect();
+        assert_eq!(payload.len(), 1);
+        assert_eq!(payload[0].value_length(), 700);
+        // The key travels with it.
+        assert!(pdu
+            .tlvs()
+            .iter()
+            .any(|t| t.tag() == TlvTag::Other(IDEMPOTENCY_KEY_TLV)));
+        // A row edited by hand past the maximum is never sent cut.
+        let mut big = sms.clone();
+        big.text = vec![b'x'; 1531];
+        assert!(submit_sm(&big, "k", &c).is_err());
     }
 }

@@ -14,6 +14,10 @@
 //!   [`TransportFailure::Connect`] (nothing was sent), which the session treats like a
 //!   refused HTTP connection: a host-level pause. The bind is made again in the background
 //!   with capped, jittered backoff (first within 0.5 s, at most every 30 s).
+//! - **A bind that cannot succeed** (`ESME_RINVPASWD`, `ESME_RINVSYSID`,
+//!   `ESME_RINVSYSTYP`; `ESME_RBINDFAIL` three times in a row, 10 s then 20 s apart) is
+//!   not tried again this run: [`SmppTransport::suspended`] names the field, and the
+//!   dispatcher stops claiming for the provider (its items wait `QUEUED`/`PENDING`).
 //! - **Window.** At most `window` `submit_sm` are outstanding; responses are matched to
 //!   requests by sequence number.
 //! - **Timeouts.** A request whose response does not come within `pdu_timeout`, or whose
@@ -100,6 +104,7 @@ impl SmppTransport {
                 closing: watch::channel(false).0,
                 credentials,
                 connector,
+                suspended: std::sync::OnceLock::new(),
             }),
             window: Semaphore::new(cfg.window),
             inbox: Arc::new(tokio::sync::Mutex::new(rx)),
@@ -110,6 +115,14 @@ impl SmppTransport {
     /// What the transport has seen: binds, drops, timeouts, nacks, receipts.
     pub fn stats(&self) -> SmppStats {
         self.shared.counters.snapshot()
+    }
+
+    /// Why binding was given up for this run, naming the field to fix: the SMSC refused
+    /// the bind with `ESME_RINVPASWD`, `ESME_RINVSYSID` or `ESME_RINVSYSTYP` (no later bind
+    /// with the same settings can succeed), or with `ESME_RBINDFAIL` several times in a
+    /// row. Sends then fail at once as [`TransportFailure::Connect`] (nothing sent).
+    pub fn suspended(&self) -> Option<String> {
+        self.shared.suspended.get().cloned()
     }
 
     /// Start connecting and binding (once; later calls do nothing). Needs a tokio runtime.
@@ -244,6 +257,19 @@ impl Transport for SmppTransport {
 
     fn smpp_stats(&self) -> Option<SmppStats> {
         Some(self.stats())
+    }
+
+    fn suspended(&self) -> Option<String> {
+        SmppTransport::suspended(self)
+    }
+
+    fn ready(&self) -> super::CloseFuture<'_> {
+        Box::pin(async move {
+            self.start();
+            let _ = self
+                .bound(Instant::now() + self.shared.cfg.pdu_timeout)
+                .await;
+        })
     }
 
     fn close(&self) -> super::CloseFuture<'_> {

@@ -51,6 +51,15 @@ const RECONNECT: Backoff = Backoff {
 };
 /// Shortest delay between two connection attempts.
 const MIN_RECONNECT_DELAY: Duration = Duration::from_millis(100);
+/// `ESME_RINVSYSTYP` (SMPP 3.4 §5.1.3): the bind's `system_type` is not accepted.
+const ESME_RINVSYSTYP: u32 = 0x53;
+/// Consecutive `ESME_RBINDFAIL` answers before the bind is given up for this run: the
+/// code says only "bind failed" (an SMSC may send it for a wrong login, or for a moment
+/// of trouble), so it is retried, slowly, a few times.
+const MAX_BIND_FAILS: u32 = 3;
+/// The delay before binding again after the n-th `ESME_RBINDFAIL`: 10 s, 20 s, ...
+/// (at most 60 s), never the quick reconnect of a dropped connection.
+const BIND_FAIL_DELAY: Duration = Duration::from_secs(10);
 
 /// A byte stream to an SMSC.
 pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -109,6 +118,64 @@ pub(crate) struct Shared {
     pub(crate) closing: watch::Sender<bool>,
     pub(crate) credentials: Arc<dyn CredentialSource>,
     pub(crate) connector: Box<dyn Connector>,
+    /// Set when a bind was refused for good ([`refusal`]): no bind is tried again this
+    /// run; the reason names the field to fix.
+    pub(crate) suspended: std::sync::OnceLock<String>,
+}
+
+/// The field a `bind_transceiver_resp` status blames, when it means no later bind with
+/// the same settings can succeed (SMPP 3.4 §5.1.3): `ESME_RINVPASWD` the password,
+/// `ESME_RINVSYSID` the `system_id`, `ESME_RINVSYSTYP` the `system_type`.
+pub(crate) fn permanent_refusal(status: u32) -> Option<&'static str> {
+    use abide_core::classify::smpp::{ESME_RINVPASWD, ESME_RINVSYSID};
+    match status {
+        ESME_RINVPASWD => Some("password_env"),
+        ESME_RINVSYSID => Some("system_id"),
+        ESME_RINVSYSTYP => Some("system_type"),
+        _ => None,
+    }
+}
+
+/// Why binding stops for this run after `e` (the `bind_fails`-th consecutive
+/// `ESME_RBINDFAIL` counted), naming the field; `None` while it is worth trying again.
+fn refusal(cfg: &SmppConfig, e: &BindError, bind_fails: u32) -> Option<String> {
+    let code = match e {
+        BindError::Refused(code) => code,
+        // Never sent: the SMSC would refuse it every time.
+        BindError::Password => {
+            return Some(format!(
+                "{e}: fix the credential named by password_env; not binding this run"
+            ))
+        }
+        _ => return None,
+    };
+    let field = match permanent_refusal(*code) {
+        Some(f) => f,
+        None if *code == abide_core::classify::smpp::ESME_RBINDFAIL
+            && bind_fails >= MAX_BIND_FAILS =>
+        {
+            return Some(format!(
+                "{e} {bind_fails} times in a row: check system_id {:?}, the password \
+                 (password_env) and system_type with the SMSC; not binding again this run",
+                cfg.system_id
+            ))
+        }
+        None => return None,
+    };
+    let what = match field {
+        "password_env" => format!(
+            "the password (from the variable {}) is wrong",
+            cfg.password_env
+                .as_deref()
+                .unwrap_or("<none: password_env is unset>")
+        ),
+        "system_id" => format!("system_id {:?} is not known to the SMSC", cfg.system_id),
+        _ => format!("system_type {:?} is not accepted", cfg.system_type),
+    };
+    Some(format!(
+        "{e}: {what}; fix {field} in the providers file or the credential; not binding again \
+         this run"
+    ))
 }
 
 type Conn = Framed<Box<dyn Io>, CommandCodec>;
@@ -129,7 +196,9 @@ impl fmt::Display for BindError {
             BindError::Io(e) => write!(f, "{e}"),
             BindError::Timeout(what) => write!(f, "no {what} within pdu_timeout"),
             BindError::Refused(code) => {
-                let name = abide_core::classify::smpp::name(*code).unwrap_or("unrecognised");
+                let name = abide_core::classify::smpp::name(*code)
+                    .or((*code == ESME_RINVSYSTYP).then_some("ESME_RINVSYSTYP"))
+                    .unwrap_or("unrecognised");
                 write!(f, "bind_transceiver_resp 0x{code:02x} ({name})")
             }
             BindError::Closed => f.write_str("the SMSC closed the connection"),
@@ -155,6 +224,8 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     let mut closing = shared.closing.subscribe();
     let mut rng = StdRng::from_os_rng();
     let mut failures: u32 = 0;
+    // Consecutive ESME_RBINDFAIL answers.
+    let mut bind_fails: u32 = 0;
     loop {
         if *closing.borrow() {
             break;
@@ -167,6 +238,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         match bound {
             Ok(conn) => {
                 failures = 0;
+                bind_fails = 0;
                 Counters::bump(&shared.counters.binds);
                 tracing::info!(provider = %shared.name, address = %shared.cfg.address,
                     "SMPP bound (bind_transceiver)");
@@ -188,16 +260,33 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             }
             Err(e) => {
                 failures = failures.saturating_add(1);
+                let bind_fail = matches!(e,
+                    BindError::Refused(c) if c == abide_core::classify::smpp::ESME_RBINDFAIL);
+                bind_fails = if bind_fail { bind_fails + 1 } else { 0 };
                 Counters::bump(&shared.counters.bind_failures);
-                shared.link.send_replace(Link::Down);
                 // Never the password: only the code, the variable's name at most.
+                if let Some(why) = refusal(&shared.cfg, &e, bind_fails) {
+                    tracing::error!(provider = %shared.name, address = %shared.cfg.address,
+                        reason = %why, "SMPP bind refused for good; provider suspended");
+                    let _ = shared.suspended.set(why);
+                    shared.link.send_replace(Link::Down);
+                    break;
+                }
+                shared.link.send_replace(Link::Down);
                 tracing::warn!(provider = %shared.name, address = %shared.cfg.address,
                     error = %e, attempt = failures, "SMPP bind failed");
             }
         }
-        let delay = RECONNECT
-            .delay(failures.max(1), None, &mut rng)
-            .max(MIN_RECONNECT_DELAY);
+        let delay = if bind_fails > 0 {
+            // The SMSC answered and refused: a slow retry, not a reconnect storm.
+            BIND_FAIL_DELAY
+                .saturating_mul(1 << (bind_fails - 1).min(3))
+                .min(Duration::from_secs(60))
+        } else {
+            RECONNECT
+                .delay(failures.max(1), None, &mut rng)
+                .max(MIN_RECONNECT_DELAY)
+        };
         tokio::select! {
             () = sleep(delay) => {}
             _ = closing.changed() => break,
