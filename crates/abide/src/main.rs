@@ -49,11 +49,21 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(code) => code,
+        // The reader went away (`abide sim --json | head`): nothing left to tell anyone,
+        // as with other Unix tools (ripgrep does the same).
+        Err(e) if is_broken_pipe(&e) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("abide: error: {}", error_chain(&e));
             std::process::ExitCode::from(2)
         }
     }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// The error and its causes, each once: a cause whose text its parent already quotes (a

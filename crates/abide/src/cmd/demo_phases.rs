@@ -188,13 +188,13 @@ impl Phases {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "\n  {:<34} {:>7} {:>8} {:>8} {:>10}",
+            "\n  {:<40} {:>7} {:>8} {:>8} {:>11}",
             "phase (by the provider's request count)", "time", "accepted", "rate", "cost"
         );
         for p in &self.phases {
             let _ = writeln!(
                 s,
-                "  {:<34} {:>6.1}s {:>8} {:>6.1}/s {:>5.1}s {:>3.0}%",
+                "  {:<40} {:>6.1}s {:>8} {:>6.1}/s {:>5.1}s {:>3.0}%",
                 p.name,
                 p.secs,
                 p.accepted,

@@ -391,7 +391,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     rt.block_on(async move {
         let p = abide_provider::spawn_listeners(cfg, Arc::new(SystemClock), listen)
             .await
-            .with_context(|| format!("cannot listen on {listen:?}"))?;
+            .with_context(|| {
+                let mut on = Vec::new();
+                if let Some(a) = listen.http {
+                    on.push(format!("--listen {a}"));
+                }
+                if let Some(a) = listen.smpp {
+                    on.push(format!("--smpp {a}"));
+                }
+                format!("cannot listen on {}", on.join(" and "))
+            })?;
         let mut out = std::io::stdout().lock();
         if listen.http.is_some() {
             writeln!(out, "listening on {}", p.url())?;

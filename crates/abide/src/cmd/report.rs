@@ -114,11 +114,11 @@ pub(crate) fn render_receipts(r: &ReceiptCounts) -> String {
         r.total()
     );
     for st in ReceiptState::ALL {
-        let _ = writeln!(s, "    {:<12} {:>7}", st.as_str(), r.get(st));
+        let _ = writeln!(s, "    {:<13} {:>7}", st.as_str(), r.get(st));
     }
     let _ = writeln!(
         s,
-        "    {:<12} {:>7}  (naming no item)",
+        "    {:<13} {:>7}  (naming no item)",
         "unmatched", r.unmatched
     );
     s

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use abide_core::{Clock, SystemClock};
-use abide_outbox::{RequeueFilter, Store};
+use abide_outbox::{RequeueFilter, State, Store};
 
 use super::db;
 
@@ -30,7 +30,8 @@ Then run `abide send --config FILE --db outbox.db` (no input needed) to deliver 
 
 EXIT CODES
   0  at least one item moved, or none was deferred
-  1  --id was given but none of those items is DEFERRED (FAILED with --failed)
+  1  --id was given but none of those items is DEFERRED (FAILED with --failed), or no
+     item in the database targets the --provider given (a typo moves nothing, loudly)
   2  usage error, or the database cannot be opened";
 
 /// Arguments of `abide requeue`.
@@ -72,8 +73,24 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "DEFERRED",
             )
         };
+        // A provider no item targets is most likely a typo: say so instead of "0 moved".
+        let unknown_provider = match (&args.provider, moved) {
+            (Some(p), 0) => {
+                let c = store.counts_by_state(Some(p)).await?;
+                State::ALL.iter().all(|s| c.get(*s) == 0)
+            }
+            _ => false,
+        };
         db::close(&store, &args.db).await?;
         println!("requeued {moved} {} item(s)", what.to_ascii_lowercase());
+        if unknown_provider {
+            eprintln!(
+                "abide: no item in {} targets provider `{}` (see `abide status` for the providers in use)",
+                db::shown(&args.db),
+                args.provider.as_deref().unwrap_or_default()
+            );
+            return Ok(ExitCode::from(1));
+        }
         if moved == 0 && !args.ids.is_empty() {
             eprintln!(
                 "abide: none of the given ids is {what} (see `abide status --list {}`)",
