@@ -5,6 +5,7 @@
 mod dialects;
 mod props;
 mod ratelimit;
+mod resume;
 mod retry_after;
 mod support;
 mod warnings;
