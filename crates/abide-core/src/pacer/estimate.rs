@@ -400,12 +400,8 @@ impl Estimate {
         // because each `Retry-After` pause refills the provider's burst and the short open
         // stretches between pauses measure our own rate; cutting 5 % per round, one pause
         // each, took 15 s to follow 200/s down to 100/s.
-        // Not right after the first search: its ceiling is read off a fast climb and may be
-        // a few percent high, and a throttle soon after it says so (halving then cost a
-        // fixed window's cold start 2 s of half speed); fast convergence, below, corrects it.
         let below = self.ceiling.is_some_and(|c| old <= c);
         let stale = below
-            && self.decreases > 1
             && self
                 .decreased_at
                 .is_some_and(|d| now.saturating_duration_since(d) < cfg.window / 2);

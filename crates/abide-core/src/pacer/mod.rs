@@ -68,10 +68,9 @@
 //!   estimate reads high, and what was accepted cannot say by how much (a fixed window read
 //!   as 100.5/s for 100/s sat at its quota, and every stray throttle cost a 1 s pause): as
 //!   CUBIC lowers `W_max` on a loss below the last one (RFC 9438 §4.7), the new ceiling is at
-//!   most `(1 + β) / 2` (0.975) of the rate throttled. A second one within half a window of
-//!   that cut means the limit fell: the rate halves (except right after the first search,
-//!   whose ceiling is read off a fast climb: there halving cost a fixed window's cold start
-//!   2 s at half speed). Until `window` after the first search a decrease reads what was
+//!   most `(1 + β) / 2` (0.975) of the rate throttled. (A second throttle at or below it
+//!   within half a window of the last cut still means the limit fell: the rate halves.)
+//!   Until `window` after the first search a decrease reads what was
 //!   accepted over `window / 5` only: a whole window would average the climb in (a 100/s
 //!   fixed window read 94/s five seconds after the first cut).
 //! - **A throttle above the ceiling is the probe's answer** and decreases at once; a throttle

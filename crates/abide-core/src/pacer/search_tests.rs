@@ -579,19 +579,3 @@ fn a_throttle_at_or_below_the_ceiling_lowers_it_below_the_rate_throttled() {
     );
     assert!(c >= 0.9 * rate, "ceiling {c} after a throttle at {rate}/s");
 }
-
-#[test]
-fn a_throttle_soon_after_the_first_search_converges_and_the_next_one_halves() {
-    let clock = ManualClock::new(UNIX_EPOCH);
-    let p = Pacer::new(cold(100), clock.monotonic());
-    accept_then_throttle(&clock, &p, 300);
-    // 3 s after the first cut: its ceiling, read off the climb, was high. Fast convergence,
-    // no halving.
-    let rate = accept_then_throttle(&clock, &p, 200);
-    assert!(p.ceiling().is_some());
-    assert!(p.rate() >= 0.9 * rate, "{} after {rate}", p.rate());
-    // Once more, soon after that cut: the limit fell. Halve, and forget the ceiling.
-    let rate = accept_then_throttle(&clock, &p, 200);
-    assert!(p.rate() <= 0.5 * rate + 1e-9, "{} after {rate}", p.rate());
-    assert_eq!(p.ceiling(), None);
-}
