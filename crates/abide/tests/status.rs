@@ -213,7 +213,15 @@ async fn failed_items_are_counted_per_reason_listed_and_requeued_by_a_person() {
     let r = run(abide(&["requeue", "--db", &f.db, "--id", &id])).await;
     assert_eq!(r.status.code(), Some(1), "{}", show(&r));
     // A provider no item targets is named, not reported as "0 moved".
-    let r = run(abide(&["requeue", "--db", &f.db, "--failed", "--provider", "nope"])).await;
+    let r = run(abide(&[
+        "requeue",
+        "--db",
+        &f.db,
+        "--failed",
+        "--provider",
+        "nope",
+    ]))
+    .await;
     assert_eq!(r.status.code(), Some(1), "{}", show(&r));
     assert!(
         String::from_utf8_lossy(&r.stderr).contains("targets provider `nope`"),

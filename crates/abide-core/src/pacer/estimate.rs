@@ -71,6 +71,8 @@ pub(super) struct Estimate {
     probe: Duration,
     /// When the last decrease happened.
     decreased_at: Option<Instant>,
+    /// When the first search ended (the first decrease); `None` before it.
+    searched_at: Option<Instant>,
     /// Answers arriving before this may be for slots reserved before the last decrease
     /// (the end of the queue then, plus a latency allowance; for
     /// [`Pacer::on_verdict`](super::Pacer::on_verdict)).
@@ -124,6 +126,7 @@ impl Estimate {
             base: cfg.initial_rate,
             probe: Duration::ZERO,
             decreased_at: None,
+            searched_at: None,
             round_seen: None,
             last_success: None,
             decreases: 0,
@@ -368,6 +371,18 @@ impl Estimate {
         // window's quota spent early and reads high (109-115/s). The limit lies between:
         // their geometric mean (94-102/s in search_tests).
         let round = self.measured(cfg, now, Counter::Round, pauses, schedule);
+        // The first search offered less than the limit while it climbed: a window reaching
+        // back into it reads the climb, not the limit (a 100/s fixed window read 94/s five
+        // seconds after the first cut). Until it has passed, `window / 5` is what was
+        // accepted near the limit.
+        let after_search = self
+            .searched_at
+            .is_some_and(|t| now.saturating_duration_since(t) >= cfg.window);
+        let window = if after_search {
+            window
+        } else {
+            recent.or(window)
+        };
         // Which span says most about the limit: in slow start the rate climbed fast and the
         // window lags it, so the last `window / 5`; a throttle at or below a known ceiling
         // says the limit fell, so whichever is lower; a probe above it, the whole window
@@ -385,7 +400,8 @@ impl Estimate {
         // because each `Retry-After` pause refills the provider's burst and the short open
         // stretches between pauses measure our own rate; cutting 5 % per round, one pause
         // each, took 15 s to follow 200/s down to 100/s.
-        let stale = self.ceiling.is_some_and(|c| old <= c)
+        let below = self.ceiling.is_some_and(|c| old <= c);
+        let stale = below
             && self
                 .decreased_at
                 .is_some_and(|d| now.saturating_duration_since(d) < cfg.window / 2);
@@ -403,7 +419,15 @@ impl Estimate {
                 .last_success
                 .is_none_or(|t| self.decreased_at.is_some_and(|d| t < d));
         let learns = accepted.is_some() && !stale && !refusing && !dark && !silent;
-        if learns {
+        // A later throttle at or below the estimate says the estimate reads high, by an
+        // amount what was accepted cannot show either (a fixed window read as 100.5/s for
+        // 100/s sat at its quota and was throttled again and again). As CUBIC's fast
+        // convergence (RFC 9438 §4.7) lowers `W_max` on a loss below the last one, the
+        // ceiling is then at most `(1 + β) / 2` of the rate throttled. Such a cut may also be
+        // the first of an outage: it learns, but keeps what worked before it, as a cut that
+        // does not learn does.
+        let converges = learns && below;
+        if learns && !converges {
             self.held = None;
         } else {
             // Keep what worked before the trouble: the first cuts of an outage look like a
@@ -423,7 +447,12 @@ impl Estimate {
         let accepted = accepted.filter(|_| learns);
         let rate = match accepted {
             Some(a) => {
-                let ceiling = a.min(old).clamp(cfg.min_rate, cfg.max_rate);
+                let fast = if converges {
+                    old * (1.0 + cfg.decrease_factor) / 2.0
+                } else {
+                    old
+                };
+                let ceiling = a.min(fast).clamp(cfg.min_rate, cfg.max_rate);
                 self.ceiling = Some(ceiling);
                 self.anchor = ceiling;
                 (ceiling * cfg.decrease_factor).clamp(cfg.min_rate, cap)
@@ -445,6 +474,7 @@ impl Estimate {
         self.decreased_at = Some(now);
         self.round_seen = Some(round_end + cfg.window / 10);
         self.decide.clear();
+        self.searched_at.get_or_insert(now);
         self.decreases += 1;
     }
 

@@ -64,6 +64,15 @@
 //!   rate the host accepted over the last `window / 5`. With 40 workers holding reserved
 //!   slots, what the host sees lags the rate by seconds; a curve running on regardless would
 //!   overshoot by the whole lag (the rule is RFC 7661's for an unused congestion window).
+//! - **Fast convergence.** A throttle at or below the ceiling that decreases says the
+//!   estimate reads high, and what was accepted cannot say by how much (a fixed window read
+//!   as 100.5/s for 100/s sat at its quota, and every stray throttle cost a 1 s pause): as
+//!   CUBIC lowers `W_max` on a loss below the last one (RFC 9438 §4.7), the new ceiling is at
+//!   most `(1 + β) / 2` (0.975) of the rate throttled. (A second throttle at or below it
+//!   within half a window of the last cut still means the limit fell: the rate halves.)
+//!   Until `window` after the first search a decrease reads what was
+//!   accepted over `window / 5` only: a whole window would average the climb in (a 100/s
+//!   fixed window read 94/s five seconds after the first cut).
 //! - **A throttle above the ceiling is the probe's answer** and decreases at once; a throttle
 //!   at or below it decreases only when the throttled fraction of the window plus the
 //!   fraction of the window already spent paused exceeds `throttle_threshold`, so a rare
@@ -88,7 +97,8 @@
 //!   either on each answer, and following each at once swung the rate between them.) The slots already handed out at the old pace keep their times, and a fill
 //!   lane hands out slots between them at the difference of the two rates until the old
 //!   queue ends, so the new rate holds from that answer on rather than a queue later.
-//!   `remaining` bounds it as before: `remaining = 0` pauses the host until the reset.
+//!   `remaining` bounds it as before: `remaining = 0` pauses the host ("Pacing
+//!   `remaining / reset`" below says how long).
 //!   Downward (a start above the limit), the adoption counts as a decrease for the queue:
 //!   answers to slots reserved before it are echoes that decide nothing, and the queue is
 //!   re-costed to average the target.
@@ -107,13 +117,18 @@
 //! moment it asked: 40 senders at 10/s hold 4 s of slots, so a doubling reaches the host
 //! only 4 s later, and slow start (bounded by what the host accepted) climbs about 25 % per
 //! queue length: from 10/s to a 100/s limit took 15 s. So while the first search lasts
-//! (nothing learned, no decrease yet), [`Pacer::reserve_near`] hands out slots at most the
-//! *slot horizon* ahead (800 ms, or two send intervals at rates under 2.5/s); a sender
-//! whose slot would lie further asks again when it is within it, at the rate of then.
-//! 800 ms, not less: a faster climb overshoots further before the first throttle, and the
-//! ceiling read from it is off by more (at 400 ms a fixed window's first ceiling read 121
-//! for 100/s in `search_tests`). After the first decrease the queue is left as it was:
-//! there it damps the re-search after a stale estimate (with the horizon, `abide sim
+//! (nothing learned, no decrease yet), [`Pacer::reserve_within`] hands out slots at most the
+//! *slot horizon* ahead; a sender whose slot would lie further asks again when it is within
+//! it, at the rate of then. Searching blind the horizon is 100 ms (or two send intervals at
+//! rates under 20/s): under one search round (250 ms), so each doubling reaches the host
+//! within the round that decides the next. It was 800 ms, and the climb from 40/s to a
+//! 100/s limit took 3.8–5.2 s in `search_tests`; at 100 ms it takes 1.8–2.8 s. The faster
+//! climb overshoots further and its first ceiling reads a fixed window's 100/s as 96–128/s
+//! depending on where the windows fall, which fast convergence (above) then corrects at the
+//! cost of one more throttle. Under an advertised target the horizon stays 800 ms: the rate
+//! rises there only when the server raises its limit, and 40 senders at 97/s would
+//! otherwise poll every 100 ms for nothing. After the first decrease the queue is left as it
+//! was: there it damps the re-search after a stale estimate (with the horizon, `abide sim
 //! --scenario limit-changes-blind` see-sawed at 5/s and converged after 125 s, not 19 s).
 //!
 //! # Once per round of reservations
@@ -131,7 +146,8 @@
 //! # Server instructions win
 //! A `Retry-After` on a throttle pauses the whole host until `now + delay`; rate-limit
 //! headers set a target of `headroom × advertised rate` (the first is adopted at once, up
-//! or down; later ones only cap the rate, and the curve climbs to a raised one); `remaining = 0` with a reset pauses the host until the reset.
+//! or down; later ones only cap the rate, and the curve climbs to a raised one);
+//! `remaining = 0` with a reset pauses the host (how long: "Pacing `remaining / reset`").
 //! Every remote number is floored and capped ([`MAX_PAUSE`], rate limits) before it reaches a
 //! sleep or a rate. A slot reserved before a pause began is not moved by it: check
 //! [`Pacer::admit`] when the slot arrives and reserve again if it says so.
@@ -324,7 +340,7 @@ impl Pacer {
             return Err(NotYet::PastDeadline(next));
         }
         if s.estimate.first_search() {
-            let horizon = slot_horizon(rate);
+            let horizon = slot_horizon(rate, s.estimate.target.is_some());
             if next > now + horizon {
                 return Err(NotYet::AskAgainAt(next - horizon));
             }
@@ -558,17 +574,26 @@ fn exhausted_pause(
     share.map_or(reset, |d| d.min(reset)).min(MAX_PAUSE)
 }
 
-/// Shortest slot horizon: how far ahead [`Pacer::reserve_near`] hands out slots at least.
-const MIN_HORIZON: Duration = Duration::from_millis(800);
-/// The slot horizon in send intervals, when that is longer than [`MIN_HORIZON`] (a caller
-/// at a low rate takes a slot two intervals ahead, not a poll per 800 ms).
+/// Shortest slot horizon while searching blind: under one [`estimate`] search round
+/// (250 ms), so each doubling reaches the host within the round that decides the next.
+const SEARCH_HORIZON: Duration = Duration::from_millis(100);
+/// Shortest slot horizon under an advertised target: the rate rises only when the server
+/// raises its limit, and 800 ms bounds the lag then without 40 senders polling every 100 ms.
+const TARGET_HORIZON: Duration = Duration::from_millis(800);
+/// The slot horizon in send intervals, when that is longer (a caller at a low rate takes a
+/// slot two intervals ahead, not a poll per 100 ms).
 const HORIZON_INTERVALS: u32 = 2;
 
-/// How far ahead of `now` slots are handed out at `rate` (requests per second).
-fn slot_horizon(rate: f64) -> Duration {
+/// How far ahead of `now` slots are handed out at `rate` (requests per second), with or
+/// without an advertised target.
+fn slot_horizon(rate: f64, target: bool) -> Duration {
     schedule::interval(rate)
         .saturating_mul(HORIZON_INTERVALS)
-        .max(MIN_HORIZON)
+        .max(if target {
+            TARGET_HORIZON
+        } else {
+            SEARCH_HORIZON
+        })
 }
 
 #[allow(clippy::cast_precision_loss)] // counts in one window stay far below 2^53

@@ -203,9 +203,24 @@ fn run_rtt(
     items: usize,
     rtt: Duration,
 ) -> Run {
+    run_offset(cfg, algo, headers, senders, items, rtt, Duration::ZERO)
+}
+
+/// [`run_rtt`] against a host whose windows began `offset` before the sender started.
+#[allow(clippy::cast_precision_loss)]
+fn run_offset(
+    cfg: PacerConfig,
+    algo: Algo,
+    headers: bool,
+    senders: usize,
+    items: usize,
+    rtt: Duration,
+    offset: Duration,
+) -> Run {
     let clock = ManualClock::new(UNIX_EPOCH);
+    clock.advance(Duration::from_secs(1));
     let t0 = clock.monotonic();
-    let mut host = Host::new(algo, 100.0, headers, t0);
+    let mut host = Host::new(algo, 100.0, headers, t0 - offset);
     let p = Pacer::new(cfg, t0);
     let mut left = items;
     let mut out = Run::default();
@@ -476,4 +491,91 @@ fn a_first_target_below_the_start_makes_the_old_slots_echoes() {
     // beyond it by twice what was left of it (at most twice, as after a decrease).
     let next = p.reserve(clock.monotonic());
     assert!(next - t0 >= Duration::from_millis(250), "{:?}", next - t0);
+}
+
+/// Not a test of speed: the cold start against every limiter model with its windows (or
+/// its schedule) begun 0, 250, 500 and 750 ms before the sender, at 2 and 7 ms round
+/// trips: the spread one alignment hides (`--nocapture`).
+#[test]
+fn search_spread_report() {
+    let algos = [
+        Algo::Gcra,
+        Algo::GcraFullBurst,
+        Algo::FixedWindow,
+        Algo::SlidingWindow,
+    ];
+    for algo in algos {
+        let mut effs = Vec::new();
+        let mut throttles = 0;
+        for offset in [0, 250, 500, 750] {
+            for rtt in [2, 7] {
+                let r = run_offset(
+                    cold(40),
+                    algo,
+                    false,
+                    40,
+                    3000,
+                    Duration::from_millis(rtt),
+                    Duration::from_millis(offset),
+                );
+                assert_eq!(r.delivered, 3000);
+                effs.push(efficiency(&r));
+                throttles += r.throttles;
+            }
+        }
+        let min = effs.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = effs.iter().copied().fold(0.0, f64::max);
+        #[allow(clippy::cast_precision_loss)]
+        let mean = effs.iter().sum::<f64>() / effs.len() as f64;
+        println!(
+            "{algo:?}: eff mean {mean:.3} min {min:.3} max {max:.3}, 429s {throttles} in 8 runs"
+        );
+    }
+}
+
+fn answer(class: VerdictClass) -> Verdict {
+    let delay = Duration::from_secs(1);
+    Verdict {
+        class,
+        reason: class.as_str().to_owned(),
+        retry_after: (class == VerdictClass::Throttle).then(|| RetryDelay {
+            delay,
+            reason: DelayReason::Honoured,
+            raw: Some("1".to_owned()),
+            retry_after: Some(delay),
+        }),
+        rate_limit: None,
+    }
+}
+
+/// `n` successes 10 ms apart (100/s accepted), then one throttle with `Retry-After: 1`, then
+/// the 1 s pause; returns the rate just before the throttle.
+fn accept_then_throttle(clock: &ManualClock, p: &Pacer, n: usize) -> f64 {
+    for _ in 0..n {
+        clock.advance(10 * MS);
+        p.on_verdict(clock.monotonic(), &answer(VerdictClass::Success));
+    }
+    let before = p.rate();
+    clock.advance(10 * MS);
+    p.on_verdict(clock.monotonic(), &answer(VerdictClass::Throttle));
+    clock.advance(Duration::from_secs(1));
+    before
+}
+
+#[test]
+fn a_throttle_at_or_below_the_ceiling_lowers_it_below_the_rate_throttled() {
+    let clock = ManualClock::new(UNIX_EPOCH);
+    let p = Pacer::new(cold(100), clock.monotonic());
+    accept_then_throttle(&clock, &p, 300);
+    assert!(p.ceiling().is_some());
+    // 6 s later (not soon), throttled again at or below the estimate while 100/s was
+    // accepted: the ceiling is at most 0.975 x the rate throttled (fast convergence), not
+    // the 100/s the host accepted, which is the rate it then throttles again.
+    let rate = accept_then_throttle(&clock, &p, 600);
+    let c = p.ceiling().unwrap();
+    assert!(
+        c <= 0.975 * rate + 1e-9,
+        "ceiling {c} after a throttle at {rate}/s"
+    );
+    assert!(c >= 0.9 * rate, "ceiling {c} after a throttle at {rate}/s");
 }

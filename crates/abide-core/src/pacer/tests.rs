@@ -311,8 +311,11 @@ fn the_accepted_rate_excludes_time_the_host_was_paused() {
         clean(&clock, &p, Duration::from_millis(10), 500);
     }
     assert!(p.snapshot(clock.monotonic()).decreases >= 2);
+    // Each throttle at or below the estimate lowers it to at most 0.975 × the rate
+    // throttled (fast convergence): 89/s after four; a window that counted its paused
+    // seconds would read about 70/s.
     let c = p.ceiling().unwrap();
-    assert!((90.0..=110.0).contains(&c), "ceiling {c}");
+    assert!((85.0..=110.0).contains(&c), "ceiling {c}");
 }
 
 #[test]

@@ -128,15 +128,16 @@ fn a_delivery_takes_no_slot_beyond_the_horizon_and_the_rate_of_then_applies() {
     };
     let mut r = Rig::new(cfg);
     let t0 = r.mono();
-    // 40 deliveries at 10/s: those whose slot lies within 800 ms take one; the rest wait
-    // without one (a queue of 4 s of slots would hold them at 10/s whatever comes next).
+    // 40 deliveries at 10/s: those whose slot lies within the horizon (two send intervals,
+    // 200 ms) take one; the rest wait without one (a queue of 4 s of slots would hold them
+    // at 10/s whatever comes next).
     let mut ds: Vec<Delivery> = (0..40)
         .map(|_| r.session.delivery(ItemContext::first(r.wall())))
         .collect();
     let steps: Vec<Step> = ds.iter_mut().map(|d| r.poll(d)).collect();
     let holding = r.session.pacer().slot_counts().total();
-    assert_eq!(holding, 9, "{steps:?}");
-    for s in &steps[9..] {
+    assert_eq!(holding, 3, "{steps:?}");
+    for s in &steps[3..] {
         assert_eq!(*s, Step::WaitUntil(t0 + Duration::from_millis(100)));
     }
     // The rate doubles before they ask again: the queue runs at the new rate at once.
@@ -154,9 +155,9 @@ fn a_delivery_takes_no_slot_beyond_the_horizon_and_the_rate_of_then_applies() {
     let rate = r.session.pacer().rate();
     assert!(rate > 10.0, "{rate}");
     let gap = Duration::from_secs_f64(1.0 / rate);
-    let first = t0 + Duration::from_millis(900);
-    assert_eq!(r.poll(&mut ds[9]), Step::WaitUntil(first));
-    let second = match r.poll(&mut ds[10]) {
+    let first = t0 + Duration::from_millis(300);
+    assert_eq!(r.poll(&mut ds[3]), Step::WaitUntil(first));
+    let second = match r.poll(&mut ds[4]) {
         Step::WaitUntil(at) => at,
         other => panic!("{other:?}"),
     };
