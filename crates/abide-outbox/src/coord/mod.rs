@@ -397,9 +397,14 @@ impl Coordination for RedisCoordination {
     fn push(&self, pacer: &Pacer, now: Instant) {
         let snap = pacer.snapshot(now);
         let mut v = self.view();
-        v.rate = snap.rate;
+        // A shared estimate not yet pulled into the pacer supersedes its numbers: publishing
+        // them would overwrite the estimate this node is about to take.
+        let adopting = v.adopt.map(|(rate, _)| rate);
+        if adopting.is_none() {
+            v.rate = snap.rate;
+            v.ceiling = snap.ceiling;
+        }
         v.informed = true;
-        v.ceiling = snap.ceiling;
         let mut wake = false;
         if let Some(until) = snap.paused_until {
             // Publish a pause this pacer took that the shared one does not cover yet.
@@ -409,7 +414,9 @@ impl Coordination for RedisCoordination {
                 wake = true;
             }
         }
-        if snap.decreases > v.own_decreases {
+        // A cut to a rate still above the estimate being adopted is no news.
+        let news = adopting.is_none_or(|shared| snap.rate < shared);
+        if snap.decreases > v.own_decreases && news {
             v.own_decreases = snap.decreases;
             v.pending_decrease = Some((snap.rate, snap.ceiling));
             // Slots at hand were spaced at the old rate (see `take_decrease`).
