@@ -91,6 +91,13 @@ pub fn limit_key(provider: &str, credential: Option<&str>) -> String {
     }
 }
 
+/// The prefix of the keys under which a deployment with Redis key prefix `key_prefix`
+/// (`[coordination] key_prefix`, `--redis-prefix`; default `abide`) shares its limits:
+/// `<key_prefix>:coord`, each provider key below it as `<key_prefix>:coord:<limit_key>`.
+pub fn coordination_prefix(key_prefix: &str) -> String {
+    format!("{key_prefix}:coord")
+}
+
 /// Where a node's shared state lives in Redis and who it is.
 #[derive(Debug, Clone)]
 pub struct CoordinationTarget {
