@@ -91,3 +91,51 @@ fn error_chain(e: &anyhow::Error) -> String {
     }
     shown
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The coordination key prefix each of `send`, `serve` and `status` would use.
+    fn prefix_of(args: &[&str]) -> Result<String, String> {
+        let cli = Cli::try_parse_from(args).map_err(|e| e.to_string())?;
+        let cfg = abide_outbox::Config::from_toml_str(
+            "[[provider]]\nname = \"a\"\nbase_url = \"https://api.example\"\n\
+             [coordination]\nkey_prefix = \"from-file\"\n",
+        )
+        .expect("config");
+        Ok(match cli.command {
+            Command::Send(a) => cmd::send::coordination_prefix(a.redis_prefix.as_deref(), &cfg),
+            Command::Serve(a) => cmd::send::coordination_prefix(a.redis_prefix.as_deref(), &cfg),
+            Command::Status(a) => a.coordination_prefix(),
+            other => panic!("{other:?}"),
+        })
+    }
+
+    #[test]
+    fn redis_prefix_flag_wins_over_the_file_and_is_checked() {
+        let send = ["abide", "send", "--config", "p.toml", "in.jsonl"];
+        assert_eq!(prefix_of(&send), Ok("from-file:coord".to_owned()));
+        let with = |base: &[&str], p: &str| {
+            let mut v = base.to_vec();
+            v.extend(["--redis-prefix", p]);
+            prefix_of(&v)
+        };
+        assert_eq!(with(&send, "tenant-b"), Ok("tenant-b:coord".to_owned()));
+        let serve = ["abide", "serve", "--config", "p.toml", "--token-env", "T"];
+        assert_eq!(with(&serve, "tenant-b"), Ok("tenant-b:coord".to_owned()));
+        assert_eq!(
+            prefix_of(&["abide", "status"]),
+            Ok("abide:coord".to_owned())
+        );
+        assert_eq!(
+            with(&["abide", "status"], "tenant-b"),
+            Ok("tenant-b:coord".to_owned())
+        );
+        let e = with(&send, "a b").expect_err("a space is refused");
+        assert!(
+            e.contains("--redis-prefix") && e.contains("ASCII letters"),
+            "{e}"
+        );
+    }
+}

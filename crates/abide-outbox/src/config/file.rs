@@ -17,6 +17,7 @@ pub(super) struct FileConfig {
 pub(super) struct FileCoordination {
     pub(super) redis_url: Option<String>,
     pub(super) expected_nodes: Option<u32>,
+    pub(super) key_prefix: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -86,6 +86,46 @@ pub struct Config {
     /// while Redis has not answered since it started (it sends `rate ÷ expected_nodes`
     /// then, never the whole rate alone); default [`DEFAULT_EXPECTED_NODES`], 1..=1000.
     pub expected_nodes: u32,
+    /// `[coordination] key_prefix`: the first part of every Redis key this deployment's
+    /// nodes share limits under (`<key_prefix>:coord:<provider>:<digest>`); default
+    /// [`DEFAULT_KEY_PREFIX`]. Two unrelated deployments on one Redis that name a provider
+    /// alike and use the same key share one limit unless their prefixes differ. Checked by
+    /// [`check_key_prefix`].
+    pub key_prefix: String,
+}
+
+/// The Redis key prefix when none is configured.
+pub const DEFAULT_KEY_PREFIX: &str = "abide";
+
+/// Longest Redis key prefix accepted, in bytes.
+pub const MAX_KEY_PREFIX: usize = 64;
+
+/// Check a Redis key prefix (`[coordination] key_prefix`, `--redis-prefix`): 1 to
+/// [`MAX_KEY_PREFIX`] characters among ASCII letters, digits, `_`, `-`, `.` and `:` (no
+/// spaces and no glob characters, which `abide status` would read as a pattern).
+///
+/// # Errors
+/// A sentence saying what is wrong with it.
+pub fn check_key_prefix(prefix: &str) -> Result<(), String> {
+    if prefix.is_empty() {
+        return Err("is empty: give a name such as \"abide\" or \"billing-prod\"".into());
+    }
+    if prefix.len() > MAX_KEY_PREFIX {
+        return Err(format!(
+            "is {} bytes long: at most {MAX_KEY_PREFIX}",
+            prefix.len()
+        ));
+    }
+    if let Some(c) = prefix
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')))
+    {
+        return Err(format!(
+            "{} holds {c:?}: use ASCII letters, digits, '_', '-', '.' and ':' only",
+            clip(prefix)
+        ));
+    }
+    Ok(())
 }
 
 /// Nodes assumed to share a limit when Redis is configured but has not answered yet:
@@ -334,9 +374,13 @@ impl Config {
                 }
             }
         }
-        let (redis_url, expected_nodes) = file
-            .coordination
-            .map_or((None, None), |c| (c.redis_url, c.expected_nodes));
+        let (redis_url, expected_nodes, key_prefix) =
+            file.coordination.map_or((None, None, None), |c| {
+                (c.redis_url, c.expected_nodes, c.key_prefix)
+            });
+        let key_prefix = key_prefix.unwrap_or_else(|| DEFAULT_KEY_PREFIX.to_owned());
+        check_key_prefix(&key_prefix)
+            .map_err(|why| invalid("<file>", "coordination.key_prefix", why))?;
         let expected_nodes = match expected_nodes {
             None => DEFAULT_EXPECTED_NODES,
             Some(n @ 1..=1000) => n,
@@ -365,6 +409,7 @@ impl Config {
             providers,
             redis_url,
             expected_nodes,
+            key_prefix,
         })
     }
 
@@ -475,6 +520,36 @@ mod tests {
         assert_eq!(b.retry, RetryConfig::default());
         assert_eq!(b.pacer, PacerSettings::default());
         assert_eq!(b.rate_limit_dialect, Dialect::Auto);
+    }
+
+    #[test]
+    fn the_redis_key_prefix_defaults_to_abide_and_is_checked() {
+        let with = |coord: &str| {
+            Config::from_toml_str(&format!(
+                "[[provider]]\nname = \"a\"\nbase_url = \"https://api.example\"\n\
+                 [coordination]\n{coord}\n"
+            ))
+        };
+        let c = Config::from_toml_str(GOOD).unwrap();
+        assert_eq!(c.key_prefix, DEFAULT_KEY_PREFIX);
+        assert_eq!(with("").unwrap().key_prefix, "abide");
+        let c = with("key_prefix = \"billing-prod:eu.1\"").unwrap();
+        assert_eq!(c.key_prefix, "billing-prod:eu.1");
+        for bad in [
+            "\"\"",
+            "\"a b\"",
+            "\"tenant*\"",
+            &format!("\"{}\"", "x".repeat(65)),
+        ] {
+            let e = with(&format!("key_prefix = {bad}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("coordination.key_prefix"), "{bad}: {e}");
+        }
+        assert_eq!(check_key_prefix(&"x".repeat(64)), Ok(()));
+        assert!(check_key_prefix("a\u{e9}")
+            .unwrap_err()
+            .contains("ASCII letters"));
     }
 
     #[test]

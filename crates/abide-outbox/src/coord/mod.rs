@@ -91,6 +91,13 @@ pub fn limit_key(provider: &str, credential: Option<&str>) -> String {
     }
 }
 
+/// The prefix of the keys under which a deployment with Redis key prefix `key_prefix`
+/// (`[coordination] key_prefix`, `--redis-prefix`; default `abide`) shares its limits:
+/// `<key_prefix>:coord`, each provider key below it as `<key_prefix>:coord:<limit_key>`.
+pub fn coordination_prefix(key_prefix: &str) -> String {
+    format!("{key_prefix}:coord")
+}
+
 /// Where a node's shared state lives in Redis and who it is.
 #[derive(Debug, Clone)]
 pub struct CoordinationTarget {
@@ -397,9 +404,14 @@ impl Coordination for RedisCoordination {
     fn push(&self, pacer: &Pacer, now: Instant) {
         let snap = pacer.snapshot(now);
         let mut v = self.view();
-        v.rate = snap.rate;
+        // A shared estimate not yet pulled into the pacer supersedes its numbers: publishing
+        // them would overwrite the estimate this node is about to take.
+        let adopting = v.adopt.map(|(rate, _)| rate);
+        if adopting.is_none() {
+            v.rate = snap.rate;
+            v.ceiling = snap.ceiling;
+        }
         v.informed = true;
-        v.ceiling = snap.ceiling;
         let mut wake = false;
         if let Some(until) = snap.paused_until {
             // Publish a pause this pacer took that the shared one does not cover yet.
@@ -409,7 +421,9 @@ impl Coordination for RedisCoordination {
                 wake = true;
             }
         }
-        if snap.decreases > v.own_decreases {
+        // A cut to a rate still above the estimate being adopted is no news.
+        let news = adopting.is_none_or(|shared| snap.rate < shared);
+        if snap.decreases > v.own_decreases && news {
             v.own_decreases = snap.decreases;
             v.pending_decrease = Some((snap.rate, snap.ceiling));
             // Slots at hand were spaced at the old rate (see `take_decrease`).

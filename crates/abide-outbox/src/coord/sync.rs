@@ -341,7 +341,7 @@ impl View {
     /// A rate decided elsewhere, for the pacer at the next pull. The slots at hand were
     /// spaced at the old rate: sent after the cut, their throttles would read as news and
     /// cut again (a second cut within half a window halves the rate), so they go.
-    fn take_decrease(&mut self, rate: f64, ceiling: Option<f64>) {
+    pub(super) fn take_decrease(&mut self, rate: f64, ceiling: Option<f64>) {
         self.adopt = Some((rate, ceiling));
         self.rate = rate;
         self.ceiling = ceiling;
@@ -396,8 +396,11 @@ impl View {
         let fresh = fresh == 1;
         if !self.joined {
             self.joined = true;
-            // A late node starts from the shared estimate, not from its own guess.
-            if !fresh && nodes > 1 {
+            // A node joining existing state starts from the shared estimate, not from its
+            // own guess, even when it is the only live node yet: nodes started at once
+            // each see only those that synced before them, and the first would otherwise
+            // keep its cold-start search and overwrite the estimate the others took.
+            if !fresh {
                 if let Some(rate) = parse_rate(&cur_rate) {
                     self.take_decrease(rate, parse_rate(&cur_ceil));
                 }

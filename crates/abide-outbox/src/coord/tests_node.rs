@@ -193,3 +193,83 @@ fn falling_back_starts_after_the_shared_slots_already_handed_out() {
     assert_eq!(v.fallback_slot(t0, 30.0, None), t0 + ms(500));
     assert_eq!(v.fallback_slot(t0, 30.0, None), t0 + ms(600));
 }
+
+/// Two nodes started at the same instant on a shared estimate left by earlier nodes (none
+/// alive): both start from it, and what they publish keeps one rate and one ceiling. The
+/// first to sync saw itself alone and kept its own cold-start search, whose rate (and
+/// ceiling `None`) then overwrote the shared ones turn about with the other node's.
+#[tokio::test]
+async fn nodes_joining_at_once_on_a_shared_estimate_all_start_from_it() {
+    let Some(mut conn) = connect("at-once").await else {
+        return;
+    };
+    let key = prefix("at-once");
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{key}:sms:state"))
+        .arg(&["tat", "0", "dseq", "3", "rate", "9.4", "ceil", "9.9"])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let (a, b) = (
+        start(URL, &key, "a", Arc::clone(&clock)),
+        start(URL, &key, "b", Arc::clone(&clock)),
+    );
+    let (pa, pb) = (pacer(50.0, &*clock), pacer(50.0, &*clock));
+    // As a session does: pull, then reserve, until each has a shared slot.
+    let slot = |c: &RedisCoordination, p: &Pacer| {
+        c.pull(p, clock.monotonic());
+        matches!(c.reserve(p, clock.monotonic(), None), Reservation::Slot(_))
+    };
+    assert!(eventually(|| slot(&a, &pa)).await);
+    assert!(eventually(|| slot(&b, &pb)).await);
+    for (name, p) in [("a", &pa), ("b", &pb)] {
+        assert_eq!((p.rate(), p.ceiling()), (9.4, Some(9.9)), "node {name}");
+    }
+    // Both have had answers and publish: the shared estimate stays the one they took.
+    a.push(&pa, clock.monotonic());
+    b.push(&pb, clock.monotonic());
+    let synced = |c: &RedisCoordination, p: &Pacer| {
+        let st = c.status(p, clock.monotonic());
+        st.nodes == 2 && st.peers.len() == 2
+    };
+    assert!(eventually(|| synced(&a, &pa) && synced(&b, &pb)).await);
+    for _ in 0..3 {
+        a.shared.wake.notify_one();
+        b.shared.wake.notify_one();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let (rate, ceil): (String, String) = redis::cmd("HMGET")
+            .arg(format!("{key}:sms:state"))
+            .arg(&["rate", "ceil"])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!((rate.as_str(), ceil.as_str()), ("9.4", "9.9"));
+    }
+}
+
+#[tokio::test]
+async fn a_push_before_the_pull_does_not_overwrite_the_estimate_being_adopted() {
+    let clock = Arc::new(ManualClock::new(UNIX_EPOCH));
+    let c = start(
+        "redis://127.0.0.1:1",
+        &prefix("adopt"),
+        "a",
+        clock.clone() as Arc<dyn Clock>,
+    );
+    let p = pacer(50.0, &*clock);
+    // The join took the shared estimate; an answer comes back before any pull.
+    c.view().take_decrease(9.4, Some(9.9));
+    c.push(&p, clock.monotonic());
+    let published = |c: &RedisCoordination| {
+        let v = c.view();
+        (v.rate, v.ceiling)
+    };
+    assert_eq!(published(&c), (9.4, Some(9.9)));
+    assert!(c.view().pending_decrease.is_none());
+    // Pulled, the pacer's own numbers are the estimate's again.
+    c.pull(&p, clock.monotonic());
+    assert_eq!((p.rate(), p.ceiling()), (9.4, Some(9.9)));
+    c.push(&p, clock.monotonic());
+    assert_eq!(published(&c), (9.4, Some(9.9)));
+}

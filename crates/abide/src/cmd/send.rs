@@ -107,14 +107,14 @@ pub(crate) struct Args {
     #[arg(long, value_name = "URL", env = "ABIDE_REDIS_URL", hide_env_values = true,
         value_parser = parse_redis)]
     pub(crate) redis: Option<String>,
-    /// Prefix of the Redis keys: nodes that share limits use the same one.
-    #[arg(
-        long,
-        value_name = "PREFIX",
-        default_value = "abide:coord",
-        hide = true
-    )]
-    pub(crate) redis_prefix: String,
+    /// Redis key prefix of this deployment: nodes sharing limits use the same one, and an
+    /// unrelated deployment on the same Redis (same provider name and key) another one.
+    /// Keys are `PREFIX:coord:<provider>:<digest of its key>`. Wins over `[coordination]
+    /// key_prefix` in the providers file; default `abide`. ASCII letters, digits, `_`,
+    /// `-`, `.` and `:`, at most 64.
+    #[arg(long, value_name = "PREFIX", env = "ABIDE_REDIS_PREFIX",
+        value_parser = parse_redis_prefix)]
+    pub(crate) redis_prefix: Option<String>,
     /// After draining, keep SMPP binds up this long (at most) for the delivery receipts of
     /// SUBMITTED items, storing them as they come; e.g. 10s. Receipts that come later are
     /// delivered by the SMSC at the next bind.
@@ -247,6 +247,19 @@ pub(crate) fn redis_url(flag: Option<&str>, cfg: &Config) -> Option<String> {
         .or_else(|| cfg.redis_url.as_ref().map(|s| s.expose().to_owned()))
 }
 
+/// The prefix of the coordination keys: `--redis-prefix` (or `ABIDE_REDIS_PREFIX`), else
+/// the providers file's `[coordination] key_prefix` (default `abide`), then `:coord`.
+pub(crate) fn coordination_prefix(flag: Option<&str>, cfg: &Config) -> String {
+    abide_outbox::coord::coordination_prefix(flag.unwrap_or(&cfg.key_prefix))
+}
+
+/// `--redis-prefix`: a key prefix as `[coordination] key_prefix` accepts it.
+pub(crate) fn parse_redis_prefix(s: &str) -> Result<String, String> {
+    abide_outbox::config::check_key_prefix(s)
+        .map(|()| s.to_owned())
+        .map_err(|why| format!("the Redis key prefix {why}"))
+}
+
 /// Check the coordination Redis at start: a refused password, `NOAUTH`, a database out of
 /// range or an unusable URL is a configuration error naming where the URL came from
 /// (`--redis`/`ABIDE_REDIS_URL`, else the providers file); an unreachable or slow Redis is
@@ -346,7 +359,7 @@ async fn send(
         lease: args.lease,
         seed: args.seed,
         redis_url: redis_url(args.redis.as_deref(), &cfg),
-        coordination_prefix: args.redis_prefix.clone(),
+        coordination_prefix: coordination_prefix(args.redis_prefix.as_deref(), &cfg),
         ..DispatcherOptions::default()
     };
     let d = Dispatcher::new(outbox.store.clone(), cfg, Arc::clone(&clock), opts)?;

@@ -111,14 +111,14 @@ pub(crate) struct Args {
     #[arg(long, value_name = "URL", env = "ABIDE_REDIS_URL", hide_env_values = true,
         value_parser = send::parse_redis)]
     pub(crate) redis: Option<String>,
-    /// Prefix of the Redis keys: nodes that share limits use the same one.
-    #[arg(
-        long,
-        value_name = "PREFIX",
-        default_value = "abide:coord",
-        hide = true
-    )]
-    pub(crate) redis_prefix: String,
+    /// Redis key prefix of this deployment: nodes sharing limits use the same one, and an
+    /// unrelated deployment on the same Redis (same provider name and key) another one.
+    /// Keys are `PREFIX:coord:<provider>:<digest of its key>`. Wins over `[coordination]
+    /// key_prefix` in the providers file; default `abide`. ASCII letters, digits, `_`,
+    /// `-`, `.` and `:`, at most 64.
+    #[arg(long, value_name = "PREFIX", env = "ABIDE_REDIS_PREFIX",
+        value_parser = send::parse_redis_prefix)]
+    pub(crate) redis_prefix: Option<String>,
 }
 
 /// Shortest API token not warned about, in bytes (128 bits of hex-encoded randomness would
@@ -183,7 +183,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             // on /healthz until the database accepts writes again.
             store_fault_limit: Duration::MAX,
             redis_url: send::redis_url(args.redis.as_deref(), &cfg),
-            coordination_prefix: args.redis_prefix.clone(),
+            coordination_prefix: send::coordination_prefix(args.redis_prefix.as_deref(), &cfg),
             ..DispatcherOptions::default()
         };
         match &opts.redis_url {

@@ -63,23 +63,31 @@ pub(crate) struct Args {
     #[arg(long, value_name = "URL", env = "ABIDE_REDIS_URL", hide_env_values = true,
         value_parser = super::send::parse_redis)]
     redis: Option<String>,
-    /// Prefix of the Redis keys (as given to the nodes).
-    #[arg(
-        long,
-        value_name = "PREFIX",
-        default_value = "abide:coord",
-        hide = true
-    )]
+    /// Redis key prefix of the deployment to show (the nodes' `--redis-prefix` or
+    /// `[coordination] key_prefix`): only its keys are read.
+    #[arg(long, value_name = "PREFIX", env = "ABIDE_REDIS_PREFIX", default_value = "abide",
+        value_parser = super::send::parse_redis_prefix)]
     redis_prefix: String,
+}
+
+impl Args {
+    /// The prefix of the coordination keys shown (`--redis-prefix`, then `:coord`).
+    pub(crate) fn coordination_prefix(&self) -> String {
+        abide_outbox::coord::coordination_prefix(&self.redis_prefix)
+    }
 }
 
 /// The coordination part of the summary: the shared view, or why it is missing.
 async fn coordination(args: &Args) -> Option<Result<Vec<abide_outbox::SharedLimit>, String>> {
     let url = args.redis.as_deref()?;
     Some(
-        abide_outbox::coord::look(url, &args.redis_prefix, std::time::Duration::from_secs(2))
-            .await
-            .map_err(|e| e.to_string()),
+        abide_outbox::coord::look(
+            url,
+            &args.coordination_prefix(),
+            std::time::Duration::from_secs(2),
+        )
+        .await
+        .map_err(|e| e.to_string()),
     )
 }
 
