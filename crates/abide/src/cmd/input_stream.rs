@@ -2,9 +2,9 @@
 //!
 //! Pass 1 ([`check`]) reads every line and checks it by the rules of a batch held in
 //! memory ([`input::Collector`], the same one `serve` uses), keeping no item: a bad line
-//! anywhere and nothing is enqueued, the database is not even opened. Standard input is
-//! copied on the way to an anonymous temporary file (in `$TMPDIR`, deleted on exit), which
-//! pass 2 reads. Pass 2 ([`enqueue`]) reads the lines again, derives the keys of items that
+//! anywhere and nothing is enqueued, the database is not even opened. Standard input, and a pipe given
+//! by name such as `<(generate)`, is copied on the way to an anonymous temporary file (in
+//! `$TMPDIR`, deleted on exit), which pass 2 reads. Pass 2 ([`enqueue`]) reads the lines again, derives the keys of items that
 //! have none (the same keys as [`abide_outbox::assign_content_keys`]) and enqueues them in
 //! chunks of [`CHUNK`] items, one transaction per chunk.
 //!
@@ -187,21 +187,32 @@ pub(crate) fn check(
     check: Check<'_>,
     progress: bool,
 ) -> anyhow::Result<Result<Checked, BatchError>> {
+    let mut file_source = None;
+    let spool = || -> anyhow::Result<(File, File)> {
+        let spool = tempfile::tempfile().context("creating a temporary file for the input")?;
+        let copy = spool.try_clone().context("opening the input copy")?;
+        Ok((spool, copy))
+    };
     let (reader, copy, source): (Box<dyn BufRead>, _, _) = if src == "-" {
-        let spool = tempfile::tempfile().context("creating a temporary file for stdin")?;
-        let copy = spool.try_clone().context("opening the stdin copy")?;
+        let (spool, copy) = spool()?;
         let stdin = BufReader::with_capacity(READ_BUFFER, io::stdin().lock());
-        (Box::new(stdin), Some(copy), None)
+        (Box::new(stdin), Some(copy), Some(spool))
     } else {
         let file = File::open(src).with_context(|| format!("reading {src}"))?;
         let meta = file.metadata().with_context(|| format!("reading {src}"))?;
-        let source = Source::File {
-            path: PathBuf::from(src),
-            len: meta.len(),
-            modified: meta.modified().ok(),
-        };
-        let r = BufReader::with_capacity(READ_BUFFER, file);
-        (Box::new(r), None, Some(source))
+        let r = Box::new(BufReader::with_capacity(READ_BUFFER, file));
+        if meta.is_file() {
+            file_source = Some(Source::File {
+                path: PathBuf::from(src),
+                len: meta.len(),
+                modified: meta.modified().ok(),
+            });
+            (r, None, None)
+        } else {
+            // A pipe (`<(generate)`, a FIFO) cannot be read twice: copy it like stdin.
+            let (spool, copy) = spool()?;
+            (r, Some(copy), Some(spool))
+        }
     };
     let what = if src == "-" { "stdin" } else { src };
     let mut lines = Lines::new(reader, copy);
@@ -232,14 +243,15 @@ pub(crate) fn check(
             )
         });
     }
-    let copy = lines.into_copy().context("writing the stdin copy")?;
+    let copy = lines.into_copy().context("writing the input copy")?;
     if let Err(e) = batch.finish() {
         return Ok(Err(e));
     }
-    let source = match (source, copy) {
+    drop(copy);
+    let source = match (file_source, source) {
         (Some(s), _) => s,
         (None, Some(spool)) => Source::Spool(spool),
-        (None, None) => bail!("internal: stdin read without a copy"),
+        (None, None) => bail!("internal: input read without a copy"),
     };
     Ok(Ok(Checked {
         name: what.to_owned(),

@@ -143,6 +143,36 @@ async fn a_file_changed_between_the_passes_is_refused() {
     assert!(e.to_string().contains("changed while abide read it"), "{e}");
 }
 
+/// A named pipe (`<(generate)`) is read once and copied: pass 2 reads the copy.
+#[tokio::test]
+async fn a_named_pipe_is_copied_for_the_second_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("in.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let line = "{\"provider\":\"sms\",\"path\":\"/m\"}\n";
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, line.repeat(3)).unwrap())
+    };
+    let checked = check(fifo.to_str().unwrap(), &any, false).unwrap().unwrap();
+    writer.join().unwrap();
+    let sink = |chunk: Vec<NewItem>| async move {
+        Ok(vec![
+            Enqueued {
+                id: String::new(),
+                created: true,
+            };
+            chunk.len()
+        ])
+    };
+    let s = enqueue(checked, &any, false, sink).await.unwrap();
+    assert_eq!(s.items, 3);
+}
+
 #[test]
 fn thousands_separators() {
     assert_eq!(thousands(0), "0");
