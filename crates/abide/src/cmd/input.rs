@@ -332,8 +332,8 @@ fn parse_line(raw: &str, check: Check<'_>) -> Result<NewItem, String> {
 }
 
 /// The content-derived keys of a stream of items, as
-/// [`abide_outbox::assign_content_keys`] gives them to a slice: one count per distinct
-/// message without a key (40 bytes each), none per item.
+/// [`abide_outbox::assign_content_keys`] gives them to a slice: one 128-bit digest and
+/// count per distinct message without a key (a 24-byte slot), none per item.
 #[derive(Debug, Default)]
 pub(crate) struct DerivedKeys {
     seen: HashMap<[u8; 16], u64>,

@@ -9,9 +9,11 @@
 //! chunks of [`CHUNK`] items, one transaction per chunk.
 //!
 //! Memory: the read buffer (one line, at most [`MAX_LINE_BYTES`]), one chunk of items, the
-//! listed problems, 40 bytes per distinct explicit `idempotency_key` in pass 1 and 40 per
-//! distinct message without one in pass 2 (128-bit digests in hash maps, for the
-//! one-key-one-message rule and the occurrence count of derived keys).
+//! listed problems, and one hash-map slot (40 bytes in pass 1, 24 in pass 2; 2-3 times that
+//! in practice, as tables grow by doubling) per distinct explicit `idempotency_key` in
+//! pass 1 and per distinct message without one in pass 2 (128-bit digests, for the
+//! one-key-one-message rule and the occurrence count of derived keys). Identical lines
+//! cost nothing more. See BENCHMARKS.md "Memory".
 //!
 //! Trade-off of one transaction per chunk: a concurrently running `abide serve` on the
 //! same SQLite file waits at most one chunk for the write lock (before: the whole input,
