@@ -107,6 +107,29 @@ async fn a_bad_last_line_on_stdin_leaves_the_outbox_unchanged() {
     assert!(err.contains(&format!("line {}:", N + 1)), "{err}");
     assert_eq!(std::fs::read(&f.db).unwrap(), before, "the outbox changed");
     assert_eq!(p.stats().accepted, 3);
+
+    // The good lines on stdin (read twice through the temporary copy): same keys as the
+    // file gave, so nothing new.
+    let mut cmd = abide(&[
+        "send", "--config", cfg, "--db", &f.db, "--json", "--quiet", "-",
+    ]);
+    cmd.stdin(std::process::Stdio::piped());
+    let mut child = start(cmd);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(messages(3, "sms").as_bytes())
+        .await
+        .unwrap();
+    drop(stdin);
+    let again = tokio::time::timeout(RUN_BOUND, child.wait_with_output())
+        .await
+        .expect("abide did not finish in time")
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", show(&again));
+    let r = report(&again);
+    assert_eq!(r["input"]["items"], 3, "{r}");
+    assert_eq!(r["input"]["already_enqueued"], 3, "{r}");
+    assert_eq!(p.stats().accepted, 3);
 }
 
 /// The provider switches `Retry-After` to an IMF-fixdate after 50 requests and suspends a
