@@ -72,6 +72,66 @@ async fn a_malformed_line_rejects_the_batch_and_names_its_line() {
     assert!(!f.db_exists(), "database created");
 }
 
+/// 200,000 lines on stdin and a bad last one: exit 2 naming that line, and an outbox
+/// that already held items is byte for byte as it was (it is not even opened: the input
+/// is checked whole, streamed, before anything is enqueued).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_last_line_on_stdin_leaves_the_outbox_unchanged() {
+    use tokio::io::AsyncWriteExt as _;
+    const N: usize = 200_000;
+    let p = start_provider(provider_config(400, 40)).await;
+    let f = Files::new(&provider_toml("sms", &p.url(), "", ""), 3);
+    let first = run(f.send()).await;
+    assert_eq!(first.status.code(), Some(0), "{}", show(&first));
+    let before = std::fs::read(&f.db).unwrap();
+
+    let mut text = messages(N, "sms");
+    text.push_str("{\"provider\":\"sms\",\"path\":\"/v1/messages\"");
+    let cfg = f.cfg.to_str().unwrap();
+    let mut cmd = abide(&["send", "--config", cfg, "--db", &f.db, "--quiet", "-"]);
+    cmd.stdin(std::process::Stdio::piped());
+    let mut child = start(cmd);
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = tokio::spawn(async move {
+        stdin.write_all(text.as_bytes()).await.unwrap();
+    });
+    let out = tokio::time::timeout(RUN_BOUND, child.wait_with_output())
+        .await
+        .expect("abide did not finish in time")
+        .unwrap();
+    writer.await.unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let needle = format!("1 of {} lines are malformed; nothing was enqueued", N + 1);
+    assert!(err.contains(&needle), "{err}");
+    assert!(err.contains(&format!("line {}:", N + 1)), "{err}");
+    assert_eq!(std::fs::read(&f.db).unwrap(), before, "the outbox changed");
+    assert_eq!(p.stats().accepted, 3);
+
+    // The good lines on stdin (read twice through the temporary copy): same keys as the
+    // file gave, so nothing new.
+    let mut cmd = abide(&[
+        "send", "--config", cfg, "--db", &f.db, "--json", "--quiet", "-",
+    ]);
+    cmd.stdin(std::process::Stdio::piped());
+    let mut child = start(cmd);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(messages(3, "sms").as_bytes())
+        .await
+        .unwrap();
+    drop(stdin);
+    let again = tokio::time::timeout(RUN_BOUND, child.wait_with_output())
+        .await
+        .expect("abide did not finish in time")
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", show(&again));
+    let r = report(&again);
+    assert_eq!(r["input"]["items"], 3, "{r}");
+    assert_eq!(r["input"]["already_enqueued"], 3, "{r}");
+    assert_eq!(p.stats().accepted, 3);
+}
+
 /// The provider switches `Retry-After` to an IMF-fixdate after 50 requests and suspends a
 /// key throttled 100 times within 10 s. Its rate limit is advertised (abide paces under
 /// it), but its concurrency limit (4 in flight, 20 ms per message: 200/s) is not, so 24

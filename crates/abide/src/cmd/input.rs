@@ -11,6 +11,7 @@ use std::fmt;
 
 use abide_outbox::{echo, Body, Config, NewItem, Request};
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
 
 /// How many bad lines an error lists before summarising the rest.
 pub(crate) const MAX_LISTED_ERRORS: usize = 20;
@@ -168,26 +169,67 @@ fn json_error(e: &serde_json::Error) -> String {
 /// both apply the same rules: every problem is listed (up to [`MAX_LISTED_ERRORS`]), and
 /// one explicit `idempotency_key` may not name two different messages (the second would
 /// otherwise be taken for the first and silently never sent).
+///
+/// Memory: a kept batch ([`Collector::new`]) holds its items; a checking one
+/// ([`Collector::checking`], `send`'s first pass over a stream) holds only 40 bytes per
+/// distinct explicit key (128-bit digests of the key and of its first message) and the
+/// listed problems.
 #[derive(Debug)]
 pub(crate) struct Collector {
     /// What a position is called in messages: "line" or "index".
     noun: &'static str,
-    items: Vec<NewItem>,
+    /// The accepted items, when kept.
+    items: Option<Vec<NewItem>>,
+    accepted: usize,
     errors: Vec<Problem>,
     bad: usize,
-    /// Explicit key -> position and index in `items` of its first item.
-    keys: HashMap<String, (usize, usize)>,
+    /// Digest of an explicit key -> position and message digest of its first item.
+    keys: HashMap<[u8; 16], (usize, [u8; 16])>,
+}
+
+/// 128 bits of SHA-256 over `parts`, each followed by a NUL.
+fn digest128<'a>(parts: impl IntoIterator<Item = &'a str>) -> [u8; 16] {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update(b"\0");
+    }
+    let out = h.finalize();
+    let mut d = [0u8; 16];
+    d.copy_from_slice(&out[..16]);
+    d
+}
+
+/// What makes `item` this message, exactly as `NewItem`'s equality sees it: its content
+/// key (canonical JSON, so object key order does not matter) and its header names as
+/// written (the content key lower-cases them).
+fn message_digest(item: &NewItem) -> [u8; 16] {
+    let content = abide_outbox::content_key(item, 0);
+    digest128(
+        std::iter::once(content.as_str()).chain(item.request.headers.keys().map(String::as_str)),
+    )
 }
 
 impl Collector {
-    /// An empty batch whose positions are called `noun` ("line", "index") in messages.
+    /// An empty batch whose positions are called `noun` ("line", "index") in messages;
+    /// [`Collector::finish`] returns its items.
     pub(crate) fn new(noun: &'static str) -> Self {
         Self {
             noun,
-            items: Vec::new(),
+            items: Some(Vec::new()),
+            accepted: 0,
             errors: Vec::new(),
             bad: 0,
             keys: HashMap::new(),
+        }
+    }
+
+    /// An empty batch that only checks: it keeps no item, and [`Collector::finish`]
+    /// returns an empty vector when every item is good.
+    pub(crate) fn checking(noun: &'static str) -> Self {
+        Self {
+            items: None,
+            ..Self::new(noun)
         }
     }
 
@@ -197,21 +239,33 @@ impl Collector {
             let Some(key) = &item.idempotency_key else {
                 return Ok(item);
             };
-            match self.keys.get(key) {
-                Some(&(first, i)) if self.items.get(i) != Some(&item) => Err(format!(
-                    "idempotency_key {key:?} is already used by {} {first} for a different \
-                     message (one key names one message)",
-                    self.noun
-                )),
-                Some(_) => Ok(item),
-                None => {
-                    self.keys.insert(key.clone(), (at, self.items.len()));
+            let message = message_digest(&item);
+            match self.keys.entry(digest128([key.as_str()])) {
+                std::collections::hash_map::Entry::Occupied(first) => {
+                    let (first, digest) = *first.get();
+                    if digest == message {
+                        Ok(item)
+                    } else {
+                        Err(format!(
+                            "idempotency_key {key:?} is already used by {} {first} for a \
+                             different message (one key names one message)",
+                            self.noun
+                        ))
+                    }
+                }
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert((at, message));
                     Ok(item)
                 }
             }
         });
         match checked {
-            Ok(item) => self.items.push(item),
+            Ok(item) => {
+                self.accepted += 1;
+                if let Some(items) = &mut self.items {
+                    items.push(item);
+                }
+            }
             Err(message) => {
                 self.bad += 1;
                 if self.errors.len() < MAX_LISTED_ERRORS {
@@ -221,7 +275,7 @@ impl Collector {
         }
     }
 
-    /// The items, or every problem if there was one.
+    /// The items (none when only checking), or every problem if there was one.
     ///
     /// # Errors
     /// A [`BatchError`]; then nothing may be enqueued.
@@ -230,10 +284,10 @@ impl Collector {
             return Err(BatchError {
                 errors: self.errors,
                 bad: self.bad,
-                total: self.bad + self.items.len(),
+                total: self.bad + self.accepted,
             });
         }
-        Ok(self.items)
+        Ok(self.items.unwrap_or_default())
     }
 }
 
@@ -277,41 +331,74 @@ fn parse_line(raw: &str, check: Check<'_>) -> Result<NewItem, String> {
         .and_then(|l| l.into_item(check))
 }
 
-/// Parse and validate a whole JSON-lines batch (bytes, so that a line that is not UTF-8
-/// is reported by number like any other bad line). `check` judges each item (see
-/// [`configured`]). Items without a key get their content-derived key
-/// ([`abide_outbox::assign_content_keys`]).
+/// The content-derived keys of a stream of items, as
+/// [`abide_outbox::assign_content_keys`] gives them to a slice: one 128-bit digest and
+/// count per distinct message without a key (a 24-byte slot), none per item.
+#[derive(Debug, Default)]
+pub(crate) struct DerivedKeys {
+    seen: HashMap<[u8; 16], u64>,
+}
+
+impl DerivedKeys {
+    /// Give `item` its derived key if it has none; the next one of the same content gets
+    /// the next occurrence.
+    pub(crate) fn assign(&mut self, item: &mut NewItem) {
+        if item.idempotency_key.is_some() {
+            return;
+        }
+        let first = abide_outbox::content_key(item, 0);
+        let n = self.seen.entry(digest128([first.as_str()])).or_insert(0);
+        item.idempotency_key = Some(if *n == 0 {
+            first
+        } else {
+            abide_outbox::content_key(item, *n)
+        });
+        *n += 1;
+    }
+}
+
+/// Line `number` (1-based) of an input, as read (with or without its `\n`): `None` when
+/// blank, else its item or why not. Bytes, so that a line that is not UTF-8 is reported
+/// by number like any other bad line; a byte-order mark starting line 1 is skipped.
+pub(crate) fn read_line(
+    number: usize,
+    raw: &[u8],
+    check: Check<'_>,
+) -> Option<Result<NewItem, String>> {
+    let raw = match std::str::from_utf8(raw) {
+        Ok(s) => s,
+        Err(e) => {
+            let at = e.valid_up_to() + 1;
+            return Some(Err(format!("not valid UTF-8 (byte {at} of the line)")));
+        }
+    };
+    // A byte-order mark some editors write at the start of a file.
+    let raw = if number == 1 {
+        raw.trim_start_matches('\u{feff}')
+    } else {
+        raw
+    };
+    let raw = raw.trim();
+    (!raw.is_empty()).then(|| parse_line(raw, check))
+}
+
+/// Parse and validate a whole JSON-lines batch held in memory. `check` judges each item
+/// (see [`configured`]). Items without a key get their content-derived key
+/// ([`abide_outbox::assign_content_keys`]). `abide send` streams instead
+/// (`input_stream`), with the same rules and keys.
 ///
 /// # Errors
 /// A [`BatchError`] listing bad lines; then nothing may be enqueued.
+#[cfg(test)]
 pub(crate) fn parse_batch(
     text: impl AsRef<[u8]>,
     check: Check<'_>,
 ) -> Result<Vec<NewItem>, BatchError> {
     let mut batch = Collector::new("line");
     for (i, raw) in text.as_ref().split(|b| *b == b'\n').enumerate() {
-        let raw = match std::str::from_utf8(raw) {
-            Ok(s) => s,
-            Err(e) => {
-                let at = e.valid_up_to() + 1;
-                batch.push(
-                    i + 1,
-                    Err(format!("not valid UTF-8 (byte {at} of the line)")),
-                );
-                continue;
-            }
-        };
-        // A byte-order mark some editors write at the start of a file.
-        let raw = if i == 0 {
-            raw.trim_start_matches('\u{feff}')
-        } else {
-            raw
-        };
-        let raw = raw.trim();
-        if raw.is_empty() {
-            continue;
+        if let Some(parsed) = read_line(i + 1, raw, check) {
+            batch.push(i + 1, parsed);
         }
-        batch.push(i + 1, parse_line(raw, check));
     }
     let mut items = batch.finish()?;
     abide_outbox::assign_content_keys(&mut items);

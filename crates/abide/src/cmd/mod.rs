@@ -9,6 +9,7 @@ pub(crate) mod demo_phases;
 pub(crate) mod demo_run;
 pub(crate) mod demo_smpp;
 pub(crate) mod input;
+pub(crate) mod input_stream;
 pub(crate) mod inspect;
 pub(crate) mod progress;
 pub(crate) mod provider;

@@ -170,6 +170,14 @@ pub(crate) struct InputSummary {
 }
 
 impl InputSummary {
+    /// Count one more enqueued chunk, as [`abide_outbox::Dispatcher::enqueue`] returned it.
+    pub(crate) fn add(&mut self, done: &[abide_outbox::Enqueued]) {
+        let enqueued = done.iter().filter(|e| e.created).count();
+        self.items += done.len();
+        self.enqueued += enqueued;
+        self.already_enqueued += done.len() - enqueued;
+    }
+
     /// From what [`abide_outbox::Dispatcher::enqueue`] returned for the input's items.
     pub(crate) fn from_enqueued(done: &[abide_outbox::Enqueued]) -> Self {
         let enqueued = done.iter().filter(|e| e.created).count();

@@ -1,7 +1,6 @@
 //! `abide send`: enqueue JSON lines into the durable outbox and deliver until drained.
 
 use abide_outbox::CredentialSource as _;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -14,8 +13,9 @@ use anyhow::{bail, Context};
 use super::db;
 use super::deliver::{deliver, init_logs, Interrupt, Outbox};
 use super::input;
+use super::input_stream;
 use super::progress::{Display, Mode};
-use super::report::{InputSummary, RunReport, Snapshot};
+use super::report::{RunReport, Snapshot};
 
 const LONG_ABOUT: &str = "\
 Enqueue JSON lines into the durable outbox (an SQLite file by default) and deliver them to the
@@ -76,8 +76,8 @@ pub(crate) struct Args {
     /// `postgres://...`.
     #[arg(long, default_value = db::DEFAULT_DB, value_name = "PATH|URL")]
     pub(crate) db: String,
-    /// JSON-lines input file, or `-` for stdin; checked whole: one bad line and nothing is
-    /// enqueued (exit 2). Without it, only what the outbox already holds is delivered.
+    /// JSON-lines input file, or `-` for stdin (copied to a temporary file: it is read
+    /// twice); checked whole, streamed: one bad line and nothing is enqueued (exit 2). Without it, only what the outbox already holds is delivered.
     #[arg(value_name = "INPUT.jsonl|-")]
     pub(crate) input: Option<String>,
     /// Concurrent senders per HTTP provider (overrides `concurrency` in the config; an SMPP
@@ -298,19 +298,6 @@ pub(crate) fn parse_redis(s: &str) -> Result<String, String> {
     }
 }
 
-/// The whole input as bytes (UTF-8 is checked per line, so a bad one is named by number).
-fn read_input(src: &str) -> anyhow::Result<Vec<u8>> {
-    if src == "-" {
-        let mut bytes = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut bytes)
-            .context("reading stdin")?;
-        Ok(bytes)
-    } else {
-        std::fs::read(src).with_context(|| format!("reading {src}"))
-    }
-}
-
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Ctrl-C and SIGTERM are caught from here on: one that comes while the input is read
     // or enqueued stops the run cleanly after the enqueue (exit 130), never half-way.
@@ -321,12 +308,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let cfg = load_config(&args.config, args.workers, args.lease)?;
     // Check the whole input before touching the database: a bad line enqueues nothing.
-    let items: Option<Vec<NewItem>> = match &args.input {
+    // Streamed: memory does not grow with the input (see `input_stream`).
+    let checked = match &args.input {
         None => None,
         Some(src) => {
-            let text = read_input(src)?;
-            match input::parse_batch(&text, &input::configured(&cfg)) {
-                Ok(items) => Some(items),
+            let progress = !args.quiet && args.progress != Mode::None;
+            match input_stream::check(src, &input::configured(&cfg), progress)? {
+                Ok(checked) => Some(checked),
                 Err(e) => {
                     eprint!("abide: {src}: {e}");
                     return Ok(ExitCode::from(2));
@@ -335,13 +323,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     init_logs("warn");
-    rt.block_on(send(args, cfg, items, interrupt))
+    rt.block_on(send(args, cfg, checked, interrupt))
 }
 
 async fn send(
     args: Args,
     cfg: Config,
-    items: Option<Vec<NewItem>>,
+    checked: Option<input_stream::Checked>,
     interrupt: Interrupt,
 ) -> anyhow::Result<ExitCode> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -362,17 +350,21 @@ async fn send(
         coordination_prefix: coordination_prefix(args.redis_prefix.as_deref(), &cfg),
         ..DispatcherOptions::default()
     };
-    let d = Dispatcher::new(outbox.store.clone(), cfg, Arc::clone(&clock), opts)?;
-    let input = match items {
-        None => None,
-        Some(items) => Some(InputSummary::from_enqueued(
-            &d.enqueue(&items).await.context("enqueueing")?,
-        )),
-    };
     let mode = if args.quiet {
         Mode::None
     } else {
         args.progress
+    };
+    let check_cfg = cfg.clone();
+    let d = Dispatcher::new(outbox.store.clone(), cfg, Arc::clone(&clock), opts)?;
+    let input = match checked {
+        None => None,
+        Some(checked) => {
+            let d = &d;
+            let sink = |chunk: Vec<NewItem>| async move { Ok(d.enqueue(&chunk).await?) };
+            let check = input::configured(&check_cfg);
+            Some(input_stream::enqueue(checked, &check, mode != Mode::None, sink).await?)
+        }
     };
     let (p, ending) = match deliver(&d, Display::new(mode), args.receipt_wait, &interrupt).await {
         Ok(done) => done,
