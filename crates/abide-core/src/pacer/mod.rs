@@ -153,7 +153,9 @@
 //! seconds) under a 10/s limit, a drained one `r=0`. Read as a rate, that swings between
 //! the limit's burst and zero on every response. So `remaining` is used only where its
 //! meaning does not depend on the algorithm: `remaining = 0` pauses the host until the
-//! reset.
+//! reset, after a success only for what a rounded-up reset at least means, and at least
+//! one interval at the advertised rate
+//! ([`RateLimitInfo::exhausted_pause`](crate::ratelimit::RateLimitInfo::exhausted_pause)).
 //!
 //! # A throttle without a delay still pauses the host
 //! A throttle changes the sender even when the server does not say for how long (a `429`
@@ -399,10 +401,9 @@ impl Pacer {
             if let Some(adv) = rl.advertised_rate().filter(|r| r.is_finite() && *r > 0.0) {
                 s.estimate.adopt_advertised(cfg, adv, &mut s.schedule, now);
             }
-            if rl.exhausted() {
-                if let Some(reset) = rl.reset {
-                    s.pauses.extend(Some(now), now + reset.min(MAX_PAUSE));
-                }
+            let admitted = verdict.class == VerdictClass::Success;
+            if let Some(pause) = rl.exhausted_pause(admitted) {
+                s.pauses.extend(Some(now), now + pause.min(MAX_PAUSE));
             }
         }
 
