@@ -6,6 +6,7 @@
 #
 #   benches/cold_start.sh                          # 3 runs of each of the 6 cells
 #   RUNS=5 ITEMS=3000 SENDERS=40 LIMIT=100 benches/cold_start.sh
+#   ABIDE=target/debug/abide SKIP_BUILD=1 HEADERS=on ITEMS=200 LIMIT=40 benches/cold_start.sh
 #
 # Per run: wall time of `abide send` (process start to exit, i.e. drained), delivered,
 # 429s from the provider's /_stats, and delivered / (wall time x LIMIT).
@@ -18,6 +19,7 @@ ITEMS=${ITEMS:-3000}
 SENDERS=${SENDERS:-40}
 LIMIT=${LIMIT:-100}
 ALGORITHMS=${ALGORITHMS:-"gcra fixed-window sliding-window"}
+HEADERS=${HEADERS:-"on off"}
 OUT=$PWD/target/bench-out
 mkdir -p "$OUT"
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
@@ -28,7 +30,7 @@ if [ -z "${SKIP_BUILD:-}" ]; then   # SKIP_BUILD=1: use target/release/abide as 
     echo "building (release)..." >&2
     cargo build --release -q -p abide
 fi
-ABIDE=$PWD/target/release/abide
+ABIDE=$(realpath "${ABIDE:-target/release/abide}")
 
 PROVIDER_PID=""
 cleanup() {
@@ -44,7 +46,7 @@ done >"$WORK/items.jsonl"
 echo "# $(date -u) $(nproc) cores; $ITEMS items, $SENDERS senders, no rate_hint, limit $LIMIT/s" | tee "$LOG"
 echo "# algorithm headers run wall_s delivered throttled_429 per_msg efficiency" | tee -a "$LOG"
 for algo in $ALGORITHMS; do
-    for headers in on off; do
+    for headers in $HEADERS; do
         use=true; [ "$headers" = off ] && use=false
         for run in $(seq "$RUNS"); do
             plog="$WORK/provider.out"

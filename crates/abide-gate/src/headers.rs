@@ -8,6 +8,12 @@
 //! fields, RFC 9651): `RateLimit-Policy: "key";q=10;w=1` names a policy with its quota `q`
 //! and window `w` in seconds; `RateLimit: "key";r=0;t=1` says `r` units remain and the
 //! quota resets in `t` seconds.
+//!
+//! What `t` means per algorithm, always in whole seconds rounded up: GCRA, the time until
+//! the bucket is full (at most the window when the burst is the whole quota); fixed window,
+//! the window's end; sliding window, the window's end while units are left and otherwise
+//! the wait until one more is admitted (the same `t` a 429 at that instant carries). So
+//! with units left `t` never exceeds `w`, and `r` spread evenly over `t` is admitted.
 
 use std::time::Duration;
 

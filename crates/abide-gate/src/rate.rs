@@ -196,15 +196,26 @@ fn sliding_wait(limit: u32, w: u64, e: u64, prev: u32, count: u32) -> Option<u64
     Some(u64::try_from(wait).unwrap_or(u64::MAX))
 }
 
-/// Units left (the whole quota minus the estimate, rounded down) and the time until nothing
-/// counted is left in the sliding window.
+/// Units left (the whole quota minus the estimate, rounded down) and the reset.
+///
+/// A sliding window's quota is never restored in one step, so the reset names the nearest
+/// moment that tells the truth about it:
+/// - **Units left**: the end of the current window (at most one window away). By then the
+///   previous window weighs nothing and the counter holds only this window's requests, so
+///   the `remaining` units may be spread evenly over the reset without ever crossing the
+///   limit: the same statement a fixed window makes. (The moment the estimate reaches zero,
+///   up to two windows away, read as a reset told clients of a `w=1` policy that `r=39;t=2`,
+///   a quota of about half the real one.)
+/// - **None left**: the wait until one more is admitted, exactly what a refusal at this
+///   instant says, so an admission with `r=0` and the 429 after it agree.
 fn sliding_view(limit: u32, w: u64, e: u64, prev: u32, count: u32) -> View {
     let (wn, en) = (u128::from(w), u128::from(e));
     let used = u128::from(prev) * (wn - en) + u128::from(count) * wn;
     let left = (u128::from(limit) * wn).saturating_sub(used) / wn;
-    let reset = if count > 0 {
-        (w - e) + w
-    } else if prev > 0 {
+    let reset = if left == 0 {
+        // left == 0 means one more does not fit, so the wait is Some.
+        sliding_wait(limit, w, e, prev, count).unwrap_or(w - e)
+    } else if count > 0 || prev > 0 {
         w - e
     } else {
         0
@@ -318,7 +329,8 @@ mod tests {
         let at = t0 + ms(1100);
         let (cell, v) = admit(&q, cell, at).unwrap();
         assert_eq!(v.remaining, 0);
-        assert_eq!(v.reset(), Duration::from_millis(1900));
+        // None left: the admission names the same wait as the refusal after it.
+        assert_eq!(v.reset(), Duration::from_millis(100));
         let no = admit(&q, cell, at).unwrap_err();
         assert_eq!(no.reset(), Duration::from_millis(100));
         // Half way through: weight 5 + 1 counted leaves 4.
@@ -326,6 +338,58 @@ mod tests {
         assert_eq!(peek(&q, cell, at).remaining, 4);
         let cell = fill(&q, cell, at, 4);
         assert!(admit(&q, cell, at).is_err());
+    }
+
+    #[test]
+    fn sliding_window_reset_is_the_window_end_while_units_are_left() {
+        let q = quota(40, 1000, Algorithm::SlidingWindow);
+        let t0 = start();
+        // 39 in the first window, then one at 1.25 s: 39·0.75 + 1 = 30.25, 9 left.
+        let cell = fill(&q, Cell::default(), t0, 39);
+        let (cell, v) = admit(&q, cell, t0 + ms(1250)).unwrap();
+        assert_eq!(v.remaining, 9);
+        // Was 1.75 s (until nothing counted is left): `t=2` for a `w=1` policy.
+        assert_eq!(v.reset(), Duration::from_millis(750));
+        assert_eq!(peek(&q, cell, t0 + ms(1250)), v);
+        // With nothing counted there is nothing to reset.
+        assert_eq!(peek(&q, Cell::default(), t0).reset_ns, 0);
+    }
+
+    #[test]
+    fn sliding_window_views_never_overstate_the_wait_or_the_limit() {
+        // A sender near the limit with uneven gaps: every admission with units left names a
+        // reset within the window, spending those units evenly over it is all admitted, and
+        // an admission with none left names exactly the refusal's wait.
+        let q = quota(40, 1000, Algorithm::SlidingWindow);
+        let w = ms(1000);
+        let mut cell = Cell::default();
+        let mut now = start();
+        let (mut zero, mut some) = (0, 0);
+        for step in 0..2000u64 {
+            match admit(&q, cell, now) {
+                Ok((c, v)) => {
+                    cell = c;
+                    if v.remaining == 0 {
+                        zero += 1;
+                        assert_eq!(admit(&q, cell, now).unwrap_err(), v, "step {step}");
+                    } else {
+                        some += 1;
+                        assert!(v.reset_ns <= w, "step {step}: {v:?}");
+                        let gap = v.reset_ns / u64::from(v.remaining);
+                        let mut probe = cell;
+                        for k in 1..=u64::from(v.remaining) {
+                            probe = admit(&q, probe, now + k * gap)
+                                .unwrap_or_else(|e| panic!("step {step} unit {k}: {e:?}"))
+                                .0;
+                        }
+                    }
+                }
+                Err(v) => now += v.reset_ns,
+            }
+            // 20–30 ms gaps: 33–50/s around a 40/s limit.
+            now += ms(20 + step * 7 % 11);
+        }
+        assert!(zero > 10 && some > 10, "zero {zero}, some {some}");
     }
 
     #[test]

@@ -66,6 +66,14 @@ async fn two_instances_share_one_rate_and_say_the_same_retry_after() {
                 Ok(adm) => {
                     accepted += 1;
                     assert_eq!(adm.headers()["ratelimit-policy"], "\"key\";q=5;w=3600");
+                    if algorithm == Algorithm::SlidingWindow {
+                        // Units left: the window's end; none left: the refusal's wait.
+                        let want = match 5 - accepted {
+                            0 => "\"key\";r=0;t=4320".to_owned(),
+                            r => format!("\"key\";r={r};t=3600"),
+                        };
+                        assert_eq!(adm.headers()["ratelimit"], want.as_str());
+                    }
                 }
                 Err(rej) => {
                     assert_eq!(rej.category(), "key_rate");

@@ -169,7 +169,9 @@
 //! seconds) under a 10/s limit, a drained one `r=0`. Read as a rate, that swings between
 //! the limit's burst and zero on every response. So `remaining` is used only where its
 //! meaning does not depend on the algorithm: `remaining = 0` pauses the host until the
-//! reset, or, on a success under an advertised limit, for one request's share of its window.
+//! reset, after a success only for what a rounded-up reset at least means, and at least
+//! one interval at the advertised rate
+//! ([`RateLimitInfo::exhausted_pause`](crate::ratelimit::RateLimitInfo::exhausted_pause)).
 //!
 //! # A throttle without a delay still pauses the host
 //! A throttle changes the sender even when the server does not say for how long (a `429`
@@ -415,11 +417,9 @@ impl Pacer {
             if let Some(adv) = rl.advertised_rate().filter(|r| r.is_finite() && *r > 0.0) {
                 s.estimate.adopt_advertised(cfg, adv, &mut s.schedule, now);
             }
-            if rl.exhausted() {
-                if let Some(reset) = rl.reset {
-                    s.pauses
-                        .extend(Some(now), now + exhausted_pause(verdict, rl, reset));
-                }
+            let admitted = verdict.class == VerdictClass::Success;
+            if let Some(pause) = rl.exhausted_pause(admitted) {
+                s.pauses.extend(Some(now), now + pause.min(MAX_PAUSE));
             }
         }
 
@@ -553,25 +553,6 @@ impl Pacer {
         // Every update leaves the state consistent, so a panicked holder is harmless.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
-
-/// How long `remaining = 0` with `reset` pauses the host: until the reset, except on a
-/// success under an advertised limit, where one request's share of the window. The request
-/// was accepted: the host is metering, not refusing, and a token bucket's `r=0` means "the
-/// next token comes in `window / limit`", while its reset, in whole seconds, reads `t=1`.
-/// Obeyed, `abide provider` (200/s, burst 2) held abide at 2 requests a second: two
-/// requests landing within 5 ms, a 1 s pause, again after it. Against a fixed window the
-/// next request after the short pause is refused with the server's own delay, and pauses.
-fn exhausted_pause(
-    verdict: &Verdict,
-    rl: &crate::ratelimit::RateLimitInfo,
-    reset: Duration,
-) -> Duration {
-    let share = rl
-        .advertised_rate()
-        .filter(|r| r.is_finite() && *r > 0.0 && verdict.class == VerdictClass::Success)
-        .map(|r| Duration::from_secs_f64(1.0 / r));
-    share.map_or(reset, |d| d.min(reset)).min(MAX_PAUSE)
 }
 
 /// Shortest slot horizon while searching blind: under one [`estimate`] search round

@@ -517,6 +517,27 @@ fn exhausted_remaining_pauses_until_reset() {
 }
 
 #[test]
+fn an_admitted_last_unit_pauses_one_interval_not_the_rounded_reset() {
+    // q=40;w=1 and r=0;t=1 on a success: a sliding window's estimate right after an
+    // admission paced at 0.97 × 40/s; pausing the whole second held the sender at 0.34.
+    let (_, t0, p) = setup(10.0);
+    let ok = Verdict {
+        rate_limit: Some(rate_limit(40, 0, 1)),
+        ..verdict(VerdictClass::Success)
+    };
+    p.on_verdict(t0, &ok);
+    assert_eq!(p.paused_until(t0), Some(t0 + Duration::from_millis(25)));
+    // The same numbers on a throttle are the server's demand: the whole reset.
+    let t1 = t0 + Duration::from_secs(5);
+    let no = Verdict {
+        rate_limit: Some(rate_limit(40, 0, 1)),
+        ..verdict(VerdictClass::Throttle)
+    };
+    p.on_verdict(t1, &no);
+    assert_eq!(p.paused_until(t1), Some(t1 + Duration::from_secs(1)));
+}
+
+#[test]
 fn hostile_config_is_clamped() {
     let clock = ManualClock::new(UNIX_EPOCH);
     let t0 = clock.monotonic();

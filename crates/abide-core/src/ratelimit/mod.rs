@@ -119,6 +119,48 @@ impl RateLimitInfo {
         Some((limit as f64 / window).clamp(MIN_ADVERTISED_RATE, MAX_ADVERTISED_RATE))
     }
 
+    /// How long a host should hold back after an answer that says no quota is left
+    /// (`remaining == 0` with a reset); `None` otherwise. `admitted`: the answer was a
+    /// success, not a throttle.
+    ///
+    /// A throttle's reset is the wait the server demands: the whole of it. A success with
+    /// `remaining = 0` says the quota is used up *at this instant*, and a reset in whole
+    /// seconds was rounded up (RFC 9110 delay-seconds; the IETF `t`), so the wait it stands
+    /// for may be up to 1 s shorter (a fractional reset was not rounded: all of it). With a
+    /// known policy the hold is that least wait, at least one interval at the advertised
+    /// rate (`window / limit`) and at most the policy's window, within which a success says
+    /// the quota comes back (a longer reset is conservative and must not hold the sender
+    /// back for the run): `t=1` holds back 25 ms under `q=40;w=1`, `t=3600` of a daily
+    /// quota 3,599 s. Waiting out the rounded reset cost a whole window each time: a sender
+    /// paced at 0.97 × 40/s against a sliding window counter sees `r=0` on most windows
+    /// (its estimate right after an admission is about 39.3 of 40) and delivered 0.34–0.57
+    /// of the limit (BENCHMARKS.md, "Sliding window at 40/s"). A fixed window still full
+    /// after the hold answers the next request with a 429 that carries its own delay.
+    /// The same rule frees a sender behind a token bucket: `abide provider` at 200/s, burst 2,
+    /// says `r=0;t=1` whenever two requests land within 5 ms, and obeyed whole that held
+    /// abide at 2 requests a second. Without a policy, the whole reset.
+    pub fn exhausted_pause(&self, admitted: bool) -> Option<Duration> {
+        if !self.exhausted() {
+            return None;
+        }
+        let reset = self.reset?.min(MAX_RESET);
+        let Some(rate) = self.advertised_rate().filter(|_| admitted) else {
+            return Some(reset);
+        };
+        let least = if reset.subsec_nanos() == 0 {
+            reset.saturating_sub(Duration::from_secs(1))
+        } else {
+            reset
+        };
+        let window = self.window.unwrap_or(MAX_RESET);
+        Some(
+            least
+                .max(Duration::from_secs_f64(1.0 / rate))
+                .min(reset)
+                .min(window),
+        )
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.limit.is_none()
             && self.remaining.is_none()
@@ -340,5 +382,78 @@ fn detect(headers: &HeaderMap) -> Dialect {
         Dialect::Github
     } else {
         Dialect::Auto
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(limit: u64, window_s: u64, remaining: u64, reset_s: u64) -> RateLimitInfo {
+        RateLimitInfo {
+            limit: Some(limit),
+            window: Some(Duration::from_secs(window_s)),
+            remaining: Some(remaining),
+            reset: Some(Duration::from_secs(reset_s)),
+            ..RateLimitInfo::new(RateLimitSource::Ietf)
+        }
+    }
+
+    #[test]
+    fn an_admitted_last_unit_holds_back_what_the_rounded_reset_at_least_means() {
+        // q=40;w=1, r=0;t=1 on a success: one interval (25 ms), not the rounded-up second.
+        let i = info(40, 1, 0, 1);
+        assert_eq!(i.exhausted_pause(true), Some(Duration::from_millis(25)));
+        // A throttle's reset is obeyed whole.
+        assert_eq!(i.exhausted_pause(false), Some(Duration::from_secs(1)));
+        // t=2 (a full sliding window): more than 1 s is certain.
+        assert_eq!(
+            info(40, 1, 0, 2).exhausted_pause(true),
+            Some(Duration::from_secs(1))
+        );
+        // An exhausted daily quota stays paused for all but the rounding.
+        assert_eq!(
+            info(1000, 86_400, 0, 3600).exhausted_pause(true),
+            Some(Duration::from_secs(3599))
+        );
+        // A reset longer than the window after a success: the window.
+        assert_eq!(
+            info(40, 1, 0, 30).exhausted_pause(true),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(
+            info(40, 1, 0, 30).exhausted_pause(false),
+            Some(Duration::from_secs(30))
+        );
+        // A slow policy: an interval is longer than the reset, so the reset.
+        assert_eq!(
+            info(1, 3600, 0, 5).exhausted_pause(true),
+            Some(Duration::from_secs(5))
+        );
+        // A fractional reset was not rounded: all of it.
+        let exact = RateLimitInfo {
+            reset: Some(Duration::from_millis(500)),
+            ..info(40, 1, 0, 1)
+        };
+        assert_eq!(
+            exact.exhausted_pause(true),
+            Some(Duration::from_millis(500))
+        );
+    }
+
+    #[test]
+    fn no_pause_without_an_exhausted_quota_and_a_reset() {
+        assert_eq!(info(40, 1, 1, 1).exhausted_pause(true), None);
+        let no_reset = RateLimitInfo {
+            reset: None,
+            ..info(40, 1, 0, 1)
+        };
+        assert_eq!(no_reset.exhausted_pause(false), None);
+        // Without a policy nothing bounds the reset but its clamp.
+        let no_policy = RateLimitInfo {
+            window: None,
+            ..info(40, 1, 0, 200_000)
+        };
+        assert_eq!(no_policy.exhausted_pause(true), Some(MAX_RESET));
     }
 }

@@ -45,14 +45,20 @@ for i = 1, #KEYS do
         ok, count = 1, count + 1
         remaining = b - count
       end
-    elseif prev * (a - e) + (count + 1) * a <= b * a then
-      ok, count = 1, count + 1
-      remaining = math.floor(math.max(b * a - prev * (a - e) - count * a, 0) / a)
-      reset = (a - e) + a
-    elseif count < b then
-      reset = (a - e) - math.floor((b - count - 1) * a / prev)
     else
-      reset = (a - e) + (a - math.floor((b - 1) * a / count))
+      -- Sliding (rate.rs `sliding_view`): units left reset at the window's end; none left
+      -- (refused, or the last one admitted) names the wait until one more fits.
+      if prev * (a - e) + (count + 1) * a <= b * a then
+        ok, count = 1, count + 1
+        remaining = math.floor(math.max(b * a - prev * (a - e) - count * a, 0) / a)
+      end
+      if remaining > 0 then
+        reset = a - e
+      elseif count < b then
+        reset = (a - e) - math.floor((b - count - 1) * a / prev)
+      else
+        reset = (a - e) + (a - math.floor((b - 1) * a / count))
+      end
     end
     if ok == 1 then writes[i] = {'w', start, prev, count} end
   elseif kind == 'c' then
