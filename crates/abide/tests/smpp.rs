@@ -341,8 +341,12 @@ async fn serve_suspends_a_provider_whose_bind_is_refused_and_says_why() {
     assert_eq!(s.pdus_received.get("bind_transceiver"), Some(&1), "{s:?}");
     let m = c.get(format!("{base}/metrics")).send().await.unwrap();
     let text = m.text().await.unwrap();
+    // The line carries the node label too (`{provider="sms",node="abide-…"} 1`).
     assert!(
-        text.contains("abide_provider_suspended{provider=\"sms\"} 1"),
+        text.lines()
+            .any(|l| l.starts_with("abide_provider_suspended{")
+                && l.contains("provider=\"sms\"")
+                && l.ends_with("} 1")),
         "{text}"
     );
     assert!(!text.contains("nope1234"));
