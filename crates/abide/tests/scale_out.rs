@@ -12,7 +12,7 @@ mod support;
 
 use abide_core::{Clock, SystemClock};
 
-use support::services::{redis_here, Db, REDIS};
+use support::services::{assert_one_shared_limit, redis_here, Db, REDIS};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,26 +95,8 @@ async fn three_nodes_share_one_limit_and_lose_nothing_to_a_kill_9() {
     let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
     let s = p.stats();
 
-    // Nothing lost, nothing accepted twice: every item SUBMITTED, the provider accepted
-    // each key once, and whatever reached it again was a repeat of an accepted key.
-    assert_eq!(st["counts"]["submitted"], N as u64, "{st}");
-    assert_eq!(s.accepted, N as u64, "{s:?}");
-    assert_eq!(s.requests, s.accepted + s.duplicates + s.rejected, "{s:?}");
-    // A repeat is of an item the dead node left unrecorded: at most its senders' worth
-    // plus the answers waiting for its batch to commit.
-    assert!(s.duplicates <= 64, "{s:?}");
-    // One limit, shared: 429s per message at most 0.01.
-    let throttled = s.rejected_by_status.get(&429).copied().unwrap_or(0);
-    assert!(
-        throttled as f64 / N as f64 <= 0.01,
-        "{throttled} 429s for {N} messages: {s:?}"
-    );
-    // ... and used: delivered / (time x limit) at least 0.90 from the first acceptance.
-    let goodput = N as f64 / (elapsed.as_secs_f64() * f64::from(LIMIT));
-    assert!(
-        goodput >= 0.90,
-        "{N} in {elapsed:?} at {LIMIT}/s: {goodput:.3}; {s:?}\n{logs}"
-    );
+    // Nothing lost, nothing accepted twice, one limit shared and used.
+    let (goodput, throttled) = assert_one_shared_limit(&st, &s, N, LIMIT, elapsed, &logs);
     for r in &reports {
         let c = &r["providers"][0]["coordination"];
         assert_eq!(c["mode"], "redis", "{r}");

@@ -72,3 +72,33 @@ pub fn redis_here(test: &str) -> bool {
         Err(e) => panic!("ABIDE_REQUIRE_SERVICES=1 but Redis is unreachable: {e}"),
     }
 }
+
+/// The scale-out acceptance of issue 15, for any way of driving the nodes: `n` items all
+/// SUBMITTED (`status`, the JSON of `abide status`), each accepted once by the provider,
+/// anything more only repeats of an accepted key (at most 64: a dead node's unrecorded
+/// answers), 429s per message at most 0.01, and delivered / (time x limit) at least 0.90.
+/// Returns (goodput, 429s) for the test's summary line.
+pub fn assert_one_shared_limit(
+    status: &serde_json::Value,
+    s: &abide_provider::StatsSnapshot,
+    n: usize,
+    limit: u32,
+    elapsed: Duration,
+    logs: &str,
+) -> (f64, u64) {
+    assert_eq!(status["counts"]["submitted"], n as u64, "{status}");
+    assert_eq!(s.accepted, n as u64, "{s:?}");
+    assert_eq!(s.requests, s.accepted + s.duplicates + s.rejected, "{s:?}");
+    assert!(s.duplicates <= 64, "{s:?}");
+    let throttled = s.rejected_by_status.get(&429).copied().unwrap_or(0);
+    assert!(
+        throttled as f64 / n as f64 <= 0.01,
+        "{throttled} 429s for {n} messages: {s:?}\n{logs}"
+    );
+    let goodput = n as f64 / (elapsed.as_secs_f64() * f64::from(limit));
+    assert!(
+        goodput >= 0.90,
+        "{n} in {elapsed:?} at {limit}/s: {goodput:.3}; {s:?}\n{logs}"
+    );
+    (goodput, throttled)
+}
