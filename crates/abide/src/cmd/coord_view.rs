@@ -12,8 +12,9 @@ use serde_json::{json, Value};
 use super::serve_dashboard::rfc3339;
 
 /// The `coordination` object of a provider in `/v1/stats`, with wall-clock times counted
-/// from `now`, the instant the status was taken: mode (and since when in fallback), nodes seen with their share, the shared rate
-/// and ceiling, the shared pause (until when, set by which node).
+/// from `now`, the instant the status was taken: mode (and since when in fallback), nodes
+/// seen with their share, the shared rate and ceiling, the shared pause (until when, set
+/// by which node).
 pub(crate) fn live_value(
     c: &CoordinationStatus,
     now: SystemTime,

@@ -2,11 +2,12 @@
 //!
 //! Pass 1 ([`check`]) reads every line and checks it by the rules of a batch held in
 //! memory ([`input::Collector`], the same one `serve` uses), keeping no item: a bad line
-//! anywhere and nothing is enqueued, the database is not even opened. Standard input, and a pipe given
-//! by name such as `<(generate)`, is copied on the way to an anonymous temporary file (in
-//! `$TMPDIR`, deleted on exit), which pass 2 reads. Pass 2 ([`enqueue`]) reads the lines again, derives the keys of items that
-//! have none (the same keys as [`abide_outbox::assign_content_keys`]) and enqueues them in
-//! chunks of [`CHUNK`] items, one transaction per chunk.
+//! anywhere and nothing is enqueued, the database is not even opened. Standard input, and
+//! a pipe given by name such as `<(generate)`, is copied on the way to an anonymous
+//! temporary file (in `$TMPDIR`, deleted on exit), which pass 2 reads. Pass 2
+//! ([`enqueue`]) reads the lines again, derives the keys of items that have none (the same
+//! keys as [`abide_outbox::assign_content_keys`]) and enqueues them in chunks of [`CHUNK`]
+//! items, one transaction per chunk.
 //!
 //! Memory: the read buffer (one line, at most [`MAX_LINE_BYTES`]), one chunk of items, the
 //! listed problems, and one hash-map slot (40 bytes in pass 1, 24 in pass 2; 2-3 times that

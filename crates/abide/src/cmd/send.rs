@@ -77,7 +77,8 @@ pub(crate) struct Args {
     #[arg(long, default_value = db::DEFAULT_DB, value_name = "PATH|URL")]
     pub(crate) db: String,
     /// JSON-lines input file, or `-` for stdin (copied to a temporary file: it is read
-    /// twice); checked whole, streamed: one bad line and nothing is enqueued (exit 2). Without it, only what the outbox already holds is delivered.
+    /// twice); checked whole, streamed: one bad line and nothing is enqueued (exit 2).
+    /// Without it, only what the outbox already holds is delivered.
     #[arg(value_name = "INPUT.jsonl|-")]
     pub(crate) input: Option<String>,
     /// Concurrent senders per HTTP provider (overrides `concurrency` in the config; an SMPP
