@@ -7,8 +7,9 @@
 //! - `submit_sm` → `submit_sm_resp` with a `message_id`; the text in `short_message`, or
 //!   in the `message_payload` TLV (long messages, counted as `long_messages`; refused
 //!   with `ESME_RINVMSGLEN` when `short_message` is not empty then, SMPP 3.4 §5.3.2.32);
-//!   over a rate gate the command_status is `behaviour.smpp_status` (0x58 `ESME_RTHROTTLED` by default), over a concurrency gate
-//!   (PDUs awaiting their answer) [`SmppConfig::concurrency_status`] (0x14 `ESME_RMSGQFUL`).
+//!   over a rate gate the command_status is `behaviour.smpp_status` (0x58
+//!   `ESME_RTHROTTLED` by default), over a concurrency gate (PDUs awaiting their answer)
+//!   [`SmppConfig::concurrency_status`] (0x14 `ESME_RMSGQFUL`).
 //! - Exactly-once checking: the vendor TLV 0x1400 (SMPP 3.4 §5.3.2) carries the item's
 //!   idempotency key; a key already accepted is a repeat, answered with the same `message_id`,
 //!   neither delivered nor receipted again.
