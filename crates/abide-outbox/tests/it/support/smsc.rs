@@ -1,8 +1,11 @@
 //! A tiny SMSC on rusmpp over loopback TCP, for dispatcher tests: binds with one password,
 //! accepts each idempotency key (TLV 0x1400) once (a repeat gets the first message id
 //! back and is counted), throttles submits beyond `rate` per second (a token bucket of
-//! 20; 0x58 and 0x14 in turn; submits 50 and 51 always), sends a receipt for each accepted message, and drops the
-//! connection once at submit number `drop_after`, unanswered.
+//! 20; 0x58 and 0x14 in turn; submits 50 and 51 always), sends a receipt for each accepted
+//! message, and drops the connection once at submit number `drop_after`, unanswered.
+//! Receipts not acknowledged by `deliver_sm_resp` are sent again on the next bind, as an
+//! SMSC does: closing a socket the client is still writing to resets it, and the receipts
+//! in flight on it are lost.
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -38,6 +41,8 @@ pub struct Books {
     pub receipts_acked: usize,
     /// `deliver_sm_resp` with an error status.
     pub receipts_refused: usize,
+    /// Message ids whose receipt was sent and not yet acknowledged.
+    pub unacked: std::collections::BTreeSet<String>,
 }
 
 #[derive(Clone)]
@@ -77,6 +82,8 @@ impl Smsc {
     async fn session(self, stream: TcpStream) {
         let mut f = Framed::new(stream, CommandCodec::new());
         let mut seq = 1_000_000u32;
+        // Receipts sent on this connection, by sequence number.
+        let mut sent: HashMap<u32, String> = HashMap::new();
         while let Some(Ok(c)) = f.next().await {
             let s = c.sequence_number();
             let mut out = Vec::new();
@@ -91,6 +98,14 @@ impl Smsc {
                         s,
                         BindTransceiverResp::builder().build(),
                     ));
+                    if ok {
+                        let again: Vec<String> = self.books().unacked.iter().cloned().collect();
+                        for id in again {
+                            seq += 1;
+                            sent.insert(seq, id.clone());
+                            out.push(receipt(seq, &id));
+                        }
+                    }
                 }
                 (CommandId::SubmitSm, Some(Pdu::SubmitSm(sm))) => {
                     let key = key_of(sm.tlvs());
@@ -139,6 +154,8 @@ impl Smsc {
                         ));
                         if first {
                             seq += 1;
+                            self.books().unacked.insert(id.clone());
+                            sent.insert(seq, id.clone());
                             out.push(receipt(seq, &id));
                         }
                     }
@@ -152,7 +169,11 @@ impl Smsc {
                 }
                 (CommandId::DeliverSmResp, _) => {
                     if u32::from(c.status()) == 0 {
-                        self.books().receipts_acked += 1;
+                        let mut b = self.books();
+                        b.receipts_acked += 1;
+                        if let Some(id) = sent.remove(&s) {
+                            b.unacked.remove(&id);
+                        }
                     } else {
                         self.books().receipts_refused += 1;
                     }
