@@ -229,6 +229,13 @@ async fn compare(db: &str, p: &abide_provider::RunningProvider, n: usize) -> (u6
         ..abide_outbox::ListFilter::default()
     };
     let items = abide_outbox::Store::list(&store, &filter).await.unwrap();
+    // Counted by what the remote said, requests a kill cut off included (no_response).
+    let by_code: u64 = abide_outbox::Store::remote_counts(&store, None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
     store.close().await.unwrap();
     assert_eq!(items.len(), n);
     let (mut over, mut total) = (0, 0);
@@ -244,6 +251,7 @@ async fn compare(db: &str, p: &abide_provider::RunningProvider, n: usize) -> (u6
         over += attempts - on_wire;
         total += attempts;
     }
+    assert_eq!(by_code, total, "attempts by remote code against attempts charged");
     (over, total)
 }
 

@@ -24,6 +24,11 @@ pub trait Dialect: Database + sealed::Sealed {
     /// The statement opening a write transaction (`None`: the driver's `BEGIN`).
     #[doc(hidden)]
     const BEGIN_WRITE: Option<&'static str>;
+    /// Appended to a `SELECT` inside a write transaction whose rows the transaction is
+    /// about to update, so that no other writer changes them in between (empty where the
+    /// write transaction already excludes every other writer).
+    #[doc(hidden)]
+    const LOCK_ROWS: &'static str;
 
     /// Rows an `INSERT`, `UPDATE` or `DELETE` touched (sqlx has no trait method for it).
     #[doc(hidden)]
@@ -36,6 +41,8 @@ impl Dialect for Sqlite {
     // IMMEDIATE takes the write lock up front (waiting up to the busy timeout) instead of
     // failing with SQLITE_BUSY when a read lock cannot be upgraded.
     const BEGIN_WRITE: Option<&'static str> = Some("BEGIN IMMEDIATE");
+    // BEGIN IMMEDIATE already holds the one write lock.
+    const LOCK_ROWS: &'static str = "";
 
     fn rows_affected(result: &Self::QueryResult) -> u64 {
         result.rows_affected()
@@ -46,6 +53,7 @@ impl Dialect for Postgres {
     const CLAIM: &'static str = CLAIM_POSTGRES;
     const PLACEHOLDERS: Placeholders = Placeholders::Numbered;
     const BEGIN_WRITE: Option<&'static str> = None;
+    const LOCK_ROWS: &'static str = " FOR UPDATE";
 
     fn rows_affected(result: &Self::QueryResult) -> u64 {
         result.rows_affected()

@@ -58,20 +58,34 @@ pub(crate) const STATE_OF: &str = "SELECT state, lease_owner FROM items WHERE id
 /// `$4` is [`crate::model::LEASE_EXPIRED_REASON`], `$5` the marker
 /// [`crate::model::MovedBy::LeaseExpired`]. Charges the requests the lease holder marked as
 /// sent ([`mark_sent_sql`]) and never recorded: an attempt is a request on the wire, so an item
-/// claimed and never sent costs nothing.
+/// claimed and never sent costs nothing. Returns the ids moved; [`RECLAIM_LOST`] read their
+/// unrecorded sends first, in the same transaction.
 pub(crate) const RECLAIM: &str = "UPDATE items SET state = $1, \
     attempts = attempts + sent_unrecorded, \
     window_attempts = window_attempts + sent_unrecorded, sent_unrecorded = 0, \
     next_attempt_at_ms = $2, reason = $4, \
     moved_by = $5, lease_owner = NULL, lease_expires_at_ms = NULL, updated_at_ms = $2 \
-    WHERE state = $3 AND lease_expires_at_ms <= $2";
+    WHERE state = $3 AND lease_expires_at_ms <= $2 RETURNING id";
 
 /// [`RECLAIM`] whatever the lease: for a caller that knows every lease holder is dead.
 pub(crate) const RECLAIM_ALL: &str = "UPDATE items SET state = $1, \
     attempts = attempts + sent_unrecorded, \
     window_attempts = window_attempts + sent_unrecorded, sent_unrecorded = 0, \
     next_attempt_at_ms = $2, reason = $4, moved_by = $5, lease_owner = NULL, \
-    lease_expires_at_ms = NULL, updated_at_ms = $2 WHERE state = $3";
+    lease_expires_at_ms = NULL, updated_at_ms = $2 WHERE state = $3 RETURNING id";
+
+/// The requests [`RECLAIM`] is about to charge, before it runs: the items in state `$1`
+/// whose lease ended by `$2` and that hold sends never recorded, with their attempts so
+/// far, the provider, the idempotency key and the claim time (`updated_at_ms`: nothing
+/// else writes an in-flight item). The dialect's row lock is appended.
+pub(crate) const RECLAIM_LOST: &str = "SELECT id, current_provider, idempotency_key, attempts, \
+    sent_unrecorded, updated_at_ms FROM items \
+    WHERE state = $1 AND lease_expires_at_ms <= $2 AND sent_unrecorded > 0";
+
+/// [`RECLAIM_LOST`] for [`RECLAIM_ALL`], whatever the lease.
+pub(crate) const RECLAIM_ALL_LOST: &str = "SELECT id, current_provider, idempotency_key, \
+    attempts, sent_unrecorded, updated_at_ms FROM items \
+    WHERE state = $1 AND sent_unrecorded > 0";
 
 pub(crate) const DEFER_ONE: &str = "UPDATE items SET state = $1, reason = $2, \
     updated_at_ms = $3 WHERE id = $4 AND state = $5";

@@ -20,7 +20,21 @@ use super::dialect::Dialect;
 use super::rows::{refused, refused_requeue};
 use super::sql;
 use crate::error::Result;
-use crate::model::{to_ms, MovedBy, RequeueFilter, SendMark, LEASE_EXPIRED_REASON};
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use abide_core::VerdictClass;
+
+use super::plan::{pow2_chunks, AttemptRow, MAX_ATTEMPT_ROWS};
+use super::rows::{code_columns, count_key, duration_ms};
+use crate::model::{
+    from_ms, to_ms, AttemptRecord, MovedBy, RemoteCode, RequeueFilter, SendMark,
+    LEASE_EXPIRED_REASON,
+};
+
+/// A row of [`sql::RECLAIM_LOST`]: id, provider, idempotency key, attempts so far, sends
+/// never recorded, claim time (ms).
+type LostRow = (String, String, String, i64, i64, i64);
 use crate::state::{transition, Event, State};
 
 /// The outbox in a SQL database; [`super::SqliteStore`] and [`super::PostgresStore`] name
@@ -249,22 +263,121 @@ where
         Ok(q.bind(State::InFlight.as_str()).fetch_all(on).await?)
     }
 
-    /// `IN_FLIGHT → PENDING` (lease expired) for the rows `statement` selects: the expired
-    /// leases ([`sql::RECLAIM`]) or every one at start-up ([`sql::RECLAIM_ALL`]).
-    pub(crate) async fn reclaim_with(
-        &self,
-        statement: &'static str,
-        now: SystemTime,
-    ) -> Result<u64> {
+    /// `IN_FLIGHT → PENDING` (lease expired): the expired leases (`all` false,
+    /// [`sql::RECLAIM`]) or every one at start-up ([`sql::RECLAIM_ALL`]). Each request the
+    /// lease holder put on the wire and never recorded (a crash, a `kill -9`) becomes an
+    /// attempts row saying the remote's answer never arrived ([`RemoteCode::NoResponse`],
+    /// class `retry`, delay 0, reason `lease_expired`), so that counts by remote code add
+    /// up to the attempts charged. Its time is the claim's (the request went out at or after
+    /// it) and its latency the time from the claim to the reclaim, during which no answer
+    /// came. Returns how many items moved.
+    pub(crate) async fn reclaim_with(&self, all: bool, now: SystemTime) -> Result<u64> {
         let to = transition(State::InFlight, Event::LeaseExpired)?;
-        let r = sqlx::query(statement)
-            .bind(to.as_str())
-            .bind(to_ms(now))
-            .bind(State::InFlight.as_str())
-            .bind(LEASE_EXPIRED_REASON)
-            .bind(MovedBy::LeaseExpired.as_str())
-            .execute(&self.writes)
-            .await?;
-        Ok(DB::rows_affected(&r))
+        let now_ms = to_ms(now);
+        let (lost_sql, update) = if all {
+            (sql::RECLAIM_ALL_LOST, sql::RECLAIM_ALL)
+        } else {
+            (sql::RECLAIM_LOST, sql::RECLAIM)
+        };
+        let lost_sql = format!("{lost_sql}{}", DB::LOCK_ROWS);
+        let mut conn = self.writer().await?;
+        let r = async {
+            let mut tx = begin(&mut conn).await?;
+            let mut q = sqlx::query_as::<_, LostRow>(&lost_sql).bind(State::InFlight.as_str());
+            if !all {
+                q = q.bind(now_ms);
+            }
+            let lost: Vec<LostRow> = q.fetch_all(&mut *tx).await?;
+            let moved: Vec<(String,)> = sqlx::query_as(update)
+                .bind(to.as_str())
+                .bind(now_ms)
+                .bind(State::InFlight.as_str())
+                .bind(LEASE_EXPIRED_REASON)
+                .bind(MovedBy::LeaseExpired.as_str())
+                .fetch_all(&mut *tx)
+                .await?;
+            let moved: HashSet<&str> = moved.iter().map(|(id,)| id.as_str()).collect();
+            // Bounded: a lease records at most a handful of sends (one, two after a
+            // credential refresh); a corrupt count must not make millions of rows.
+            const MAX_LOST_PER_ITEM: i64 = 64;
+            let records: Vec<(usize, i64, AttemptRecord)> = lost
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| moved.contains(l.0.as_str()))
+                .flat_map(|(i, l)| {
+                    let claimed = from_ms(l.5);
+                    let record = AttemptRecord {
+                        at: claimed,
+                        provider: l.1.clone(),
+                        remote: RemoteCode::NoResponse,
+                        verdict_class: VerdictClass::Retry.as_str().to_owned(),
+                        delay: Some(Duration::ZERO),
+                        delay_reason: Some(LEASE_EXPIRED_REASON.to_owned()),
+                        latency: now.duration_since(claimed).unwrap_or_default(),
+                    };
+                    (1..=l.4.clamp(0, MAX_LOST_PER_ITEM)).map(move |k| (i, l.3 + k, record.clone()))
+                })
+                .collect();
+            let rows: Vec<AttemptRow<'_>> = records
+                .iter()
+                .map(|(i, no, record)| AttemptRow {
+                    item_id: lost[*i].0.as_str(),
+                    attempt_no: *no,
+                    record,
+                    key: lost[*i].2.clone(),
+                })
+                .collect();
+            self.record_attempts(&mut tx, &rows).await?;
+            tx.commit().await?;
+            Ok(moved.len() as u64)
+        }
+        .await;
+        settle(&mut conn, r)
+    }
+
+    /// Insert `rows` into `attempts` and add them to `attempt_counts`, inside the caller's
+    /// write transaction.
+    pub(crate) async fn record_attempts(
+        &self,
+        on: &mut DB::Connection,
+        rows: &[AttemptRow<'_>],
+    ) -> Result<()> {
+        for chunk in pow2_chunks(rows, MAX_ATTEMPT_ROWS) {
+            let statement = sql::insert_attempts_sql(chunk.len(), DB::PLACEHOLDERS);
+            let mut q = sqlx::query(&statement);
+            for r in chunk {
+                let (http, smpp) = code_columns(r.record.remote);
+                q = q
+                    .bind(r.item_id)
+                    .bind(r.attempt_no)
+                    .bind(to_ms(r.record.at))
+                    .bind(r.record.provider.as_str())
+                    .bind(http)
+                    .bind(smpp)
+                    .bind(r.record.verdict_class.as_str())
+                    .bind(r.record.delay.map(duration_ms))
+                    .bind(r.record.delay_reason.as_deref())
+                    .bind(duration_ms(r.record.latency))
+                    .bind(r.key.as_str());
+            }
+            q.execute(&mut *on).await?;
+        }
+        let mut counts: BTreeMap<(&str, i64, i64), i64> = BTreeMap::new();
+        for r in rows {
+            let (kind, code) = count_key(r.record.remote);
+            *counts
+                .entry((r.record.provider.as_str(), kind, code))
+                .or_insert(0) += 1;
+        }
+        for ((provider, kind, code), n) in counts {
+            sqlx::query(sql::BUMP_COUNT)
+                .bind(provider)
+                .bind(kind)
+                .bind(code)
+                .bind(n)
+                .execute(&mut *on)
+                .await?;
+        }
+        Ok(())
     }
 }

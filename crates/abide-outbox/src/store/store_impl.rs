@@ -1,15 +1,13 @@
 //! [`Store`] for [`SqlStore`], once for both dialects.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
 
 use super::dialect::Dialect;
-use super::plan::{
-    plan_completion, pow2_chunks, rounds, AttemptRow, MAX_ATTEMPT_ROWS, MAX_COMPLETE_ROWS,
-};
-use super::rows::{code_columns, count_code, count_key, duration_ms, refused, RawAttempt, RawItem};
+use super::plan::{plan_completion, pow2_chunks, rounds, AttemptRow, MAX_COMPLETE_ROWS};
+use super::rows::{count_code, duration_ms, refused, RawAttempt, RawItem};
 use super::sql;
 use super::sql_store::{begin, settle, SqlStore};
 use super::Store;
@@ -179,42 +177,7 @@ where
                         }
                         out[p.index] = Some(Ok(p.target));
                     }
-                    for rows in pow2_chunks(&attempt_rows, MAX_ATTEMPT_ROWS) {
-                        let statement = sql::insert_attempts_sql(rows.len(), DB::PLACEHOLDERS);
-                        let mut q = sqlx::query(&statement);
-                        for r in rows {
-                            let (http, smpp) = code_columns(r.record.remote);
-                            q = q
-                                .bind(r.item_id)
-                                .bind(r.attempt_no)
-                                .bind(to_ms(r.record.at))
-                                .bind(r.record.provider.as_str())
-                                .bind(http)
-                                .bind(smpp)
-                                .bind(r.record.verdict_class.as_str())
-                                .bind(r.record.delay.map(duration_ms))
-                                .bind(r.record.delay_reason.as_deref())
-                                .bind(duration_ms(r.record.latency))
-                                .bind(r.key.as_str());
-                        }
-                        q.execute(&mut *tx).await?;
-                    }
-                    let mut counts: BTreeMap<(&str, i64, i64), i64> = BTreeMap::new();
-                    for r in &attempt_rows {
-                        let (kind, code) = count_key(r.record.remote);
-                        *counts
-                            .entry((r.record.provider.as_str(), kind, code))
-                            .or_insert(0) += 1;
-                    }
-                    for ((provider, kind, code), n) in counts {
-                        sqlx::query(sql::BUMP_COUNT)
-                            .bind(provider)
-                            .bind(kind)
-                            .bind(code)
-                            .bind(n)
-                            .execute(&mut *tx)
-                            .await?;
-                    }
+                    self.record_attempts(&mut tx, &attempt_rows).await?;
                 }
             }
             tx.commit().await?;
@@ -270,11 +233,11 @@ where
     }
 
     async fn reclaim_expired(&self, now: SystemTime) -> Result<u64> {
-        self.reclaim_with(sql::RECLAIM, now).await
+        self.reclaim_with(false, now).await
     }
 
     async fn reclaim_all_in_flight(&self, now: SystemTime) -> Result<u64> {
-        self.reclaim_with(sql::RECLAIM_ALL, now).await
+        self.reclaim_with(true, now).await
     }
 
     async fn defer_older_than(

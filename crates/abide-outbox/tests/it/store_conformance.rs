@@ -456,11 +456,29 @@ pub async fn attempts_count_requests_on_the_wire<S: ByHand>(s: S) {
     s.complete(&[two], t0()).await.unwrap();
     let it = s.get(a).await.unwrap().unwrap();
     assert_eq!((it.attempts, it.window_attempts), (2, 2));
-    // b: marked once, its answer never recorded (a crash): the reclaim charges one.
+    // b: marked once, its answer never recorded (a crash): the reclaim charges one, and
+    // records it as a request whose answer never came, from the claim to the reclaim.
     let later = t0() + LEASE;
     assert_eq!(s.reclaim_expired(later).await.unwrap(), 1);
     let it = s.get(b).await.unwrap().unwrap();
     assert_eq!((it.attempts, it.window_attempts), (1, 1));
+    let rows = s.attempts(b).await.unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let lost = &rows[0];
+    assert_eq!(lost.attempt_no, 1);
+    assert_eq!(lost.idempotency_key, it.idempotency_key);
+    assert_eq!(lost.record.remote, RemoteCode::NoResponse);
+    assert_eq!(lost.record.provider, "w");
+    assert_eq!(lost.record.verdict_class, "retry");
+    assert_eq!(lost.record.delay_reason.as_deref(), Some("lease_expired"));
+    assert_eq!((lost.record.at, lost.record.latency), (t0(), LEASE));
+    // a's answered requests and b's lost one, counted by what the remote said.
+    let mut counts = s.remote_counts(None).await.unwrap();
+    counts.sort();
+    assert_eq!(
+        counts,
+        [(RemoteCode::Http(202), 2), (RemoteCode::NoResponse, 1)]
+    );
     // Claimed again and reclaimed unsent (a restart before its slot): costs nothing.
     let got = s.claim("w", "o2", later, LEASE, 1).await.unwrap();
     assert_eq!(got[0].id, *b);
@@ -475,8 +493,9 @@ pub async fn attempts_count_requests_on_the_wire<S: ByHand>(s: S) {
     let it = s.get(b).await.unwrap().unwrap();
     assert_eq!((it.attempts, it.window_attempts), (2, 2));
     let rows = s.attempts(b).await.unwrap();
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].attempt_no, 2);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1].attempt_no, 2);
+    assert_eq!(rows[1].record.remote, RemoteCode::Http(202));
     // c: claimed, handed back unsent, reclaimed unsent: never an attempt.
     let got = s.claim("w3", "o4", later, LEASE, 1).await.unwrap();
     assert_eq!(got[0].id, *c);
@@ -497,6 +516,7 @@ pub async fn attempts_count_requests_on_the_wire<S: ByHand>(s: S) {
     assert_eq!(s.reclaim_all_in_flight(later).await.unwrap(), 1);
     let it = s.get(c).await.unwrap().unwrap();
     assert_eq!((it.attempts, it.window_attempts), (0, 0));
+    assert!(s.attempts(c).await.unwrap().is_empty());
     // A mark left by the reclaimed lease is gone: a new lease starts from none.
     s.claim("w3", "o6", later, LEASE, 1).await.unwrap();
     assert_eq!(s.reclaim_all_in_flight(later).await.unwrap(), 1);
@@ -546,6 +566,75 @@ pub async fn reclaim_all_in_flight_ignores_unexpired_leases<S: ByHand>(s: S) {
     // The dead owner's late completion is refused; nothing is left to reclaim.
     assert_late_completion_refused(&s, &flying, "o1", now).await;
     assert_eq!(s.reclaim_all_in_flight(now).await.unwrap(), 0);
+}
+
+/// Requests a dead lease holder put on the wire and never recorded are attempts rows
+/// saying no answer came, numbered after the item's earlier attempts, under either reclaim;
+/// a lease still running is left alone by `reclaim_expired`, rows and all.
+pub async fn lost_requests_are_recorded_as_no_response<S: ByHand>(s: S) {
+    let ids: Vec<String> = s
+        .enqueue(&[item("l", "l1"), item("l", "l2")], t0())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    let (a, b) = (&ids[0], &ids[1]);
+    s.claim("l", "o1", t0(), LEASE, 1).await.unwrap();
+    // a: answered once, then claimed again and sent twice (a credential refresh) before
+    // its worker died.
+    assert_eq!(s.mark_sent(&[mark(a, "o1")]).await.unwrap(), [true]);
+    let retry = Outcome::Retry {
+        next_attempt_at: t0(),
+        reason: "http_503".into(),
+    };
+    s.complete(&[done(a, "o1", retry, RemoteCode::Http(503))], t0())
+        .await
+        .unwrap();
+    let t1 = t0() + Duration::from_secs(1);
+    let got = s.claim("l", "o2", t1, LEASE, 2).await.unwrap();
+    assert_eq!(got.len(), 2);
+    let marks = [mark(a, "o2"), mark(b, "o2")];
+    assert_eq!(s.mark_sent(&marks).await.unwrap(), [true, true]);
+    assert_eq!(s.mark_sent(&[mark(a, "o2")]).await.unwrap(), [true]);
+    // Before the lease ends nothing moves and nothing is written.
+    assert_eq!(s.reclaim_expired(t1 + LEASE / 2).await.unwrap(), 0);
+    assert_eq!(s.attempts(a).await.unwrap().len(), 1);
+    // A restart that knows the holder is dead takes both, lease or not.
+    let t2 = t1 + Duration::from_secs(5);
+    assert_eq!(s.reclaim_all_in_flight(t2).await.unwrap(), 2);
+    let rows = s.attempts(a).await.unwrap();
+    let seen: Vec<(u32, RemoteCode)> = rows
+        .iter()
+        .map(|r| (r.attempt_no, r.record.remote))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (1, RemoteCode::Http(503)),
+            (2, RemoteCode::NoResponse),
+            (3, RemoteCode::NoResponse)
+        ]
+    );
+    for lost in &rows[1..] {
+        assert_eq!(
+            (lost.record.at, lost.record.latency),
+            (t1, Duration::from_secs(5))
+        );
+    }
+    assert_eq!(s.get(a).await.unwrap().unwrap().attempts, 3);
+    let rows = s.attempts(b).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0].attempt_no, rows[0].record.remote),
+        (1, RemoteCode::NoResponse)
+    );
+    let mut counts = s.remote_counts(None).await.unwrap();
+    counts.sort();
+    assert_eq!(
+        counts,
+        [(RemoteCode::Http(503), 1), (RemoteCode::NoResponse, 3)]
+    );
 }
 
 pub async fn deferral_requeue_and_failover_sweeps<S: ByHand>(s: S) {
@@ -1012,6 +1101,7 @@ conformance!(
     expired_leases_return_to_pending,
     attempts_count_requests_on_the_wire,
     reclaim_all_in_flight_ignores_unexpired_leases,
+    lost_requests_are_recorded_as_no_response,
     deferral_requeue_and_failover_sweeps,
     remote_counts_group_what_the_remote_said,
     large_batches_match_one_by_one_completion,
