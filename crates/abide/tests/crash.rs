@@ -251,7 +251,10 @@ async fn compare(db: &str, p: &abide_provider::RunningProvider, n: usize) -> (u6
         over += attempts - on_wire;
         total += attempts;
     }
-    assert_eq!(by_code, total, "attempts by remote code against attempts charged");
+    assert_eq!(
+        by_code, total,
+        "attempts by remote code against attempts charged"
+    );
     (over, total)
 }
 

@@ -213,3 +213,34 @@ async fn a_lease_shorter_than_the_request_timeout_is_refused() {
     );
     assert!(!f.db_exists(), "database created");
 }
+
+/// A providers file that is missing or names no provider is a file-level error: the message
+/// names the file and what is wrong with it, never a made-up provider `"<file>"`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_empty_providers_file_is_named_without_a_placeholder_provider() {
+    let f = Files::new(&provider_toml("sms", "http://127.0.0.1:9", "", ""), 2);
+    let missing = f.cfg.with_file_name("missing.toml");
+    let empty = write(f.cfg.parent().unwrap(), "empty.toml", "");
+    for (cfg, why) in [
+        (&missing, "No such file or directory"),
+        (&empty, "provider: no [[provider]] configured"),
+    ] {
+        let out = run(abide(&[
+            "send",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--db",
+            &f.db,
+        ]))
+        .await;
+        assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("providers file {}: ", cfg.display()))
+                && err.contains(why)
+                && !err.contains("<file>"),
+            "{err}"
+        );
+    }
+    assert!(!f.db_exists(), "database created");
+}

@@ -11,8 +11,8 @@ use super::db;
 const LONG_ABOUT: &str = "\
 Move DEFERRED items (past their attempt cap or maximum age, waiting for a person) back to
 QUEUED with a fresh attempt window, so the next `abide send` or the running `abide serve`
-tries them again with the SAME idempotency key. Only DEFERRED items move: SUBMITTED and
-FAILED items are never touched.
+tries them again with the SAME idempotency key. Without --failed only DEFERRED items move:
+SUBMITTED and FAILED items are never touched (SUBMITTED ones never are).
 
 --failed moves FAILED items instead. Those were terminal: the provider refused them (e.g.
 HTTP 400, a bad number, a suspended account answered with a bare 403), and abide will never

@@ -162,6 +162,13 @@ fn config_error(path: &std::path::Path, e: abide_outbox::Error) -> anyhow::Error
             if let (Some(line), Some(what)) = (line, what) {
                 return anyhow::anyhow!("providers file {shown}: line {line}: {}", what.trim());
             }
+        } else if provider == "<file>" {
+            // A file-level problem names no provider: say what is wrong with the file
+            // (unreadable: the field is the path, already shown) rather than `provider "<file>"`.
+            if *field == shown.to_string() {
+                return anyhow::anyhow!("providers file {shown}: {message}");
+            }
+            return anyhow::anyhow!("providers file {shown}: {field}: {message}");
         }
     }
     anyhow::Error::new(e).context(format!("providers file {shown}"))

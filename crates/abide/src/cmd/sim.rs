@@ -23,6 +23,11 @@ Scenarios:
   limit-changes     10/s -> 5/s -> 20/s with RateLimit headers: time to converge,
                     throttled fraction
   limit-changes-blind  the same without RateLimit headers: learned from throttles alone
+  gcra-no-headers   the loopback politeness bench: 32 workers, GCRA 200 -> 100 -> 300/s,
+                    burst 10, Retry-After: 1, no headers, pacer starting at 1,000/s
+  burst-job         3,000 items at once, 40 workers, a fixed window of 100/s with
+                    RateLimit headers, from a cold start
+  burst-job-blind   the same without RateLimit headers
 
 Policies:
   no-retry            one attempt; any failure is final (the two-bucket client)
