@@ -54,7 +54,8 @@ pub enum Error {
     /// Another process is sending from this SQLite file: it holds the sender lock
     /// ([`crate::SenderLock`]).
     #[error(
-        "another abide send or serve is using {} (lock {} is held); wait for it or stop it first",
+        "another abide send or serve is using {} (lock {} is held); wait for it or stop it \
+         first (a running abide serve takes new items on POST /v1/items)",
         database.display(),
         lock.display()
     )]
