@@ -306,10 +306,11 @@ impl FromStr for Rate {
         let (n, per) = s.split_once('/').ok_or_else(bad)?;
         let count: u32 = n.trim().parse().map_err(|_| bad())?;
         let per = per.trim();
+        // A bad period is reported as the rate written, not as the `1{per}` tried for it.
         let per = if per.starts_with(|c: char| c.is_ascii_digit()) {
-            parse_duration(per)?
+            parse_duration(per).map_err(|_| bad())?
         } else {
-            parse_duration(&format!("1{per}"))?
+            parse_duration(&format!("1{per}")).map_err(|_| bad())?
         };
         if count == 0 || per.is_zero() {
             return Err(bad());
@@ -562,6 +563,9 @@ mod tests {
         );
         assert_eq!("600/m".parse::<Rate>().unwrap().count, 600);
         assert!("0/s".parse::<Rate>().is_err());
+        // A bad period names the rate as written, not the `1x` tried for `x`.
+        let e = "10/x".parse::<Rate>().unwrap_err().to_string();
+        assert!(e.contains("rate \"10/x\"") && !e.contains("1x"), "{e}");
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
     }
 
