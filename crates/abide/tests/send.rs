@@ -244,3 +244,22 @@ async fn a_missing_or_empty_providers_file_is_named_without_a_placeholder_provid
     }
     assert!(!f.db_exists(), "database created");
 }
+
+/// `send` without input delivers what an outbox holds: a mistyped `--db` is refused (exit 2)
+/// rather than created empty and reported "drained" while the real outbox waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_without_input_refuses_a_database_that_does_not_exist() {
+    let f = Files::new(&provider_toml("sms", "http://127.0.0.1:9", "", ""), 2);
+    let out = run(abide(&[
+        "send",
+        "--config",
+        f.cfg.to_str().unwrap(),
+        "--db",
+        &f.db,
+    ]))
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no outbox database at"), "{err}");
+    assert!(!f.db_exists(), "database created");
+}

@@ -42,15 +42,22 @@ pub(crate) async fn close(store: &AnyStore, db: &str) -> anyhow::Result<()> {
 /// Open a database that must already exist (for `status` and `requeue`, which should
 /// not create an empty file when the path is mistyped).
 pub(crate) async fn open_existing(db: &str) -> anyhow::Result<AnyStore> {
+    require_existing(db, "`abide send` creates it")?;
+    open(db).await
+}
+
+/// Refuse an SQLite `db` file that does not exist (a mistyped `--db`), saying `hint`.
+/// Other URLs pass: their server says whether the database exists.
+///
+/// # Errors
+/// The SQLite file named by `db` does not exist.
+pub(crate) fn require_existing(db: &str, hint: &str) -> anyhow::Result<()> {
     if let Some(p) = AnyStore::sqlite_file(db) {
         if !p.exists() {
-            bail!(
-                "no outbox database at {} (give --db; `abide send` creates it)",
-                p.display()
-            );
+            bail!("no outbox database at {} (give --db; {hint})", p.display());
         }
     }
-    open(db).await
+    Ok(())
 }
 
 /// Open (creating if needed) the database for sending, by the rules of

@@ -78,7 +78,8 @@ pub(crate) struct Args {
     pub(crate) db: String,
     /// JSON-lines input file, or `-` for stdin (copied to a temporary file: it is read
     /// twice); checked whole, streamed: one bad line and nothing is enqueued (exit 2).
-    /// Without it, only what the outbox already holds is delivered.
+    /// Without it, only what the outbox already holds is delivered (a --db that does not
+    /// exist is refused, exit 2).
     #[arg(value_name = "INPUT.jsonl|-")]
     pub(crate) input: Option<String>,
     /// Concurrent senders per HTTP provider (overrides `concurrency` in the config; an SMPP
@@ -341,6 +342,14 @@ async fn send(
     interrupt: Interrupt,
 ) -> anyhow::Result<ExitCode> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    // No input: deliver what the outbox holds. A mistyped --db would otherwise create an
+    // empty file and report "drained" (exit 0) while the real outbox still waits.
+    if checked.is_none() {
+        db::require_existing(
+            &args.db,
+            "without an input file `abide send` only delivers what an existing outbox holds",
+        )?;
+    }
     if let Some(url) = redis_url(args.redis.as_deref(), &cfg) {
         check_redis(args.redis.as_deref(), &args.config, &url).await?;
     }
