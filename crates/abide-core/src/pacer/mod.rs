@@ -414,13 +414,40 @@ impl Pacer {
     ) {
         let cfg = &self.cfg;
         if let Some(rl) = &verdict.rate_limit {
-            if let Some(adv) = rl.advertised_rate().filter(|r| r.is_finite() && *r > 0.0) {
+            let advertised = rl.advertised_rate().filter(|r| r.is_finite() && *r > 0.0);
+            if let Some(adv) = advertised {
                 s.estimate.adopt_advertised(cfg, adv, &mut s.schedule, now);
             }
             let admitted = verdict.class == VerdictClass::Success;
             if let Some(pause) = rl.exhausted_pause(admitted) {
-                s.pauses.extend(Some(now), now + pause.min(MAX_PAUSE));
+                // An admitted last unit held for one interval at the advertised rate, while
+                // the pacer already spaces sends at least that far apart (burst 1, at or
+                // below the advertised rate: the fill lane too), adds nothing but
+                // voided slots: 24 senders' queue moved back 13 ms per spent burst of
+                // `abide demo`'s GCRA (BENCHMARKS.md, "A per-host limit on requests in
+                // flight").
+                let spaced = admitted && cfg.burst <= 1.0;
+                let one_interval = advertised
+                    .filter(|adv| spaced && s.estimate.rate <= *adv)
+                    .is_some_and(|adv| pause <= Duration::from_secs_f64(1.0 / adv));
+                if !one_interval {
+                    s.pauses.extend(Some(now), now + pause.min(MAX_PAUSE));
+                }
             }
+        }
+        // A refusal by a concurrency quota says nothing about the rate (the session's limit
+        // on requests in flight shrinks instead): its `Retry-After` is obeyed, nothing else.
+        let concurrency_refusal = verdict.class == VerdictClass::Throttle
+            && verdict
+                .rate_limit
+                .as_ref()
+                .is_some_and(|rl| rl.concurrency_refused());
+        if concurrency_refusal {
+            s.schedule.note_traffic(now);
+            if let Some(ra) = &verdict.retry_after {
+                s.pauses.extend(Some(now), now + ra.delay.min(MAX_PAUSE));
+            }
+            return;
         }
 
         // A caller that never reserves: the traffic began at its first answer, at the latest.

@@ -119,6 +119,7 @@ impl Host {
             remaining: Some(remaining),
             reset: Some(ceil(reset).max(Duration::from_secs(1))),
             window: Some(Duration::from_secs(1)),
+            concurrency: None,
         });
         let retry_after = (!ok).then(|| {
             let delay = ceil(wait).max(Duration::from_secs(1));
