@@ -42,9 +42,9 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::ratelimit::MAX_CONCURRENCY;
 use crate::classify::{Verdict, VerdictClass};
 use crate::ratelimit::RateLimitInfo;
+use crate::ratelimit::MAX_CONCURRENCY;
 
 /// Factor applied to the in-flight limit on a concurrency refusal.
 pub const DECREASE: f64 = 0.75;
