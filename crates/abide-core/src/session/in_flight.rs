@@ -80,7 +80,7 @@ struct State {
 }
 
 /// A view of a host's in-flight limit, for reports and `/v1/stats`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct InFlightSnapshot {
     /// Requests on the wire now.
     pub on_wire: u32,
@@ -94,6 +94,28 @@ pub struct InFlightSnapshot {
     pub held_sends: u64,
     /// Decreases after concurrency refusals.
     pub decreases: u64,
+}
+
+/// Share of sends that waited for a place above which the in-flight limit, not the pace,
+/// is said to hold a run back ([`InFlightSnapshot::held_back`]).
+pub const HELD_BACK_SHARE: f64 = 0.1;
+
+impl InFlightSnapshot {
+    /// Share of sends that waited for a place (0 without sends).
+    #[allow(clippy::cast_precision_loss)] // counts stay far below 2^53
+    pub fn held_share(&self) -> f64 {
+        if self.sends == 0 {
+            0.0
+        } else {
+            self.held_sends as f64 / self.sends as f64
+        }
+    }
+
+    /// The limit held back at least [`HELD_BACK_SHARE`] of the sends: it, not the pace,
+    /// set how fast the host was sent to.
+    pub fn held_back(&self) -> bool {
+        self.limit.is_some() && self.held_share() >= HELD_BACK_SHARE
+    }
 }
 
 /// One place on the wire, released when dropped.

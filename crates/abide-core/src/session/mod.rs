@@ -55,7 +55,7 @@ use std::time::Instant;
 pub use config::{RetryConfig, SessionConfig};
 pub use decide::{Decision, DeferReason};
 pub use delivery::{Answer, Delivery, HandBackReason, Step};
-pub use in_flight::{InFlightSnapshot, DECREASE as IN_FLIGHT_DECREASE};
+pub use in_flight::{InFlightSnapshot, DECREASE as IN_FLIGHT_DECREASE, HELD_BACK_SHARE};
 
 use crate::budget::RetryBudget;
 use crate::classify::Classifier;
