@@ -144,7 +144,14 @@
 //! moves out so that the whole queue averages the new rate.
 //!
 //! # Server instructions win
-//! A `Retry-After` on a throttle pauses the whole host until `now + delay`; rate-limit
+//! A `Retry-After` on a throttle pauses the whole host until `now + delay`. A throttle by a
+//! concurrency quota (the IETF `RateLimit` names only a windowless or
+//! `qu="concurrent-requests"` policy, with `r=0`:
+//! [`crate::ratelimit::RateLimitInfo::concurrency_refused`]) does only that: it says nothing
+//! about the rate, so it neither cuts the rate nor counts as a throttle for the estimate;
+//! the session's limit on requests in flight shrinks instead (`session/in_flight.rs`). Cutting
+//! the rate was the only thing keeping such refusals rare before that limit existed, and cost
+//! `abide demo` 0.8 of its limit (BENCHMARKS.md). Rate-limit
 //! headers set a target of `headroom × advertised rate` (the first is adopted at once, up
 //! or down; later ones only cap the rate, and the curve climbs to a raised one);
 //! `remaining = 0` with a reset pauses the host (how long: "Pacing `remaining / reset`").
@@ -414,25 +421,12 @@ impl Pacer {
     ) {
         let cfg = &self.cfg;
         if let Some(rl) = &verdict.rate_limit {
-            let advertised = rl.advertised_rate().filter(|r| r.is_finite() && *r > 0.0);
-            if let Some(adv) = advertised {
+            if let Some(adv) = rl.advertised_rate().filter(|r| r.is_finite() && *r > 0.0) {
                 s.estimate.adopt_advertised(cfg, adv, &mut s.schedule, now);
             }
             let admitted = verdict.class == VerdictClass::Success;
             if let Some(pause) = rl.exhausted_pause(admitted) {
-                // An admitted last unit held for one interval at the advertised rate, while
-                // the pacer already spaces sends at least that far apart (burst 1, at or
-                // below the advertised rate: the fill lane too), adds nothing but
-                // voided slots: 24 senders' queue moved back 13 ms per spent burst of
-                // `abide demo`'s GCRA (BENCHMARKS.md, "A per-host limit on requests in
-                // flight").
-                let spaced = admitted && cfg.burst <= 1.0;
-                let one_interval = advertised
-                    .filter(|adv| spaced && s.estimate.rate <= *adv)
-                    .is_some_and(|adv| pause <= Duration::from_secs_f64(1.0 / adv));
-                if !one_interval {
-                    s.pauses.extend(Some(now), now + pause.min(MAX_PAUSE));
-                }
+                s.pauses.extend(Some(now), now + pause.min(MAX_PAUSE));
             }
         }
         // A refusal by a concurrency quota says nothing about the rate (the session's limit

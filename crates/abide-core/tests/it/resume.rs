@@ -247,12 +247,7 @@ fn an_exhausted_success_pauses_one_interval_a_throttle_until_the_reset() {
         window: Some(Duration::from_secs(1)),
         concurrency: None,
     };
-    // A pacer letting 2 requests go back to back: the hold is one interval.
-    let cfg = PacerConfig {
-        burst: 2.0,
-        ..PacerConfig::default()
-    };
-    let p = Pacer::new(cfg, t0);
+    let p = Pacer::new(PacerConfig::default(), t0);
     let ok = Verdict {
         class: VerdictClass::Success,
         reason: "success".into(),
@@ -261,10 +256,6 @@ fn an_exhausted_success_pauses_one_interval_a_throttle_until_the_reset() {
     };
     p.on_verdict_for(t0, t0, &ok);
     assert_eq!(p.paused_until(t0), Some(t0 + 5 * MS));
-    // One spacing every send by that interval already (burst 1, below 200/s): no hold.
-    let spaced = Pacer::new(PacerConfig::default(), t0);
-    spaced.on_verdict_for(t0, t0, &ok);
-    assert_eq!(spaced.paused_until(t0), None);
     let refused = Verdict {
         class: VerdictClass::Throttle,
         ..ok
