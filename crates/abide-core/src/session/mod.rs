@@ -181,7 +181,7 @@ impl Session {
         &self.coordination
     }
 
-    /// The host's requests in flight and their limit ([`in_flight`] module docs: set from an
+    /// The host's requests in flight and their limit (`session/in_flight.rs`: set from an
     /// advertised concurrency quota, lowered by its refusals; per node).
     pub fn in_flight(&self) -> InFlightSnapshot {
         self.in_flight.snapshot()
