@@ -33,6 +33,9 @@ use sfv::{BareItem, Dictionary, List, ListEntry, Parameters, Parser};
 use super::fields::{clamp_reset, first_count, Fields};
 use super::{ConcurrencyQuota, RateLimitInfo, RateLimitSource, MAX_QUOTA, MAX_RESET};
 
+/// The draft's quota unit for requests in flight (`qu` parameter of a policy).
+const CONCURRENT_REQUESTS: &str = "concurrent-requests";
+
 /// One policy or limit item of the structured fields.
 #[derive(Debug, Default)]
 struct SfItem {
@@ -236,8 +239,11 @@ fn sf_item(entry: &ListEntry) -> Option<SfItem> {
     }
     out.window = p.get("w").and_then(window);
     out.has_w = p.get("w").is_some();
-    out.concurrent_unit = matches!(p.get("qu"), Some(BareItem::String(u)) if u.as_str() == "concurrent-requests")
-        || matches!(p.get("qu"), Some(BareItem::Token(u)) if u.as_str() == "concurrent-requests");
+    out.concurrent_unit = match p.get("qu") {
+        Some(BareItem::String(u)) => u.as_str() == CONCURRENT_REQUESTS,
+        Some(BareItem::Token(u)) => u.as_str() == CONCURRENT_REQUESTS,
+        _ => false,
+    };
     out.remaining = p.get("r").and_then(quota);
     out.reset = p.get("t").and_then(secs);
     Some(out)

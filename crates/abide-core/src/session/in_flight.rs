@@ -15,7 +15,8 @@
 //! - **No signal, no limit**: without a concurrency quota or refusal the count is kept (for
 //!   displays) but never holds a send.
 //! - **Set from the quota**: the first answer naming one sets the limit to it (floored at 1,
-//!   capped at [`MAX_CONCURRENCY`](crate::ratelimit::MAX_CONCURRENCY)); it never climbs above the latest quota advertised.
+//!   capped at [`MAX_CONCURRENCY`](crate::ratelimit::MAX_CONCURRENCY)); it never climbs
+//!   above the latest quota advertised.
 //! - **Multiplicative decrease** ([`DECREASE`]) on a refusal that names the concurrency
 //!   quota (no place left while the rate quota had some), once per change: a refusal of a
 //!   request sent before the limit was last set or lowered is an echo of the old limit (at

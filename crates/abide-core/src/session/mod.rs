@@ -21,9 +21,10 @@
 //! A [`Session`] is shared by every worker sending to the host (`&self` everywhere; the
 //! pacer and the budget lock briefly inside). Besides the pace, it bounds the requests on
 //! the wire for the host when the server advertises a concurrency quota (`in_flight.rs`):
-//! a full host is one more [`Step::WaitUntil`], so every caller honours it. A [`Delivery`] is one item's passage through
-//! it: created when a worker takes the item, dropped when the item is sent back to its
-//! queue (retry, hand-back) or resolved.
+//! a full host is one more [`Step::WaitUntil`], so every caller honours it. A [`Delivery`]
+//! is one item's passage through it: created when a worker takes the item, dropped when
+//! the item is sent back to its queue (retry, hand-back) or resolved; dropped with its
+//! request on the wire, it gives the request's place back.
 //!
 //! # Example
 //! ```
