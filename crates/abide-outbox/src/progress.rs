@@ -194,6 +194,11 @@ pub struct ProviderProgress {
     /// How the pacer granted this run's send slots: when nearly all were free at once
     /// while items were waiting, concurrency limited the run.
     pub slots: abide_core::SlotCounts,
+    /// The provider's limit on requests in flight as this node holds it (set from an
+    /// advertised concurrency quota, lowered by its refusals; unlimited without one), the
+    /// requests on the wire, and how many sends waited for a place: when many did, that
+    /// limit, not the pace, held the run back.
+    pub host_in_flight: abide_core::session::InFlightSnapshot,
     /// This node and how it shares the provider's limit with others (local, redis,
     /// fallback; live nodes; its share).
     pub coordination: abide_core::CoordinationStatus,

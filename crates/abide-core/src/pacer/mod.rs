@@ -144,7 +144,14 @@
 //! moves out so that the whole queue averages the new rate.
 //!
 //! # Server instructions win
-//! A `Retry-After` on a throttle pauses the whole host until `now + delay`; rate-limit
+//! A `Retry-After` on a throttle pauses the whole host until `now + delay`. A throttle by a
+//! concurrency quota (the IETF `RateLimit` names only a windowless or
+//! `qu="concurrent-requests"` policy, with `r=0`:
+//! [`crate::ratelimit::RateLimitInfo::concurrency_refused`]) does only that: it says nothing
+//! about the rate, so it neither cuts the rate nor counts as a throttle for the estimate;
+//! the session's limit on requests in flight shrinks instead (`session/in_flight.rs`). Cutting
+//! the rate was the only thing keeping such refusals rare before that limit existed, and cost
+//! `abide demo` 0.8 of its limit (BENCHMARKS.md). Rate-limit
 //! headers set a target of `headroom × advertised rate` (the first is adopted at once, up
 //! or down; later ones only cap the rate, and the curve climbs to a raised one);
 //! `remaining = 0` with a reset pauses the host (how long: "Pacing `remaining / reset`").
@@ -421,6 +428,20 @@ impl Pacer {
             if let Some(pause) = rl.exhausted_pause(admitted) {
                 s.pauses.extend(Some(now), now + pause.min(MAX_PAUSE));
             }
+        }
+        // A refusal by a concurrency quota says nothing about the rate (the session's limit
+        // on requests in flight shrinks instead): its `Retry-After` is obeyed, nothing else.
+        let concurrency_refusal = verdict.class == VerdictClass::Throttle
+            && verdict
+                .rate_limit
+                .as_ref()
+                .is_some_and(|rl| rl.concurrency_refused());
+        if concurrency_refusal {
+            s.schedule.note_traffic(now);
+            if let Some(ra) = &verdict.retry_after {
+                s.pauses.extend(Some(now), now + ra.delay.min(MAX_PAUSE));
+            }
+            return;
         }
 
         // A caller that never reserves: the traffic began at its first answer, at the latest.

@@ -119,6 +119,7 @@ impl Host {
             remaining: Some(remaining),
             reset: Some(ceil(reset).max(Duration::from_secs(1))),
             window: Some(Duration::from_secs(1)),
+            concurrency: None,
         });
         let retry_after = (!ok).then(|| {
             let delay = ceil(wait).max(Duration::from_secs(1));
@@ -158,6 +159,8 @@ struct Run {
     first_ceiling: Option<f64>,
 }
 
+// A few dozen senders of a test harness: their size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Sender {
     /// No slot yet: the queue reached past the horizon; ask again at `at`.
     Asking {

@@ -34,6 +34,7 @@ fn rate_limit(limit: u64, remaining: u64, window_secs: u64) -> RateLimitInfo {
         remaining: Some(remaining),
         reset: Some(Duration::from_secs(window_secs)),
         window: Some(Duration::from_secs(window_secs)),
+        concurrency: None,
     }
 }
 

@@ -13,6 +13,14 @@
 //!   reported, joined with the policy of the same name; with only `RateLimit-Policy`, the
 //!   policy with the lowest quota per second. Names may be strings or tokens; integer policy
 //!   items (`100;w=60`) are read too.
+//! - **Concurrency policies** (a named policy with quota unit `qu="concurrent-requests"`,
+//!   the draft's quota unit for requests in flight, or with a quota and no window `w`:
+//!   nothing to spread it over) are read apart, into [`RateLimitInfo::concurrency`], and
+//!   never as the rate: `"key";q=75;w=1, "conc";q=6` is 75/s and 6 in flight. Reading
+//!   the member with the fewest remaining across both read the `conc` member on nearly
+//!   every answer of `abide demo` (its `r` counts requests in flight, 0..5), so the
+//!   advertised 75/s was seen only rarely, and a concurrency refusal (`"conc";r=0;t=1`)
+//!   paused the host as an exhausted rate quota (BENCHMARKS.md, "`abide demo`").
 //! - **Older (-06)**: `RateLimit-Limit: 100` (or `100, 100;w=60`: the first number is the
 //!   limit, a `w` parameter gives the window), `RateLimit-Remaining`, `RateLimit-Reset`
 //!   (delta seconds). A `RateLimit-Policy` beside them supplies the window (and the limit
@@ -23,7 +31,10 @@ use std::time::Duration;
 use sfv::{BareItem, Dictionary, List, ListEntry, Parameters, Parser};
 
 use super::fields::{clamp_reset, first_count, Fields};
-use super::{RateLimitInfo, RateLimitSource, MAX_QUOTA, MAX_RESET};
+use super::{ConcurrencyQuota, RateLimitInfo, RateLimitSource, MAX_QUOTA, MAX_RESET};
+
+/// The draft's quota unit for requests in flight (`qu` parameter of a policy).
+const CONCURRENT_REQUESTS: &str = "concurrent-requests";
 
 /// One policy or limit item of the structured fields.
 #[derive(Debug, Default)]
@@ -34,6 +45,18 @@ struct SfItem {
     window: Option<Duration>,
     remaining: Option<u64>,
     reset: Option<Duration>,
+    /// A `w` parameter was present (even if unreadable or zero).
+    has_w: bool,
+    /// `qu="concurrent-requests"`.
+    concurrent_unit: bool,
+}
+
+impl SfItem {
+    /// A concurrency quota rather than a rate: `qu="concurrent-requests"`, or a named policy
+    /// with a quota and no window (nothing to spread it over).
+    fn is_concurrency_policy(&self) -> bool {
+        self.concurrent_unit || (self.name.is_some() && self.quota.is_some() && !self.has_w)
+    }
 }
 
 /// The IETF fields of any generation; `None` when none is present or readable.
@@ -58,14 +81,43 @@ pub(crate) fn read(f: &mut Fields<'_>) -> Option<RateLimitInfo> {
     let older = ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"]
         .iter()
         .any(|n| f.has(n));
-    let info = if !limits.is_empty() {
-        current(&limits, &policies)
+    // Concurrency policies apart: their `remaining` counts requests in flight, not a rate.
+    let conc_names: Vec<String> = policies
+        .iter()
+        .filter(|p| p.is_concurrency_policy())
+        .filter_map(|p| p.name.clone())
+        .collect();
+    let is_conc = |i: &SfItem| i.name.as_ref().is_some_and(|n| conc_names.contains(n));
+    let (conc_limits, rate_limits): (Vec<SfItem>, Vec<SfItem>) =
+        limits.into_iter().partition(|l| is_conc(l));
+    let (conc_policies, rate_policies): (Vec<SfItem>, Vec<SfItem>) =
+        policies.into_iter().partition(|p| is_conc(p));
+    let mut info = if !rate_limits.is_empty() {
+        current(&rate_limits, &rate_policies)
     } else if older {
-        draft6(f, &policies)
+        draft6(f, &rate_policies)
     } else {
-        current(&[], &policies)
+        current(&[], &rate_policies)
     };
+    info.concurrency = concurrency(&conc_limits, &conc_policies);
     info.non_empty()
+}
+
+/// The concurrency quota with the fewest units remaining (else the lowest), joined with
+/// its `RateLimit` item.
+fn concurrency(limits: &[SfItem], policies: &[SfItem]) -> Option<ConcurrencyQuota> {
+    let item = |p: &SfItem| {
+        let l = limits.iter().find(|l| l.name == p.name);
+        ConcurrencyQuota {
+            policy: p.name.clone(),
+            limit: p.quota,
+            remaining: l.and_then(|l| l.remaining),
+        }
+    };
+    policies.iter().map(item).min_by(|a, b| {
+        let key = |c: &ConcurrencyQuota| (c.remaining.unwrap_or(u64::MAX), c.limit);
+        key(a).cmp(&key(b))
+    })
 }
 
 fn current(limits: &[SfItem], policies: &[SfItem]) -> RateLimitInfo {
@@ -186,6 +238,12 @@ fn sf_item(entry: &ListEntry) -> Option<SfItem> {
         out.quota = Some(q);
     }
     out.window = p.get("w").and_then(window);
+    out.has_w = p.get("w").is_some();
+    out.concurrent_unit = match p.get("qu") {
+        Some(BareItem::String(u)) => u.as_str() == CONCURRENT_REQUESTS,
+        Some(BareItem::Token(u)) => u.as_str() == CONCURRENT_REQUESTS,
+        _ => false,
+    };
     out.remaining = p.get("r").and_then(quota);
     out.reset = p.get("t").and_then(secs);
     Some(out)

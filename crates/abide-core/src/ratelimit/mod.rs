@@ -87,6 +87,39 @@ pub struct RateLimitInfo {
     /// Window length, if advertised (IETF `w`) or documented for the dialect, clamped.
     #[serde(rename = "window_secs", serialize_with = "crate::serde_secs::opt")]
     pub window: Option<Duration>,
+    /// A quota on requests in flight (IETF `qu="concurrent-requests"`, or a policy without a
+    /// window), read apart from the rate: the fields above never come from it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<ConcurrencyQuota>,
+}
+
+/// A server's quota on requests in flight at once (draft-ietf-httpapi-ratelimit-headers,
+/// quota unit `concurrent-requests`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConcurrencyQuota {
+    /// Policy name.
+    pub policy: Option<String>,
+    /// Requests allowed in flight, at most [`MAX_QUOTA`] (see [`ConcurrencyQuota::allowed`]).
+    pub limit: Option<u64>,
+    /// Places left at the time of the answer, at most [`MAX_QUOTA`].
+    pub remaining: Option<u64>,
+}
+
+/// Most requests in flight a server's concurrency quota is believed for (one host).
+pub const MAX_CONCURRENCY: u32 = 1024;
+
+impl ConcurrencyQuota {
+    /// The advertised quota as a number of requests in flight, within
+    /// [1, [`MAX_CONCURRENCY`]]; `None` without a quota.
+    pub fn allowed(&self) -> Option<u32> {
+        let q = self.limit?;
+        Some(q.clamp(1, u64::from(MAX_CONCURRENCY)) as u32)
+    }
+
+    /// No place was left (`remaining == 0`): on a refusal, the concurrency quota refused.
+    pub fn exhausted(&self) -> bool {
+        self.remaining == Some(0)
+    }
 }
 
 /// Longest reset or window we believe (one day).
@@ -105,6 +138,13 @@ impl RateLimitInfo {
     /// True when the server says no quota is left (`remaining == 0`).
     pub fn exhausted(&self) -> bool {
         self.remaining == Some(0)
+    }
+
+    /// True when this answer is a concurrency refusal's: the concurrency quota has no place
+    /// left while the rate quota (if any) is not exhausted. Such a refusal says nothing
+    /// about the rate.
+    pub fn concurrency_refused(&self) -> bool {
+        !self.exhausted() && self.concurrency.as_ref().is_some_and(|c| c.exhausted())
     }
 
     /// The sustainable request rate this advertises, in requests per second, if it can be
@@ -166,6 +206,7 @@ impl RateLimitInfo {
             && self.remaining.is_none()
             && self.reset.is_none()
             && self.window.is_none()
+            && self.concurrency.is_none()
     }
 
     pub(crate) fn new(source: RateLimitSource) -> Self {
@@ -176,6 +217,7 @@ impl RateLimitInfo {
             remaining: None,
             reset: None,
             window: None,
+            concurrency: None,
         }
     }
 

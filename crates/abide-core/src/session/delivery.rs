@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 use rand::RngCore;
 
 use super::decide::{decide, DecideInput, Decision};
+use super::in_flight::Permit;
 use super::{BudgetRole, ItemContext, Session};
 use crate::classify::{Observation, Verdict, VerdictClass};
 use crate::coordination::Reservation;
@@ -95,7 +96,11 @@ struct Slot {
 }
 
 /// One item's passage through a [`Session`]; see the [module docs](super).
-#[derive(Debug, Clone)]
+///
+/// # Clone
+/// A clone holds no place on the wire: the place of a request sent under the original is
+/// released by the original (its `on_answer`, or its drop).
+#[derive(Debug)]
 pub struct Delivery {
     item: ItemContext,
     slot: Option<Slot>,
@@ -107,6 +112,27 @@ pub struct Delivery {
     refreshed: bool,
     /// When this delivery's retry was withdrawn from the budget (refunded on success).
     withdrawn_at: Option<Instant>,
+    /// The place of the request on the wire (host's in-flight limit); released on drop.
+    permit: Option<Permit>,
+    /// The next send already waited for a place.
+    waited_for_place: bool,
+}
+
+impl Clone for Delivery {
+    fn clone(&self) -> Self {
+        Self {
+            item: self.item,
+            slot: self.slot,
+            sent_slot: self.sent_slot,
+            rounds: self.rounds,
+            sends: self.sends,
+            budget_settled: self.budget_settled,
+            refreshed: self.refreshed,
+            withdrawn_at: self.withdrawn_at,
+            permit: None,
+            waited_for_place: self.waited_for_place,
+        }
+    }
 }
 
 impl Delivery {
@@ -120,6 +146,8 @@ impl Delivery {
             budget_settled: false,
             refreshed: false,
             withdrawn_at: None,
+            permit: None,
+            waited_for_place: false,
         }
     }
 
@@ -215,6 +243,20 @@ impl Delivery {
             coord.release(s.pacer(), slot.at, now);
             return hand_back(Duration::ZERO, HandBackReason::LeaseNearExpiry);
         }
+        // The host's limit on requests in flight: wait, keeping the slot, until one is
+        // answered (the slot is only used late; the pace is not exceeded).
+        if self.permit.is_none() {
+            match s.in_flight.try_acquire(now, self.waited_for_place) {
+                Ok(permit) => {
+                    self.permit = Some(permit);
+                    self.waited_for_place = false;
+                }
+                Err(at) => {
+                    self.waited_for_place = true;
+                    return Step::WaitUntil(at);
+                }
+            }
+        }
         if !self.budget_settled {
             match self.item.role {
                 BudgetRole::First => coord.deposit(s.budget(), now),
@@ -225,6 +267,7 @@ impl Delivery {
                 BudgetRole::Retry => {
                     // Budget exhaustion never drops work: the item waits longer.
                     self.slot = None;
+                    self.permit = None;
                     coord.release(s.pacer(), slot.at, now);
                     let n = self.item.window_attempts.max(1);
                     let backoff = cfg.retry.backoff.delay(n, None, rng);
@@ -256,6 +299,9 @@ impl Delivery {
             verdict.rate_limit = None;
         }
         let reserved_at = self.sent_slot.take().unwrap_or(now);
+        if let Some(permit) = self.permit.take() {
+            s.in_flight.on_answer(permit, now, &verdict);
+        }
         // The reservation time tells the pacer whether this answer is news about its
         // current rate or an echo of a round it already cut.
         s.pacer().on_verdict_for(now, reserved_at, &verdict);

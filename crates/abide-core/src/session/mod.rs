@@ -19,9 +19,12 @@
 //! ```
 //!
 //! A [`Session`] is shared by every worker sending to the host (`&self` everywhere; the
-//! pacer and the budget lock briefly inside). A [`Delivery`] is one item's passage through
-//! it: created when a worker takes the item, dropped when the item is sent back to its
-//! queue (retry, hand-back) or resolved.
+//! pacer and the budget lock briefly inside). Besides the pace, it bounds the requests on
+//! the wire for the host when the server advertises a concurrency quota (`in_flight.rs`):
+//! a full host is one more [`Step::WaitUntil`], so every caller honours it. A [`Delivery`]
+//! is one item's passage through it: created when a worker takes the item, dropped when
+//! the item is sent back to its queue (retry, hand-back) or resolved; dropped with its
+//! request on the wire, it gives the request's place back.
 //!
 //! # Example
 //! ```
@@ -42,6 +45,7 @@
 mod config;
 mod decide;
 mod delivery;
+mod in_flight;
 mod outage;
 #[cfg(test)]
 mod tests;
@@ -52,11 +56,13 @@ use std::time::Instant;
 pub use config::{RetryConfig, SessionConfig};
 pub use decide::{Decision, DeferReason};
 pub use delivery::{Answer, Delivery, HandBackReason, Step};
+pub use in_flight::{InFlightSnapshot, DECREASE as IN_FLIGHT_DECREASE, HELD_BACK_SHARE};
 
 use crate::budget::RetryBudget;
 use crate::classify::Classifier;
 use crate::coordination::{Coordination, Local};
 use crate::pacer::Pacer;
+use in_flight::InFlight;
 use outage::Outage;
 
 /// What the item being delivered has been through, as its queue knows it.
@@ -112,6 +118,7 @@ pub struct Session {
     pacer: Arc<Pacer>,
     budget: Arc<RetryBudget>,
     outage: Outage,
+    in_flight: Arc<InFlight>,
     coordination: Arc<dyn Coordination>,
 }
 
@@ -138,6 +145,7 @@ impl Session {
             pacer: Arc::new(Pacer::new(cfg.pacer, now)),
             budget: Arc::new(RetryBudget::new(cfg.budget, now)),
             outage: Outage::new(cfg.outage_pause, cfg.max_outage_pause),
+            in_flight: Arc::default(),
             coordination,
             classifier,
             cfg,
@@ -172,6 +180,12 @@ impl Session {
     /// How the host's state is shared with other nodes.
     pub fn coordination(&self) -> &Arc<dyn Coordination> {
         &self.coordination
+    }
+
+    /// The host's requests in flight and their limit (`session/in_flight.rs`: set from an
+    /// advertised concurrency quota, lowered by its refusals; per node).
+    pub fn in_flight(&self) -> InFlightSnapshot {
+        self.in_flight.snapshot()
     }
 
     /// Whether the host is in a transport outage (connections refused) right now, and

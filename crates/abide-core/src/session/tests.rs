@@ -394,3 +394,5 @@ fn a_slot_beyond_send_by_hands_the_item_back_at_once() {
     }
     assert_eq!(r.session.pacer().next_slot(r.mono()), r.mono() + secs(1));
 }
+
+mod in_flight;

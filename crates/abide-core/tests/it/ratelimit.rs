@@ -228,3 +228,45 @@ fn serialises_durations_as_seconds() {
         })
     );
 }
+
+/// `abide demo`'s provider: 75/s (GCRA, burst 15) and 6 requests in flight.
+#[test]
+fn ietf_concurrency_policies_are_read_apart_from_the_rate() {
+    let ok = parse(&[
+        ("ratelimit-policy", r#""key";q=75;w=1, "conc";q=6"#),
+        ("ratelimit", r#""key";r=12;t=1, "conc";r=0;t=0"#),
+    ])
+    .unwrap();
+    assert_eq!(ok.policy.as_deref(), Some("key"));
+    assert_eq!(ok.advertised_rate(), Some(75.0));
+    assert_eq!((ok.remaining, ok.reset), (Some(12), Some(SECS(1))));
+    let conc = ok.concurrency.as_ref().unwrap();
+    assert_eq!(
+        (conc.policy.as_deref(), conc.allowed()),
+        (Some("conc"), Some(6))
+    );
+    // The last place taken by this very request says nothing about time.
+    assert!(!ok.exhausted() && ok.exhausted_pause(true).is_none());
+    // The refusal names only the concurrency policy.
+    let refused = parse(&[
+        ("ratelimit-policy", r#""conc";q=6"#),
+        ("ratelimit", r#""conc";r=0;t=1"#),
+    ])
+    .unwrap();
+    assert!(refused.concurrency_refused());
+    assert_eq!((refused.limit, refused.remaining), (None, None));
+    assert_eq!(refused.exhausted_pause(false), None);
+    // The draft's quota unit says so even with a window; a rate quota's own exhaustion is
+    // not a concurrency refusal.
+    let unit = parse(&[
+        (
+            "ratelimit-policy",
+            r#""r";q=10;w=1, "c";q=2000000;w=1;qu="concurrent-requests""#,
+        ),
+        ("ratelimit", r#""r";r=0;t=1, "c";r=0"#),
+    ])
+    .unwrap();
+    assert_eq!(unit.advertised_rate(), Some(10.0));
+    assert_eq!(unit.concurrency.as_ref().unwrap().allowed(), Some(1024));
+    assert!(unit.exhausted() && !unit.concurrency_refused());
+}

@@ -62,6 +62,7 @@ impl Host {
             remaining: Some(remaining),
             reset: Some(ceil_secs(self.tat.saturating_sub(t))),
             window: Some(Duration::from_secs(1)),
+            concurrency: None,
         };
         if ok {
             let v = Verdict {
@@ -244,6 +245,7 @@ fn an_exhausted_success_pauses_one_interval_a_throttle_until_the_reset() {
         remaining: Some(0),
         reset: Some(Duration::from_secs(1)),
         window: Some(Duration::from_secs(1)),
+        concurrency: None,
     };
     let p = Pacer::new(PacerConfig::default(), t0);
     let ok = Verdict {

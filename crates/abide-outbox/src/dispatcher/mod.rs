@@ -444,6 +444,7 @@ impl<S: Store> Dispatcher<S> {
                 limited_by_concurrency: t.on_wire >= rt.cfg.concurrency as u64
                     && pacer.next_slot(mono) <= mono,
                 slots: pacer.slot_counts(),
+                host_in_flight: rt.session.in_flight(),
                 coordination: {
                     let mut c = rt.session.coordination().status(pacer, mono);
                     c.node.clone_from(&inner.owner);

@@ -426,3 +426,70 @@ async fn a_lasting_store_fault_stops_the_run_within_the_limit() {
     let counts = store.counts_by_state(None).await.unwrap();
     assert_eq!(counts.total(), 100);
 }
+
+/// A provider that advertises 3 requests in flight (IETF `RateLimit-Policy` without a
+/// window): once its first answer is in, the dispatcher's 8 senders never have more than 3
+/// requests on the wire, though the pace (500/s) would allow 25 in 50 ms.
+#[tokio::test(start_paused = true)]
+async fn the_senders_never_exceed_an_advertised_concurrency_quota() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TokioClock::new(t0()));
+    let latency = Duration::from_millis(50);
+    let dyn_clock: Arc<dyn Clock> = clock.clone();
+    let t = Arc::new(
+        ScriptedTransport::new(dyn_clock, |_, _| {
+            Response::with_headers(
+                202,
+                &[
+                    ("ratelimit-policy", r#""key";q=1000;w=1, "conc";q=3"#),
+                    ("ratelimit", r#""key";r=900;t=1, "conc";r=1;t=0"#),
+                ],
+            )
+        })
+        .with_latency(latency),
+    );
+    let toml = r#"[[provider]]
+        name = "p"
+        base_url = "http://127.0.0.1:9"
+        rate_hint = 500.0
+        concurrency = 8"#;
+    let d = dispatcher(
+        store(&dir).await,
+        toml,
+        &clock,
+        &HashMap::from([("p", t.clone())]),
+    );
+    d.enqueue(&items("p", 60)).await.unwrap();
+    let report = d.run_until_drained().await.unwrap();
+    assert_eq!(report.counts.get(State::Submitted), 60);
+
+    let sent: Vec<Instant> = t.sent().iter().map(|s| s.at).collect();
+    assert_eq!(sent.len(), 60);
+    // Requests on the wire when each was sent (itself included; answers take `latency`).
+    let on_wire = |at: Instant| {
+        sent.iter()
+            .filter(|s| **s <= at && **s + latency > at)
+            .count()
+    };
+    let first_answer = sent[0] + latency;
+    let before = sent
+        .iter()
+        .filter(|s| **s < first_answer)
+        .map(|s| on_wire(*s))
+        .max();
+    assert!(
+        before > Some(3),
+        "unlimited before the quota is known: {before:?}"
+    );
+    for s in sent.iter().filter(|s| **s >= first_answer) {
+        assert!(
+            on_wire(*s) <= 3,
+            "{} on the wire at {:?}",
+            on_wire(*s),
+            *s - sent[0]
+        );
+    }
+    let p = &d.progress().await.unwrap().providers[0];
+    assert_eq!(p.host_in_flight.limit, Some(3));
+    assert!(p.host_in_flight.held_sends > 0);
+}

@@ -217,6 +217,11 @@ pub(crate) struct ProviderLine {
     /// At least [`CONCURRENCY_BOUND`] of the slots were free at once while a batch was
     /// waiting: the senders, not the pacer or the provider, set the pace.
     pub(crate) limited_by_concurrency: bool,
+    /// The provider's limit on requests in flight (from its advertised concurrency quota)
+    /// and how many sends waited for a place.
+    pub(crate) in_flight: abide_core::session::InFlightSnapshot,
+    /// That limit held back at least [`abide_core::session::HELD_BACK_SHARE`] of the sends.
+    pub(crate) limited_by_in_flight_limit: bool,
     /// This node and how it shared the provider's limit (local, redis, fallback).
     pub(crate) coordination: abide_core::CoordinationStatus,
     pub(crate) totals: abide_outbox::Totals,
@@ -281,6 +286,8 @@ impl RunReport {
                     throttle_rate: x.throttle_rate,
                     slots_at_once: at_once_share(x.slots),
                     limited_by_concurrency: at_once_share(x.slots) >= CONCURRENCY_BOUND,
+                    in_flight: x.host_in_flight,
+                    limited_by_in_flight_limit: x.host_in_flight.held_back(),
                     coordination: x.coordination.clone(),
                     totals: x.totals,
                     smpp: x.smpp,
@@ -358,6 +365,24 @@ impl RunReport {
                     "    limited by concurrency: {:.0}% of send slots were free at once, so \
                      the senders set the pace; raise `concurrency` to send faster",
                     p.slots_at_once * 100.0
+                );
+            }
+            let f = &p.in_flight;
+            if let Some(limit) = f.limit {
+                let advertised = f
+                    .advertised
+                    .map_or_else(String::new, |a| format!(" of {a}"));
+                let _ = writeln!(
+                    s,
+                    "    {} the provider's in-flight limit: {limit}{advertised} at once \
+                     ({} decrease(s)), {:.0}% of sends waited for a place",
+                    if p.limited_by_in_flight_limit {
+                        "limited by"
+                    } else {
+                        "within"
+                    },
+                    f.decreases,
+                    f.held_share() * 100.0
                 );
             }
         }

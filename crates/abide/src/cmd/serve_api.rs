@@ -348,6 +348,8 @@ fn provider_value(x: &abide_outbox::ProviderProgress) -> Value {
         "sunset": x.sunset.map(super::serve_dashboard::rfc3339),
         "throttle_rate": x.throttle_rate,
         "limited_by_concurrency": x.limited_by_concurrency,
+        "in_flight": x.host_in_flight,
+        "limited_by_in_flight_limit": x.host_in_flight.held_back(),
         "coordination": super::coord_view::live_value(&x.coordination, x.taken_at, x.paused_for),
         "counts": x.counts,
         "totals": x.totals,
