@@ -27,6 +27,11 @@ pub(crate) struct Snapshot {
     pub(crate) http_429: u64,
     /// `http_429 / items`: the issue-4 target is at most 0.05.
     pub(crate) http_429_per_item: f64,
+    /// Attempts the remote refused as a throttle, whatever the transport: HTTP 429 and
+    /// SMPP `ESME_RTHROTTLED` (0x58) and `ESME_RMSGQFUL` (0x14) (SMPP 3.4 §5.1.3).
+    pub(crate) throttle_answers: u64,
+    /// `throttle_answers / items`: the per-message politeness figure over SMPP too.
+    pub(crate) throttle_answers_per_item: f64,
     /// Attempts per remote code (`http_202`, `http_429`, `smpp_0x58`, `no_response`):
     /// what the remote side said.
     pub(crate) remote_counts: BTreeMap<String, u64>,
@@ -47,6 +52,11 @@ impl Snapshot {
             .filter(|(c, _)| *c == RemoteCode::Http(429))
             .map(|(_, n)| n)
             .sum();
+        let throttle_answers = remote
+            .iter()
+            .filter(|(c, _)| is_throttle_answer(*c))
+            .map(|(_, n)| n)
+            .sum();
         let items = counts.total();
         let receipts = store.receipt_counts(None).await?;
         Ok(Self {
@@ -57,6 +67,8 @@ impl Snapshot {
             attempts,
             http_429,
             http_429_per_item: ratio(http_429, items),
+            throttle_answers,
+            throttle_answers_per_item: ratio(throttle_answers, items),
             remote_counts: remote
                 .into_iter()
                 .map(|(c, n)| (c.to_string(), n))
@@ -88,8 +100,8 @@ impl Snapshot {
         );
         let _ = writeln!(
             s,
-            "  what the remote said ({} attempts; 429s per item {:.3})",
-            self.attempts, self.http_429_per_item
+            "  what the remote said ({} attempts; throttles per item {:.3}: 429, 0x58, 0x14)",
+            self.attempts, self.throttle_answers_per_item
         );
         if self.remote_counts.is_empty() {
             let _ = writeln!(s, "    (no attempts yet)");
@@ -100,6 +112,14 @@ impl Snapshot {
         s.push_str(&render_receipts(&self.receipts));
         s
     }
+}
+
+/// A remote answer that refused the request as a throttle: HTTP 429, SMPP 0x58 or 0x14.
+fn is_throttle_answer(code: RemoteCode) -> bool {
+    matches!(
+        code,
+        RemoteCode::Http(429) | RemoteCode::Smpp(0x58) | RemoteCode::Smpp(0x14)
+    )
 }
 
 /// The receipts section of a table; empty when no receipt was stored.
@@ -155,6 +175,26 @@ mod tests {
         assert_eq!(human(Duration::from_secs(184)), "3m04s");
         assert_eq!(human(Duration::from_secs(3720)), "1h02m");
         assert_eq!(ratio(1, 0), 0.0);
+    }
+
+    /// The per-message politeness figure counts an SMSC's throttles as it counts 429s.
+    #[test]
+    fn throttle_answers_are_429_and_the_smpp_throttle_codes() {
+        for code in [
+            RemoteCode::Http(429),
+            RemoteCode::Smpp(0x58),
+            RemoteCode::Smpp(0x14),
+        ] {
+            assert!(is_throttle_answer(code), "{code}");
+        }
+        for code in [
+            RemoteCode::Http(503),
+            RemoteCode::Http(202),
+            RemoteCode::Smpp(0x00),
+            RemoteCode::NoResponse,
+        ] {
+            assert!(!is_throttle_answer(code), "{code}");
+        }
     }
 }
 
@@ -310,7 +350,7 @@ impl RunReport {
         if let Some(i) = &self.input {
             let _ = writeln!(
                 s,
-                "  input            {} items: {} enqueued, {} already in the outbox (not sent again)",
+                "  input            {} items: {} enqueued, {} already in the outbox (not enqueued again)",
                 i.items, i.enqueued, i.already_enqueued
             );
         }
@@ -322,7 +362,7 @@ impl RunReport {
         let _ = writeln!(
             s,
             "    {:<18} {:>8.3}",
-            "throttled/request", self.throttles_per_request
+            "throttled/finished", self.throttles_per_request
         );
         let _ = writeln!(
             s,

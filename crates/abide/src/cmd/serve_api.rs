@@ -325,6 +325,8 @@ pub(crate) async fn stats_value(api: &Api) -> anyhow::Result<Value> {
         "oldest_pending_age_secs": snap.oldest_pending_age_secs,
         "attempts": snap.attempts,
         "http_429_per_item": snap.http_429_per_item,
+        "throttle_answers": snap.throttle_answers,
+        "throttle_answers_per_item": snap.throttle_answers_per_item,
         "remote_counts": snap.remote_counts,
         "providers": providers,
         "dispatcher": live.as_ref().map(|p| json!({
