@@ -156,6 +156,32 @@ async fn serve_enqueues_delivers_and_reports() {
         .unwrap();
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["requeued"], 0, "nothing is deferred: {v}");
+    // As `abide requeue` exits 1 for them: a provider no item targets and ids none of
+    // which is in the state asked for are 404s naming what was wrong.
+    for (body, code) in [
+        (json!({"provider": "nope"}), "unknown_provider"),
+        (json!({"ids": ["nope"]}), "no_such_items"),
+        (json!({"ids": ["nope"], "failed": true}), "no_such_items"),
+    ] {
+        let r = auth(c.post(format!("{base}/v1/requeue")).json(&body))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "{body}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"], code, "{body}: {v}");
+    }
+    // FAILED items too, as `abide requeue --failed` (none failed here).
+    let r = auth(
+        c.post(format!("{base}/v1/requeue"))
+            .json(&json!({"failed": true})),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["requeued"], 0, "{v}");
     // The id list is bounded like a batch (each id is a statement in one write).
     let ids: Vec<String> = (0..10_001).map(|i| format!("id-{i}")).collect();
     let r = auth(

@@ -366,10 +366,16 @@ struct RequeueBody {
     provider: Option<String>,
     #[serde(default)]
     ids: Option<Vec<String>>,
+    /// FAILED items instead of DEFERRED ones (a person overrules a terminal verdict), as
+    /// `abide requeue --failed`.
+    #[serde(default)]
+    failed: bool,
 }
 
-/// `POST /v1/requeue`: DEFERRED → QUEUED, optionally only for a provider or some ids.
-/// An empty body requeues every deferred item.
+/// `POST /v1/requeue`: DEFERRED (or, with `"failed": true`, FAILED) → QUEUED, optionally
+/// only for a provider or some ids. An empty body requeues every deferred item. As `abide
+/// requeue` exits 1 for them, a provider no item targets (a typo) and ids none of which is
+/// in that state are 404s, not a quiet `{"requeued": 0}`.
 async fn requeue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) -> Response {
     let body = match body {
         Ok(b) => b,
@@ -396,10 +402,41 @@ async fn requeue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
         provider: b.provider,
         ids: b.ids,
     };
-    match api.store.requeue_deferred(&filter, now(&api)).await {
-        Ok(n) => Json(json!({"requeued": n})).into_response(),
-        Err(e) => internal(e),
+    let (moved, state) = if b.failed {
+        (api.store.requeue_failed(&filter, now(&api)).await, "FAILED")
+    } else {
+        (
+            api.store.requeue_deferred(&filter, now(&api)).await,
+            "DEFERRED",
+        )
+    };
+    let n = match moved {
+        Ok(n) => n,
+        Err(e) => return internal(e),
+    };
+    if n == 0 {
+        if let Some(p) = &filter.provider {
+            match api.store.counts_by_state(Some(p)).await {
+                Ok(c) if c.total() == 0 => {
+                    return error(
+                        StatusCode::NOT_FOUND,
+                        "unknown_provider",
+                        format!("no item targets provider `{}`", bounded(p)),
+                    )
+                }
+                Ok(_) => {}
+                Err(e) => return internal(e),
+            }
+        }
+        if filter.ids.as_ref().is_some_and(|ids| !ids.is_empty()) {
+            return error(
+                StatusCode::NOT_FOUND,
+                "no_such_items",
+                format!("none of the given ids is {state}"),
+            );
+        }
     }
+    Json(json!({"requeued": n})).into_response()
 }
 
 /// `GET /metrics`: Prometheus text. Database gauges are refreshed on every scrape.
