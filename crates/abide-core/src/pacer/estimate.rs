@@ -87,6 +87,9 @@ pub(super) struct Estimate {
     /// layer when several nodes share one limit): what this node sees accepted, divided by
     /// it, is what the host accepted.
     pub(super) share: f64,
+    /// What the host accepted over `window / 5` at the first search's end: all it was sent
+    /// while the rate climbed, so the limit is at least this (requests per second).
+    search_floor: Option<f64>,
 }
 
 /// The pacer's knowledge from before an outage: an outage says nothing about capacity, so
@@ -133,6 +136,7 @@ impl Estimate {
             probe_cost: Duration::ZERO,
             held: None,
             share: 1.0,
+            search_floor: None,
         }
     }
 
@@ -405,6 +409,18 @@ impl Estimate {
             && self
                 .decreased_at
                 .is_some_and(|d| now.saturating_duration_since(d) < cfg.window / 2);
+        // Right after the first search, such a throttle says the search's ceiling read high
+        // (a window's quota spent early in a window), not that the limit fell: the limit lies
+        // between what the search saw accepted and the rate throttled now. Bisect that
+        // range instead of halving (halving searched again from half the limit, and that
+        // search's ceiling read low: 85/s for a 100/s fixed window, held for the rest). A
+        // throttle at or below that floor says the limit fell after all: halve, as before.
+        let bisect = self
+            .search_floor
+            .filter(|floor| stale && !after_search && old > *floor)
+            .map(|floor| (floor * old).sqrt());
+        let stale = stale && bisect.is_none();
+        let accepted = bisect.or(accepted);
         let refusing = fraction(answers.saturating_sub(refused), answers) < OUTAGE;
         // Nothing at all accepted over the last `window / 5`: the host is down, not
         // metering (any limit above 0.5/s accepts something in 2 s). Read as a rate, that
@@ -467,6 +483,9 @@ impl Estimate {
                 rate
             }
         };
+        if self.decreases == 0 && learns {
+            self.search_floor = recent;
+        }
         let round_end = schedule.recost(now, old, rate, 1.0 / OUTAGE);
         self.rate = rate;
         self.base = rate;

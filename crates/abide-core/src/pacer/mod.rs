@@ -69,7 +69,12 @@
 //!   as 100.5/s for 100/s sat at its quota, and every stray throttle cost a 1 s pause): as
 //!   CUBIC lowers `W_max` on a loss below the last one (RFC 9438 §4.7), the new ceiling is at
 //!   most `(1 + β) / 2` (0.975) of the rate throttled. (A second throttle at or below it
-//!   within half a window of the last cut still means the limit fell: the rate halves.)
+//!   within half a window of the last cut still means the limit fell: the rate halves.
+//!   Except within `window` of the first search, when the throttled rate is above what the
+//!   host accepted over `window / 5` at the search's end: the search read high, and the
+//!   ceiling is the geometric mean of the two, a bisection. Halving there searched again
+//!   from half the limit, and that search read a 100/s fixed window as 85–94/s for the
+//!   rest of the run.)
 //!   Until `window` after the first search a decrease reads what was
 //!   accepted over `window / 5` only: a whole window would average the climb in (a 100/s
 //!   fixed window read 94/s five seconds after the first cut).

@@ -156,6 +156,10 @@ struct Run {
     first_throttle: Option<Duration>,
     /// The pacer's ceiling right after the first decrease.
     first_ceiling: Option<f64>,
+    /// Each decrease: (time from start, rate before, rate after, ceiling after).
+    decreases: Vec<(Duration, f64, f64, Option<f64>)>,
+    /// Accepted and throttled answers per whole second from the start.
+    per_second: Vec<(u32, u32)>,
 }
 
 enum Sender {
@@ -254,7 +258,22 @@ fn run_offset(
                     accepted,
                     verdict,
                 } if now >= *due => {
+                    let before = (p.rate(), p.snapshot(now).decreases);
                     p.on_verdict_for(now, *reserved_at, verdict);
+                    let snap = p.snapshot(now);
+                    if snap.decreases > before.1 {
+                        out.decreases
+                            .push((now - t0, before.0, snap.rate, snap.ceiling));
+                    }
+                    let sec = usize::try_from((now - t0).as_secs()).unwrap_or(usize::MAX);
+                    if out.per_second.len() <= sec {
+                        out.per_second.resize(sec + 1, (0, 0));
+                    }
+                    if *accepted {
+                        out.per_second[sec].0 += 1;
+                    } else {
+                        out.per_second[sec].1 += 1;
+                    }
                     let mut next = true;
                     if *accepted {
                         out.delivered += 1;
@@ -578,4 +597,110 @@ fn a_throttle_at_or_below_the_ceiling_lowers_it_below_the_rate_throttled() {
         "ceiling {c} after a throttle at {rate}/s"
     );
     assert!(c >= 0.9 * rate, "ceiling {c} after a throttle at {rate}/s");
+}
+
+/// Not a test of speed: where the time goes against the window limiters, blind (decreases
+/// with the rate before and after and the ceiling; accepted/throttled per second).
+#[test]
+fn search_trace_report() {
+    for algo in [Algo::GcraFullBurst, Algo::FixedWindow, Algo::SlidingWindow] {
+        for offset in [0, 250, 500, 750] {
+            let r = run_offset(
+                cold(40),
+                algo,
+                false,
+                40,
+                3000,
+                2 * MS,
+                Duration::from_millis(offset),
+            );
+            println!(
+                "{algo:?} offset {offset}: done {:.2}s eff {:.3} 429s {}",
+                r.done.as_secs_f64(),
+                efficiency(&r),
+                r.throttles
+            );
+            for (t, a, b, c) in &r.decreases {
+                println!(
+                    "   cut at {:.3}s: {a:.1} -> {b:.1}, ceiling {c:?}",
+                    t.as_secs_f64()
+                );
+            }
+            let s: Vec<String> = r
+                .per_second
+                .iter()
+                .map(|(a, t)| {
+                    if *t > 0 {
+                        format!("{a}/{t}")
+                    } else {
+                        a.to_string()
+                    }
+                })
+                .collect();
+            println!("   per s: {}", s.join(" "));
+        }
+    }
+}
+
+#[test]
+fn a_throttle_right_after_the_search_bisects_what_it_read_instead_of_halving() {
+    // A fixed window whose second spans straddle the search's last rounds reads its quota
+    // spent early in a window as 111-120/s; the throttles that follow are at or below that
+    // ceiling within half a window. Each narrows the limit between what the search saw
+    // accepted and the rate throttled: no halving, no second search, whose ceiling read
+    // 85-94/s for the rest of the run.
+    for offset in [500, 750] {
+        let r = run_offset(
+            cold(40),
+            Algo::FixedWindow,
+            false,
+            40,
+            3000,
+            2 * MS,
+            Duration::from_millis(offset),
+        );
+        assert_eq!(r.delivered, 3000);
+        let first = r.decreases[0].3.unwrap();
+        assert!(first > 105.0, "offset {offset}: first ceiling {first}");
+        assert!(r.decreases.len() >= 2, "offset {offset}: {:?}", r.decreases);
+        for &(t, before, after, ceiling) in &r.decreases[1..] {
+            assert!(
+                after >= 0.75 * before,
+                "offset {offset}: at {t:?} the rate fell from {before} to {after}"
+            );
+            assert!(
+                ceiling.is_some(),
+                "offset {offset}: at {t:?} the ceiling was dropped"
+            );
+        }
+        let last = r.decreases.last().unwrap().3.unwrap();
+        assert!(
+            (95.0..=102.0).contains(&last),
+            "offset {offset}: last ceiling {last}"
+        );
+        assert!(
+            r.throttles <= 3,
+            "offset {offset}: {} throttles",
+            r.throttles
+        );
+    }
+}
+
+#[test]
+fn a_throttle_below_what_the_search_saw_accepted_still_halves() {
+    let clock = ManualClock::new(UNIX_EPOCH);
+    let p = Pacer::new(cold(100), clock.monotonic());
+    // The search saw 100/s accepted and ended there.
+    accept_then_throttle(&clock, &p, 300);
+    let ceiling = p.ceiling().unwrap();
+    // 2 s later, throttled at about 95/s: below what the host accepted during the search,
+    // so the limit fell; no range is left to bisect.
+    let before = accept_then_throttle(&clock, &p, 100);
+    assert!(before < ceiling, "{before} vs {ceiling}");
+    assert_eq!(p.ceiling(), None);
+    assert!(
+        p.rate() <= 0.5 * before + 1e-9,
+        "{} after {before}",
+        p.rate()
+    );
 }
