@@ -87,9 +87,6 @@ pub(super) struct Estimate {
     /// layer when several nodes share one limit): what this node sees accepted, divided by
     /// it, is what the host accepted.
     pub(super) share: f64,
-    /// What the host accepted over `window / 5` at the first search's end: all it was sent
-    /// while the rate climbed, so the limit is at least this (requests per second).
-    search_floor: Option<f64>,
 }
 
 /// The pacer's knowledge from before an outage: an outage says nothing about capacity, so
@@ -136,7 +133,6 @@ impl Estimate {
             probe_cost: Duration::ZERO,
             held: None,
             share: 1.0,
-            search_floor: None,
         }
     }
 
@@ -405,22 +401,24 @@ impl Estimate {
         // stretches between pauses measure our own rate; cutting 5 % per round, one pause
         // each, took 15 s to follow 200/s down to 100/s.
         let below = self.ceiling.is_some_and(|c| old <= c);
+        // Unless the host was sent this rate for a whole `window / 5` without a pause and
+        // accepted nearly all of it (at least `decrease_factor` of the rate): a limit that
+        // fell refuses a share of what it is sent, and this one refused next to nothing,
+        // so the estimate reads only a little high, which fast convergence (below) fixes
+        // without halving. Seen on loopback against a 100/s fixed window: the first search
+        // read 103/s, the curve was back above 100/s 4 s later and was throttled there
+        // (100.3/s accepted at 101.3/s); halving then searched again from 50/s and cost
+        // two more throttles. (The span must be open: right after a pause the host accepts
+        // a refilled burst or a fresh window's quota, and reads high.)
+        let settled = pauses
+            .within(now.checked_sub(cfg.window / RECENT).unwrap_or(now), now)
+            .is_zero();
+        let metering = settled && recent.is_some_and(|r| r >= cfg.decrease_factor * old);
         let stale = below
+            && !metering
             && self
                 .decreased_at
                 .is_some_and(|d| now.saturating_duration_since(d) < cfg.window / 2);
-        // Right after the first search, such a throttle says the search's ceiling read high
-        // (a window's quota spent early in a window), not that the limit fell: the limit lies
-        // between what the search saw accepted and the rate throttled now. Bisect that
-        // range instead of halving (halving searched again from half the limit, and that
-        // search's ceiling read low: 85/s for a 100/s fixed window, held for the rest). A
-        // throttle at or below that floor says the limit fell after all: halve, as before.
-        let bisect = self
-            .search_floor
-            .filter(|floor| stale && !after_search && old > *floor)
-            .map(|floor| (floor * old).sqrt());
-        let stale = stale && bisect.is_none();
-        let accepted = bisect.or(accepted);
         let refusing = fraction(answers.saturating_sub(refused), answers) < OUTAGE;
         // Nothing at all accepted over the last `window / 5`: the host is down, not
         // metering (any limit above 0.5/s accepts something in 2 s). Read as a rate, that
@@ -483,9 +481,6 @@ impl Estimate {
                 rate
             }
         };
-        if self.decreases == 0 && learns {
-            self.search_floor = recent;
-        }
         let round_end = schedule.recost(now, old, rate, 1.0 / OUTAGE);
         self.rate = rate;
         self.base = rate;

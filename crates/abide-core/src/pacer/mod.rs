@@ -70,11 +70,11 @@
 //!   CUBIC lowers `W_max` on a loss below the last one (RFC 9438 §4.7), the new ceiling is at
 //!   most `(1 + β) / 2` (0.975) of the rate throttled. (A second throttle at or below it
 //!   within half a window of the last cut still means the limit fell: the rate halves.
-//!   Except within `window` of the first search, when the throttled rate is above what the
-//!   host accepted over `window / 5` at the search's end: the search read high, and the
-//!   ceiling is the geometric mean of the two, a bisection. Halving there searched again
-//!   from half the limit, and that search read a 100/s fixed window as 85–94/s for the
-//!   rest of the run.)
+//!   Unless the host was sent the rate for `window / 5` without a pause and accepted at
+//!   least `β` of it: a fallen limit refuses a share, so the estimate only reads a little
+//!   high and converges as above. On loopback a 100/s fixed window read 103/s at the first
+//!   search, the curve was back above 100/s 4 s later, and halving there cost two more
+//!   throttles and a second search.)
 //!   Until `window` after the first search a decrease reads what was
 //!   accepted over `window / 5` only: a whole window would average the climb in (a 100/s
 //!   fixed window read 94/s five seconds after the first cut).
