@@ -401,7 +401,21 @@ impl Estimate {
         // stretches between pauses measure our own rate; cutting 5 % per round, one pause
         // each, took 15 s to follow 200/s down to 100/s.
         let below = self.ceiling.is_some_and(|c| old <= c);
+        // Unless the host was sent this rate for a whole `window / 5` without a pause and
+        // accepted nearly all of it (at least `decrease_factor` of the rate): a limit that
+        // fell refuses a share of what it is sent, and this one refused next to nothing,
+        // so the estimate reads only a little high, which fast convergence (below) fixes
+        // without halving. Seen on loopback against a 100/s fixed window: the first search
+        // read 103/s, the curve was back above 100/s 4 s later and was throttled there
+        // (100.3/s accepted at 101.3/s); halving then searched again from 50/s and cost
+        // two more throttles. (The span must be open: right after a pause the host accepts
+        // a refilled burst or a fresh window's quota, and reads high.)
+        let settled = pauses
+            .within(now.checked_sub(cfg.window / RECENT).unwrap_or(now), now)
+            .is_zero();
+        let metering = settled && recent.is_some_and(|r| r >= cfg.decrease_factor * old);
         let stale = below
+            && !metering
             && self
                 .decreased_at
                 .is_some_and(|d| now.saturating_duration_since(d) < cfg.window / 2);

@@ -69,7 +69,12 @@
 //!   as 100.5/s for 100/s sat at its quota, and every stray throttle cost a 1 s pause): as
 //!   CUBIC lowers `W_max` on a loss below the last one (RFC 9438 §4.7), the new ceiling is at
 //!   most `(1 + β) / 2` (0.975) of the rate throttled. (A second throttle at or below it
-//!   within half a window of the last cut still means the limit fell: the rate halves.)
+//!   within half a window of the last cut still means the limit fell: the rate halves.
+//!   Unless the host was sent the rate for `window / 5` without a pause and accepted at
+//!   least `β` of it: a fallen limit refuses a share, so the estimate only reads a little
+//!   high and converges as above. On loopback a 100/s fixed window read 103/s at the first
+//!   search, the curve was back above 100/s 4 s later, and halving there cost two more
+//!   throttles and a second search.)
 //!   Until `window` after the first search a decrease reads what was
 //!   accepted over `window / 5` only: a whole window would average the climb in (a 100/s
 //!   fixed window read 94/s five seconds after the first cut).

@@ -157,6 +157,10 @@ struct Run {
     first_throttle: Option<Duration>,
     /// The pacer's ceiling right after the first decrease.
     first_ceiling: Option<f64>,
+    /// Each decrease: (time from start, rate before, rate after, ceiling after).
+    decreases: Vec<(Duration, f64, f64, Option<f64>)>,
+    /// Accepted and throttled answers per whole second from the start.
+    per_second: Vec<(u32, u32)>,
 }
 
 // A few dozen senders of a test harness: their size does not matter.
@@ -257,7 +261,22 @@ fn run_offset(
                     accepted,
                     verdict,
                 } if now >= *due => {
+                    let before = (p.rate(), p.snapshot(now).decreases);
                     p.on_verdict_for(now, *reserved_at, verdict);
+                    let snap = p.snapshot(now);
+                    if snap.decreases > before.1 {
+                        out.decreases
+                            .push((now - t0, before.0, snap.rate, snap.ceiling));
+                    }
+                    let sec = usize::try_from((now - t0).as_secs()).unwrap_or(usize::MAX);
+                    if out.per_second.len() <= sec {
+                        out.per_second.resize(sec + 1, (0, 0));
+                    }
+                    if *accepted {
+                        out.per_second[sec].0 += 1;
+                    } else {
+                        out.per_second[sec].1 += 1;
+                    }
                     let mut next = true;
                     if *accepted {
                         out.delivered += 1;
@@ -581,4 +600,112 @@ fn a_throttle_at_or_below_the_ceiling_lowers_it_below_the_rate_throttled() {
         "ceiling {c} after a throttle at {rate}/s"
     );
     assert!(c >= 0.9 * rate, "ceiling {c} after a throttle at {rate}/s");
+}
+
+/// Not a test of speed: where the time goes against the window limiters, blind (decreases
+/// with the rate before and after and the ceiling; accepted/throttled per second).
+#[test]
+fn search_trace_report() {
+    for algo in [Algo::GcraFullBurst, Algo::FixedWindow, Algo::SlidingWindow] {
+        for offset in [0, 250, 500, 750] {
+            let r = run_offset(
+                cold(40),
+                algo,
+                false,
+                40,
+                3000,
+                2 * MS,
+                Duration::from_millis(offset),
+            );
+            println!(
+                "{algo:?} offset {offset}: done {:.2}s eff {:.3} 429s {}",
+                r.done.as_secs_f64(),
+                efficiency(&r),
+                r.throttles
+            );
+            for (t, a, b, c) in &r.decreases {
+                println!(
+                    "   cut at {:.3}s: {a:.1} -> {b:.1}, ceiling {c:?}",
+                    t.as_secs_f64()
+                );
+            }
+            let s: Vec<String> = r
+                .per_second
+                .iter()
+                .map(|(a, t)| {
+                    if *t > 0 {
+                        format!("{a}/{t}")
+                    } else {
+                        a.to_string()
+                    }
+                })
+                .collect();
+            println!("   per s: {}", s.join(" "));
+        }
+    }
+}
+
+/// `n` successes `gap` apart, then one throttle with `Retry-After: 1`, then the 1 s pause;
+/// returns the rate just before the throttle.
+fn accept_every_then_throttle(clock: &ManualClock, p: &Pacer, n: usize, gap: Duration) -> f64 {
+    for _ in 0..n {
+        clock.advance(gap);
+        p.on_verdict(clock.monotonic(), &answer(VerdictClass::Success));
+    }
+    let before = p.rate();
+    clock.advance(10 * MS);
+    p.on_verdict(clock.monotonic(), &answer(VerdictClass::Throttle));
+    clock.advance(Duration::from_secs(1));
+    before
+}
+
+#[test]
+fn a_throttle_soon_after_a_cut_that_refused_next_to_nothing_converges_instead_of_halving() {
+    let clock = ManualClock::new(UNIX_EPOCH);
+    let p = Pacer::new(cold(100), clock.monotonic());
+    // The search ends with a ceiling near 100/s and a 1 s pause.
+    accept_then_throttle(&clock, &p, 300);
+    assert!(p.ceiling().is_some());
+    // 2.5 s of sending without a pause, all of it accepted (100/s), then a throttle at the
+    // rate in use, within half a window of the cut: the estimate read a little high, the
+    // limit did not fall. Fast convergence, not a halving and a search from half the limit.
+    let before = accept_every_then_throttle(&clock, &p, 250, 10 * MS);
+    let c = p.ceiling().expect("a ceiling is kept");
+    assert!(
+        (c - 0.975 * before).abs() < 1e-6,
+        "ceiling {c} after a throttle at {before}/s"
+    );
+    assert!(p.rate() >= 0.9 * before, "{} after {before}", p.rate());
+}
+
+#[test]
+fn a_throttle_soon_after_a_cut_that_refused_a_share_still_halves() {
+    let clock = ManualClock::new(UNIX_EPOCH);
+    let p = Pacer::new(cold(100), clock.monotonic());
+    accept_then_throttle(&clock, &p, 300);
+    // 2.5 s without a pause in which the host accepted 50/s of the ~95/s sent: the limit
+    // fell, and what was accepted cannot say by how much.
+    let before = accept_every_then_throttle(&clock, &p, 125, 20 * MS);
+    assert_eq!(p.ceiling(), None);
+    assert!(
+        p.rate() <= 0.5 * before + 1e-9,
+        "{} after {before}",
+        p.rate()
+    );
+}
+
+#[test]
+fn a_throttle_soon_after_a_pause_still_halves() {
+    let clock = ManualClock::new(UNIX_EPOCH);
+    let p = Pacer::new(cold(100), clock.monotonic());
+    accept_then_throttle(&clock, &p, 300);
+    // Only 1 s of sending since the pause ended: what the host accepted then may be a
+    // refilled burst or a fresh window's quota, and proves nothing about the limit.
+    let before = accept_then_throttle(&clock, &p, 100);
+    assert_eq!(p.ceiling(), None);
+    assert!(
+        p.rate() <= 0.5 * before + 1e-9,
+        "{} after {before}",
+        p.rate()
+    );
 }
