@@ -617,3 +617,6 @@ mod tests;
 
 #[cfg(test)]
 mod search_tests;
+
+#[cfg(test)]
+mod convergence_tests;
