@@ -34,6 +34,19 @@ pub fn content_key(item: &NewItem, earlier: u64) -> String {
     derived_key(&content_digest(item), earlier)
 }
 
+/// SHA-256 (64 lower-case hex digits) over everything that makes `item` this message:
+/// provider, method, path, headers (names lower-cased, RFC 9110 §5.1: field names are
+/// case-insensitive), body (canonical JSON). The digest its derived key starts from
+/// ([`content_key`]); the store keeps it with the item to refuse a known idempotency key
+/// given with different content. Ignores any key `item` has.
+pub fn content_digest_hex(item: &NewItem) -> String {
+    let mut s = String::with_capacity(64);
+    for b in content_digest(item) {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
 /// SHA-256 over everything that makes a message this message.
 fn content_digest(item: &NewItem) -> [u8; 32] {
     let mut h = Sha256::new();

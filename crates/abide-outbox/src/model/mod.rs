@@ -48,8 +48,9 @@ impl NewItem {
         }
     }
 
-    /// Set the idempotency key (stable across every attempt; enqueueing another item
-    /// with the same key is a no-op that returns the first item's id).
+    /// Set the idempotency key (stable across every attempt; enqueueing the same
+    /// message again with the same key is a no-op that returns the first item's id, and a
+    /// different message with it is refused: [`Error::KeyConflict`]).
     pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
         self.idempotency_key = Some(key.into());
         self

@@ -57,12 +57,19 @@ pub use sqlite::SqliteStore;
 /// future either committed its transaction or rolled it back.
 pub trait Store: Clone + Send + Sync + 'static {
     /// Enqueue `items` in ONE transaction: all are stored or none is. An item whose
-    /// idempotency key already exists is a no-op returning the existing id
-    /// (`created: false`); this is what makes re-running a batch resumable.
+    /// idempotency key already exists with the same content (provider, method, path,
+    /// headers, body: [`crate::content_digest_hex`]) is a no-op returning the existing id
+    /// (`created: false`); this is what makes re-running a batch resumable. One key names
+    /// one message: a known key with different content refuses the whole call, the way
+    /// draft-ietf-httpapi-idempotency-key-header §2.7 (Error Scenarios) refuses a key reused with another
+    /// payload. An item stored before content digests were kept (migration 0006) has an
+    /// unknown digest and is never a conflict.
     ///
     /// # Errors
-    /// [`Error::InvalidRequest`](crate::Error::InvalidRequest) if any item is invalid
-    /// (nothing is stored), or a database error.
+    /// [`Error::InvalidRequest`](crate::Error::InvalidRequest) if any item is invalid,
+    /// [`Error::KeyConflict`](crate::Error::KeyConflict) for the first item whose key
+    /// names different stored content (or an earlier item of the same call), both with
+    /// nothing stored; or a database error.
     fn enqueue(
         &self,
         items: &[NewItem],

@@ -307,6 +307,10 @@ where
     let mut keys = input::DerivedKeys::default();
     let mut summary = InputSummary::default();
     let mut chunk = Vec::with_capacity(CHUNK);
+    // The line of each item of `chunk`, and the last line of the chunks committed so far:
+    // a refused key is reported by line, with exactly which lines went in before it.
+    let mut chunk_lines: Vec<usize> = Vec::with_capacity(CHUNK);
+    let mut committed_through = 0usize;
     let mut ticker = Ticker::new(progress);
     let changed = |summary: &InputSummary, why: String| {
         anyhow::anyhow!(
@@ -329,21 +333,31 @@ where
                 Some(Ok(mut item)) => {
                     keys.assign(&mut item);
                     chunk.push(item);
+                    chunk_lines.push(number);
                 }
                 _ => return Err(changed(&summary, format!("line {number} is now bad"))),
             }
         }
         if chunk.len() >= CHUNK || (last && !chunk.is_empty()) {
             let batch = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
-            let done = sink(batch).await.with_context(|| {
-                format!(
-                    "enqueueing {name}: {} of its {total} items were enqueued before this \
-                     error (one transaction per {CHUNK}); run again to enqueue the rest \
-                     (their keys are stable: nothing is enqueued twice)",
-                    summary.items
-                )
-            })?;
+            let done = match sink(batch).await {
+                Ok(done) => done,
+                // Running again would be refused the same way: say so, not "run again".
+                Err(e) => match key_conflict(&e, &chunk_lines, committed_through, &summary) {
+                    Some(why) => bail!("{name}: {why}"),
+                    None => {
+                        return Err(e.context(format!(
+                            "enqueueing {name}: {} of its {total} items were enqueued before \
+                             this error (one transaction per {CHUNK}); run again to enqueue \
+                             the rest (their keys are stable: nothing is enqueued twice)",
+                            summary.items
+                        )))
+                    }
+                },
+            };
             summary.add(&done);
+            committed_through = chunk_lines.last().copied().unwrap_or(committed_through);
+            chunk_lines.clear();
             ticker.tick(|| {
                 format!(
                     "{name}: enqueued {} of {} items…",
@@ -363,6 +377,43 @@ where
         ));
     }
     Ok(summary)
+}
+
+/// The refusal of a chunk whose item at some index reuses a stored key for a different
+/// message ([`abide_outbox::Error::KeyConflict`]), said by line: which line, which key,
+/// which stored item, and exactly which lines were enqueued before it (the chunks
+/// committed so far: through line `committed_through`). `None` for any other error.
+fn key_conflict(
+    e: &anyhow::Error,
+    chunk_lines: &[usize],
+    committed_through: usize,
+    summary: &InputSummary,
+) -> Option<String> {
+    let abide_outbox::Error::KeyConflict {
+        key,
+        existing_id,
+        index,
+    } = e.chain().find_map(|c| c.downcast_ref::<abide_outbox::Error>())?
+    else {
+        return None;
+    };
+    let line = chunk_lines.get(*index).copied().unwrap_or(0);
+    let first_unsent = chunk_lines.first().copied().unwrap_or(line);
+    let before = if committed_through == 0 {
+        "nothing of the input was enqueued".to_owned()
+    } else {
+        format!(
+            "lines 1-{committed_through} ({} items, {} of them new) were enqueued before \
+             this (one transaction per {CHUNK}) and wait in the outbox, nothing from line \
+             {first_unsent} on",
+            summary.items, summary.enqueued
+        )
+    };
+    Some(format!(
+        "line {line}: idempotency_key {key:?} already names a different message in the \
+         outbox (item {existing_id}); {before}; nothing was sent (one key names one message: \
+         give the new message a new key, then run again)"
+    ))
 }
 
 /// Whether the line just read is blank (a skipped line, not a bad one).
