@@ -76,6 +76,18 @@ pub trait Store: Clone + Send + Sync + 'static {
         now: SystemTime,
     ) -> impl Future<Output = Result<Vec<Enqueued>>> + Send;
 
+    /// Read only: refuse `items` if one carries an idempotency key the store holds for
+    /// different content, as [`Store::enqueue`] would, without writing anything. Lets a
+    /// caller that enqueues in several transactions check all of them before committing
+    /// the first. Items without a key are skipped; keys repeated within `items` are not
+    /// compared with each other (enqueue does that). Not a reservation: a writer may take
+    /// a key in between, and then [`Store::enqueue`] still refuses.
+    ///
+    /// # Errors
+    /// [`Error::KeyConflict`](crate::Error::KeyConflict) for the first such item (its
+    /// `index` in `items`), or a database error.
+    fn check_keys(&self, items: &[NewItem]) -> impl Future<Output = Result<()>> + Send;
+
     /// Claim up to `limit` items for `provider` whose `next_attempt_at <= now`:
     /// first `PENDING → QUEUED` for the due ones ([`SqlStore::promote_due`]), then
     /// `QUEUED → IN_FLIGHT` with `lease_owner = owner` and

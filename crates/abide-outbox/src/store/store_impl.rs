@@ -100,6 +100,43 @@ where
         settle(&mut conn, r)
     }
 
+    async fn check_keys(&self, items: &[NewItem]) -> Result<()> {
+        let keyed: Vec<(usize, &str, String)> = items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, it)| {
+                let key = it.idempotency_key.as_deref()?;
+                Some((i, key, content_digest_hex(it)))
+            })
+            .collect();
+        let sql = sql::digests_by_key_sql(DB::PLACEHOLDERS);
+        for part in keyed.chunks(sql::KEYS_PER_PROBE) {
+            let mut q = sqlx::query_as::<_, (String, String, Option<String>)>(&sql);
+            for n in 0..sql::KEYS_PER_PROBE {
+                let (_, key, _) = part[n.min(part.len() - 1)];
+                q = q.bind(key);
+            }
+            let stored: HashMap<String, (String, Option<String>)> = q
+                .fetch_all(&self.reads)
+                .await?
+                .into_iter()
+                .map(|(key, id, digest)| (key, (id, digest)))
+                .collect();
+            for (index, key, digest) in part {
+                if let Some((id, Some(known))) = stored.get(*key) {
+                    if known != digest {
+                        return Err(Error::KeyConflict {
+                            key: (*key).to_owned(),
+                            existing_id: id.clone(),
+                            index: *index,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     async fn claim(
         &self,
         provider: &str,

@@ -240,6 +240,21 @@ pub async fn a_key_reused_for_another_message_is_refused<S: ByHand>(s: S) {
     let c = s.counts_by_state(None).await.unwrap();
     assert_eq!(c.queued, 1, "nothing of the refused call was stored: {c:?}");
 
+    // The read-only probe says the same, past one statement's worth of keys (256).
+    let mut many: Vec<NewItem> = (0..300).map(|i| item("p", &format!("probe-{i}"))).collect();
+    many.push(NewItem::new("p", other.request.clone()));
+    assert!(s.check_keys(&many).await.is_ok());
+    many[290] = other.clone();
+    match s.check_keys(&many).await {
+        Err(Error::KeyConflict { key, existing_id, index }) => {
+            assert_eq!((key.as_str(), existing_id.as_str(), index), ("order-9", first[0].id.as_str(), 290));
+        }
+        other => panic!("expected KeyConflict, got {other:?}"),
+    }
+    many[290] = item("p", "order-9");
+    assert!(s.check_keys(&many).await.is_ok(), "the same message is no conflict");
+    assert_eq!(s.counts_by_state(None).await.unwrap().queued, 1, "the probe wrote");
+
     // Every part of the content counts: provider, method, path, headers, body.
     let base = item("p", "order-9");
     let mut variants = Vec::new();
@@ -283,6 +298,7 @@ pub async fn a_key_reused_for_another_message_is_refused<S: ByHand>(s: S) {
 
     // Stored before digests were kept: unknown content is accepted, as before.
     s.forget_content_digest("order-9").await;
+    assert!(s.check_keys(std::slice::from_ref(&other)).await.is_ok());
     let legacy = s.enqueue(&[other], t0()).await.unwrap();
     assert_eq!((legacy[0].id.as_str(), legacy[0].created), (first[0].id.as_str(), false));
     assert_eq!(s.counts_by_state(None).await.unwrap().queued, 2);

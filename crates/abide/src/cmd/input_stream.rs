@@ -21,6 +21,9 @@
 //! up to minutes), but a database failure or `kill -9` during pass 2 leaves the chunks
 //! committed so far enqueued. They are valid, checked messages, and a re-run enqueues only
 //! the rest (stable keys), so nothing is lost or doubled; the error says how many went in.
+//! A line whose explicit key the outbox already holds for a different message is refused
+//! by the store with its whole chunk ([`abide_outbox::Error::KeyConflict`]): the run stops
+//! naming that line and the lines committed before it (whole chunks), not "run again".
 //! A regular file changed between the passes is detected (size and mtime, and every line
 //! is checked again in pass 2): the run stops with the same message.
 
