@@ -128,7 +128,10 @@ async fn serve_enqueues_delivers_and_reports() {
         .values()
         .map(|n| n.as_u64().unwrap())
         .sum();
-    assert_eq!(total, N as u64, "the refused request enqueued something: {counts}");
+    assert_eq!(
+        total, N as u64,
+        "the refused request enqueued something: {counts}"
+    );
 
     wait_until("the provider to accept every item", || {
         p.stats().accepted >= N as u64

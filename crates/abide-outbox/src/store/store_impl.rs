@@ -73,11 +73,10 @@ where
                 let enq = match inserted {
                     Some((id,)) => Enqueued { id, created: true },
                     None => {
-                        let (id, stored): (String, Option<String>) =
-                            sqlx::query_as(sql::ID_BY_KEY)
-                                .bind(key.as_str())
-                                .fetch_one(&mut *tx)
-                                .await?;
+                        let (id, stored): (String, Option<String>) = sqlx::query_as(sql::ID_BY_KEY)
+                            .bind(key.as_str())
+                            .fetch_one(&mut *tx)
+                            .await?;
                         // NULL: stored before digests were kept; unknown, so accepted.
                         if stored.is_some_and(|d| d != digest) {
                             // The whole call rolls back: all or nothing per call.

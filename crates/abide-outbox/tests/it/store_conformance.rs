@@ -223,7 +223,10 @@ pub async fn a_key_reused_for_another_message_is_refused<S: ByHand>(s: S) {
     let mut other = item("p", "order-9");
     other.request = Request::post_json("/v1/messages", json!({"to": "+1555", "text": "SECOND"}));
     let err = s
-        .enqueue(&[item("p", "fresh-1"), other.clone(), item("p", "fresh-2")], t0())
+        .enqueue(
+            &[item("p", "fresh-1"), other.clone(), item("p", "fresh-2")],
+            t0(),
+        )
         .await;
     match err {
         Err(Error::KeyConflict {
@@ -246,14 +249,28 @@ pub async fn a_key_reused_for_another_message_is_refused<S: ByHand>(s: S) {
     assert!(s.check_keys(&many).await.is_ok());
     many[290] = other.clone();
     match s.check_keys(&many).await {
-        Err(Error::KeyConflict { key, existing_id, index }) => {
-            assert_eq!((key.as_str(), existing_id.as_str(), index), ("order-9", first[0].id.as_str(), 290));
+        Err(Error::KeyConflict {
+            key,
+            existing_id,
+            index,
+        }) => {
+            assert_eq!(
+                (key.as_str(), existing_id.as_str(), index),
+                ("order-9", first[0].id.as_str(), 290)
+            );
         }
         other => panic!("expected KeyConflict, got {other:?}"),
     }
     many[290] = item("p", "order-9");
-    assert!(s.check_keys(&many).await.is_ok(), "the same message is no conflict");
-    assert_eq!(s.counts_by_state(None).await.unwrap().queued, 1, "the probe wrote");
+    assert!(
+        s.check_keys(&many).await.is_ok(),
+        "the same message is no conflict"
+    );
+    assert_eq!(
+        s.counts_by_state(None).await.unwrap().queued,
+        1,
+        "the probe wrote"
+    );
 
     // Every part of the content counts: provider, method, path, headers, body.
     let base = item("p", "order-9");
@@ -274,16 +291,28 @@ pub async fn a_key_reused_for_another_message_is_refused<S: ByHand>(s: S) {
     v.request.body = None;
     variants.push(v);
     for v in variants {
-        let r = s.enqueue(&[v.clone()], t0()).await;
+        let r = s.enqueue(std::slice::from_ref(&v), t0()).await;
         assert!(matches!(r, Err(Error::KeyConflict { .. })), "{v:?}: {r:?}");
     }
 
     // The same message again: idempotent, as before; JSON key order does not matter.
     let mut same = item("p", "order-9");
-    same.request = Request::post_json("/v1/messages", json!({"text": "order-9", "to": "+15550100"}));
-    let again = s.enqueue(&[same, item("p", "fresh-1")], t0()).await.unwrap();
-    assert_eq!((again[0].id.as_str(), again[0].created), (first[0].id.as_str(), false));
-    assert!(again[1].created, "the store still writes after a refused call");
+    same.request = Request::post_json(
+        "/v1/messages",
+        json!({"text": "order-9", "to": "+15550100"}),
+    );
+    let again = s
+        .enqueue(&[same, item("p", "fresh-1")], t0())
+        .await
+        .unwrap();
+    assert_eq!(
+        (again[0].id.as_str(), again[0].created),
+        (first[0].id.as_str(), false)
+    );
+    assert!(
+        again[1].created,
+        "the store still writes after a refused call"
+    );
 
     // Two different messages with one new key in one call: the second is refused, and
     // the first is not stored either.
@@ -291,7 +320,9 @@ pub async fn a_key_reused_for_another_message_is_refused<S: ByHand>(s: S) {
     twin.request.path = "/v1/twin".into();
     let r = s.enqueue(&[item("p", "new-key"), twin], t0()).await;
     match r {
-        Err(Error::KeyConflict { key, index, .. }) => assert_eq!((key.as_str(), index), ("new-key", 1)),
+        Err(Error::KeyConflict { key, index, .. }) => {
+            assert_eq!((key.as_str(), index), ("new-key", 1))
+        }
         other => panic!("expected KeyConflict, got {other:?}"),
     }
     assert_eq!(s.counts_by_state(None).await.unwrap().queued, 2);
@@ -300,7 +331,10 @@ pub async fn a_key_reused_for_another_message_is_refused<S: ByHand>(s: S) {
     s.forget_content_digest("order-9").await;
     assert!(s.check_keys(std::slice::from_ref(&other)).await.is_ok());
     let legacy = s.enqueue(&[other], t0()).await.unwrap();
-    assert_eq!((legacy[0].id.as_str(), legacy[0].created), (first[0].id.as_str(), false));
+    assert_eq!(
+        (legacy[0].id.as_str(), legacy[0].created),
+        (first[0].id.as_str(), false)
+    );
     assert_eq!(s.counts_by_state(None).await.unwrap().queued, 2);
 }
 
