@@ -100,7 +100,8 @@ pub fn new_item_id(now: SystemTime) -> String {
 pub struct Enqueued {
     /// The item id (the existing one when `created` is false).
     pub id: String,
-    /// False when an item with the same idempotency key already existed (a no-op).
+    /// False when an item with the same idempotency key and the same message already
+    /// existed (a no-op; a different message with that key is refused instead).
     pub created: bool,
 }
 
