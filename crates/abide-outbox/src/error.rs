@@ -9,6 +9,22 @@ pub enum Error {
     /// A request or item is malformed (absolute URL, secret header, bad key, ...).
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// An idempotency key given with an item is already stored with different content: one
+    /// key names one message, so the new item is refused rather than taken for the stored
+    /// one (and silently never sent). Nothing of that enqueue call was stored.
+    #[error(
+        "idempotency key {key:?} (item {index} of the batch) already names a different \
+         message, item {existing_id}; nothing of this batch was enqueued (one key names one \
+         message: give the new message a new key)"
+    )]
+    KeyConflict {
+        /// The key, as given.
+        key: String,
+        /// The id of the stored item that holds it.
+        existing_id: String,
+        /// The position (0-based) of the refused item in the slice given to `enqueue`.
+        index: usize,
+    },
     /// The item targets a provider that is not configured.
     #[error("unknown provider {0:?}")]
     UnknownProvider(String),

@@ -34,6 +34,20 @@ pub fn content_key(item: &NewItem, earlier: u64) -> String {
     derived_key(&content_digest(item), earlier)
 }
 
+/// The first 128 bits of SHA-256 (32 lower-case hex digits, like a derived key: enough
+/// that two different messages never share one by chance, and half the bytes per stored
+/// row of the whole digest) over everything that makes `item` this message: provider,
+/// method, path, headers (names lower-cased), body (canonical JSON); the digest its
+/// derived key starts from ([`content_key`]). The store keeps it with the item to refuse a
+/// known idempotency key given with different content. Ignores any key `item` has.
+pub fn content_digest_hex(item: &NewItem) -> String {
+    let mut s = String::with_capacity(32);
+    for b in &content_digest(item)[..16] {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
 /// SHA-256 over everything that makes a message this message.
 fn content_digest(item: &NewItem) -> [u8; 32] {
     let mut h = Sha256::new();
@@ -121,6 +135,35 @@ mod tests {
     use super::*;
     use crate::model::Request;
     use serde_json::json;
+
+    /// The stored digest: 32 hex digits, the same for the same message whatever its key,
+    /// JSON key order or a header name's case, different for a different message.
+    #[test]
+    fn content_digests_name_the_message_not_the_key() {
+        let a = content_digest_hex(&sms());
+        assert_eq!(a.len(), 32);
+        assert!(
+            a.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+            "{a}"
+        );
+        assert_eq!(content_digest_hex(&sms().with_idempotency_key("k")), a);
+        let mut reordered = sms();
+        reordered.request.body = Some(Body::Json(
+            json!({"n": [1, 2.5, {"a": null, "b": 1}], "text": "hi", "to": "+15550101"}),
+        ));
+        assert_eq!(content_digest_hex(&reordered), a);
+        // Names are hashed lower-cased (in the order of the names as written).
+        let one = |name: &str| {
+            let mut it = put_text();
+            it.request.headers = [(name.to_owned(), "t1".to_owned())].into_iter().collect();
+            content_digest_hex(&it)
+        };
+        assert_eq!(one("X-Tenant"), one("x-tenant"));
+        assert_ne!(one("X-Tenant"), one("X-Other"));
+        assert_ne!(content_digest_hex(&put_text()), a);
+        assert_ne!(content_digest_hex(&no_body()), a);
+    }
 
     fn sms() -> NewItem {
         NewItem::new(

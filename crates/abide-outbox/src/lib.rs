@@ -70,7 +70,7 @@ pub use coord::{CoordinationTarget, ProbeError, RedisCoordination, SharedLimit};
 pub use credentials::{CredentialSource, EnvCredentials, StaticCredentials};
 pub use dispatcher::{Dispatcher, DispatcherOptions, MIN_LEASE_MARGIN};
 pub use error::{Error, Result};
-pub use keys::{assign_content_keys, content_key};
+pub use keys::{assign_content_keys, content_digest_hex, content_key};
 pub use lock::{open_for_sending, SenderLock, SendingStore};
 pub use model::{
     AttemptRecord, Body, Completion, Counts, Enqueued, Item, ListFilter, NewItem, Outcome,

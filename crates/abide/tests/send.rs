@@ -263,3 +263,64 @@ async fn send_without_input_refuses_a_database_that_does_not_exist() {
     assert!(err.contains("no outbox database at"), "{err}");
     assert!(!f.db_exists(), "database created");
 }
+
+/// One idempotency key names one message across runs, not only within one input: a key
+/// already in the outbox given again with a different message stops the run (exit 2)
+/// naming the line and the key, before any chunk is committed (line 1300 is in the second
+/// chunk of 1,000): nothing is enqueued or sent. The fixed input then enqueues everything
+/// new, and the same message under its key again is a no-op.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_already_in_the_outbox_for_another_message_stops_send_naming_its_line() {
+    const N: usize = 1500;
+    const AT: usize = 1300;
+    let keyed = |text: &str, key: &str| {
+        format!(
+            "{{\"provider\":\"sms\",\"path\":\"/v1/messages\",\"body\":{{\"to\":\"+1555\",\"text\":\"{text}\"}},\"idempotency_key\":\"{key}\"}}\n"
+        )
+    };
+    let with_line_at = |line: String| {
+        let mut lines: Vec<String> = messages(N - 1, "sms")
+            .lines()
+            .map(|l| format!("{l}\n"))
+            .collect();
+        lines.insert(AT - 1, line);
+        lines.concat()
+    };
+    let p = start_provider(provider_config(400, 40)).await;
+    let f = Files::new(&provider_toml("sms", &p.url(), "", ""), 0);
+    std::fs::write(&f.input, keyed("first", "order-9") + &messages(2, "sms")).unwrap();
+    let first = run(f.send()).await;
+    assert_eq!(first.status.code(), Some(0), "{}", show(&first));
+    assert_eq!(p.stats().accepted, 3);
+
+    std::fs::write(
+        &f.input,
+        with_line_at(keyed("SECOND, different", "order-9")),
+    )
+    .unwrap();
+    let out = run(f.send()).await;
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for needle in [
+        "line 1300: idempotency_key \"order-9\" already names a different message",
+        "nothing of the input was enqueued",
+        "nothing was sent",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in\n{err}");
+    }
+    assert_eq!(p.stats().requests, 3, "the refused run sent something");
+
+    // Fixed: the new message gets its own key; the first message under its key again is a
+    // no-op, as are the two lines the first run sent.
+    let fixed = with_line_at(keyed("SECOND, different", "order-10")) + &keyed("first", "order-9");
+    std::fs::write(&f.input, fixed).unwrap();
+    let again = run(f.send()).await;
+    assert_eq!(again.status.code(), Some(0), "{}", show(&again));
+    let r = report(&again);
+    assert_eq!(r["input"]["items"], N + 1, "{r}");
+    assert_eq!(r["input"]["enqueued"], N - 2, "{r}");
+    assert_eq!(r["input"]["already_enqueued"], 3, "{r}");
+    let s = p.stats();
+    assert_eq!(s.accepted, 3 + (N - 2) as u64, "{s:?}");
+    assert_eq!(s.duplicates, 0, "{s:?}");
+}

@@ -104,6 +104,34 @@ async fn serve_enqueues_delivers_and_reports() {
     let (_, again) = post(items[0].clone()).await;
     assert_eq!(again["created"], false, "{again}");
     assert_eq!(again["id"], id.as_str());
+    // The same key with a different message, in a batch with a new item: 422 naming the
+    // key and the stored item (draft-ietf-httpapi-idempotency-key-header §2.7), and
+    // nothing of the request enqueued, not even the new item.
+    let mut changed = items[0].clone();
+    changed["body"] = json!({"i": "a different message"});
+    let fresh = json!({"provider": "sms", "path": "/v1/messages", "body": {"i": -1},
+                       "idempotency_key": "serve-fresh"});
+    let (status, v) = post(json!([fresh, changed])).await;
+    assert_eq!(status, 422, "{v}");
+    assert_eq!(v["error"], "idempotency_key_conflict", "{v}");
+    assert_eq!(v["idempotency_key"], "serve-0", "{v}");
+    assert_eq!(v["existing_id"], id.as_str(), "{v}");
+    assert_eq!(v["index"], 1, "{v}");
+    let r = auth(c.get(format!("{base}/v1/stats")))
+        .send()
+        .await
+        .unwrap();
+    let counts: Value = r.json::<Value>().await.unwrap()["counts"].clone();
+    let total: u64 = counts
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        total, N as u64,
+        "the refused request enqueued something: {counts}"
+    );
 
     wait_until("the provider to accept every item", || {
         p.stats().accepted >= N as u64

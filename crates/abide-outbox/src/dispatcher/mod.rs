@@ -392,7 +392,8 @@ impl<S: Store> Dispatcher<S> {
     ///
     /// # Errors
     /// [`crate::Error::UnknownProvider`] or [`crate::Error::InvalidRequest`] for the first
-    /// bad item (nothing is stored), database errors.
+    /// bad item, [`crate::Error::KeyConflict`] for a known key given with a different
+    /// message (nothing is stored), database errors.
     pub async fn enqueue(&self, items: &[NewItem]) -> Result<Vec<Enqueued>> {
         for it in items {
             self.inner.config.check_item(it)?;

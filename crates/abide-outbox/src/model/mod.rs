@@ -48,8 +48,9 @@ impl NewItem {
         }
     }
 
-    /// Set the idempotency key (stable across every attempt; enqueueing another item
-    /// with the same key is a no-op that returns the first item's id).
+    /// Set the idempotency key (stable across every attempt; enqueueing the same
+    /// message again with the same key is a no-op that returns the first item's id, and a
+    /// different message with it is refused: [`Error::KeyConflict`]).
     pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
         self.idempotency_key = Some(key.into());
         self
@@ -99,7 +100,8 @@ pub fn new_item_id(now: SystemTime) -> String {
 pub struct Enqueued {
     /// The item id (the existing one when `created` is false).
     pub id: String,
-    /// False when an item with the same idempotency key already existed (a no-op).
+    /// False when an item with the same idempotency key and the same message already
+    /// existed (a no-op; a different message with that key is refused instead).
     pub created: bool,
 }
 

@@ -108,6 +108,9 @@ impl Store for AnyStore {
     async fn enqueue(&self, items: &[NewItem], now: SystemTime) -> Result<Vec<Enqueued>> {
         delegate!(self, s => s.enqueue(items, now))
     }
+    async fn check_keys(&self, items: &[NewItem]) -> Result<()> {
+        delegate!(self, s => s.check_keys(items))
+    }
     async fn claim(
         &self,
         provider: &str,

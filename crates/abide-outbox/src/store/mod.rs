@@ -57,17 +57,36 @@ pub use sqlite::SqliteStore;
 /// future either committed its transaction or rolled it back.
 pub trait Store: Clone + Send + Sync + 'static {
     /// Enqueue `items` in ONE transaction: all are stored or none is. An item whose
-    /// idempotency key already exists is a no-op returning the existing id
-    /// (`created: false`); this is what makes re-running a batch resumable.
+    /// idempotency key already exists with the same content (provider, method, path,
+    /// headers, body: [`crate::content_digest_hex`]) is a no-op returning the existing id
+    /// (`created: false`); this is what makes re-running a batch resumable. One key names
+    /// one message: a known key with different content refuses the whole call, the way
+    /// draft-ietf-httpapi-idempotency-key-header §2.7 (Error Scenarios) refuses a key reused with another
+    /// payload. An item stored before content digests were kept (migration 0006) has an
+    /// unknown digest and is never a conflict.
     ///
     /// # Errors
-    /// [`Error::InvalidRequest`](crate::Error::InvalidRequest) if any item is invalid
-    /// (nothing is stored), or a database error.
+    /// [`Error::InvalidRequest`](crate::Error::InvalidRequest) if any item is invalid,
+    /// [`Error::KeyConflict`](crate::Error::KeyConflict) for the first item whose key
+    /// names different stored content (or an earlier item of the same call), both with
+    /// nothing stored; or a database error.
     fn enqueue(
         &self,
         items: &[NewItem],
         now: SystemTime,
     ) -> impl Future<Output = Result<Vec<Enqueued>>> + Send;
+
+    /// Read only: refuse `items` if one carries an idempotency key the store holds for
+    /// different content, as [`Store::enqueue`] would, without writing anything. Lets a
+    /// caller that enqueues in several transactions check all of them before committing
+    /// the first. Items without a key are skipped; keys repeated within `items` are not
+    /// compared with each other (enqueue does that). Not a reservation: a writer may take
+    /// a key in between, and then [`Store::enqueue`] still refuses.
+    ///
+    /// # Errors
+    /// [`Error::KeyConflict`](crate::Error::KeyConflict) for the first such item (its
+    /// `index` in `items`), or a database error.
+    fn check_keys(&self, items: &[NewItem]) -> impl Future<Output = Result<()>> + Send;
 
     /// Claim up to `limit` items for `provider` whose `next_attempt_at <= now`:
     /// first `PENDING → QUEUED` for the due ones ([`SqlStore::promote_due`]), then

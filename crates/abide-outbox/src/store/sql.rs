@@ -41,11 +41,34 @@ pub(crate) const CLAIM_POSTGRES: &str = concat!(
 
 pub(crate) const INSERT: &str = "INSERT INTO items (id, provider, current_provider, \
     method, path, headers_json, body_json, idempotency_key, created_at_ms, state, attempts, \
-    window_attempts, window_start_ms, next_attempt_at_ms, updated_at_ms) \
-    VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, 0, 0, $8, $8, $8) \
+    window_attempts, window_start_ms, next_attempt_at_ms, updated_at_ms, content_sha256) \
+    VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, 0, 0, $8, $8, $8, $10) \
     ON CONFLICT (idempotency_key) DO NOTHING RETURNING id";
 
-pub(crate) const ID_BY_KEY: &str = "SELECT id FROM items WHERE idempotency_key = $1";
+/// The item holding a key and its content digest (NULL for items stored before
+/// migration 0006: unknown, never refused).
+pub(crate) const ID_BY_KEY: &str =
+    "SELECT id, content_sha256 FROM items WHERE idempotency_key = $1";
+
+/// Keys per [`digests_by_key_sql`] statement; a shorter list is padded by repeating its
+/// last key, so that one statement text (one prepared statement) serves every call.
+pub(crate) const KEYS_PER_PROBE: usize = 256;
+
+/// Id and content digest of the items holding any of [`KEYS_PER_PROBE`] keys. Bind the
+/// keys in order.
+pub(crate) fn digests_by_key_sql(p: Placeholders) -> String {
+    let mut sql = String::from(
+        "SELECT idempotency_key, id, content_sha256 FROM items WHERE idempotency_key IN (",
+    );
+    for n in 1..=KEYS_PER_PROBE {
+        if n > 1 {
+            sql.push_str(", ");
+        }
+        p.push(&mut sql, n);
+    }
+    sql.push(')');
+    sql
+}
 
 pub(crate) const PROMOTE_ONE_PROVIDER: &str = "UPDATE items SET state = $1, \
     updated_at_ms = $2 WHERE current_provider = $3 AND state = $4 AND next_attempt_at_ms <= $2";

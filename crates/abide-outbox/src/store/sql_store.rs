@@ -88,9 +88,11 @@ pub(crate) async fn begin<DB: Dialect>(
 }
 
 /// The result of a write transaction on `conn`: on failure, the connection is closed
-/// rather than returned to the pool, whatever state the failure left it in.
+/// rather than returned to the pool, whatever state the failure left it in; except a
+/// refused key ([`crate::Error::KeyConflict`]), whose transaction was rolled back.
 pub(crate) fn settle<DB: Dialect, T>(conn: &mut PoolConnection<DB>, r: Result<T>) -> Result<T> {
-    if r.is_err() {
+    // A refused key rolled back cleanly: the connection is sound, keep it.
+    if matches!(&r, Err(e) if !matches!(e, crate::Error::KeyConflict { .. })) {
         conn.close_on_drop();
     }
     r

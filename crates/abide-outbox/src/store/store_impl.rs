@@ -12,6 +12,7 @@ use super::sql;
 use super::sql_store::{begin, settle, SqlStore};
 use super::Store;
 use crate::error::{Error, Result};
+use crate::keys::content_digest_hex;
 use crate::model::{
     from_ms, new_item_id, to_ms, Completion, Counts, Enqueued, Item, ListFilter, MovedBy, NewItem,
     RemoteCode, RequeueFilter, SendMark, StoredAttempt, FAILED_OVER_PREFIX,
@@ -43,8 +44,9 @@ where
         let r = async {
             let mut out = Vec::with_capacity(items.len());
             let mut tx = begin(&mut conn).await?;
-            for it in items {
+            for (index, it) in items.iter().enumerate() {
                 let id = new_item_id(now);
+                let digest = content_digest_hex(it);
                 let key = it.idempotency_key.clone().unwrap_or_else(|| id.clone());
                 let headers = serde_json::to_string(&it.request.headers)
                     .map_err(|e| Error::InvalidRequest(e.to_string()))?;
@@ -65,15 +67,26 @@ where
                     .bind(key.as_str())
                     .bind(now_ms)
                     .bind(state)
+                    .bind(digest.as_str())
                     .fetch_optional(&mut *tx)
                     .await?;
                 let enq = match inserted {
                     Some((id,)) => Enqueued { id, created: true },
                     None => {
-                        let (id,): (String,) = sqlx::query_as(sql::ID_BY_KEY)
+                        let (id, stored): (String, Option<String>) = sqlx::query_as(sql::ID_BY_KEY)
                             .bind(key.as_str())
                             .fetch_one(&mut *tx)
                             .await?;
+                        // NULL: stored before digests were kept; unknown, so accepted.
+                        if stored.is_some_and(|d| d != digest) {
+                            // The whole call rolls back: all or nothing per call.
+                            tx.rollback().await?;
+                            return Err(Error::KeyConflict {
+                                key,
+                                existing_id: id,
+                                index,
+                            });
+                        }
                         Enqueued { id, created: false }
                     }
                 };
@@ -84,6 +97,43 @@ where
         }
         .await;
         settle(&mut conn, r)
+    }
+
+    async fn check_keys(&self, items: &[NewItem]) -> Result<()> {
+        let keyed: Vec<(usize, &str, String)> = items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, it)| {
+                let key = it.idempotency_key.as_deref()?;
+                Some((i, key, content_digest_hex(it)))
+            })
+            .collect();
+        let sql = sql::digests_by_key_sql(DB::PLACEHOLDERS);
+        for part in keyed.chunks(sql::KEYS_PER_PROBE) {
+            let mut q = sqlx::query_as::<_, (String, String, Option<String>)>(&sql);
+            for n in 0..sql::KEYS_PER_PROBE {
+                let (_, key, _) = part[n.min(part.len() - 1)];
+                q = q.bind(key);
+            }
+            let stored: HashMap<String, (String, Option<String>)> = q
+                .fetch_all(&self.reads)
+                .await?
+                .into_iter()
+                .map(|(key, id, digest)| (key, (id, digest)))
+                .collect();
+            for (index, key, digest) in part {
+                if let Some((id, Some(known))) = stored.get(*key) {
+                    if known != digest {
+                        return Err(Error::KeyConflict {
+                            key: (*key).to_owned(),
+                            existing_id: id.clone(),
+                            index: *index,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn claim(

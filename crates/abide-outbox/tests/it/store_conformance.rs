@@ -214,6 +214,130 @@ pub async fn enqueue_is_idempotent_and_all_or_nothing<S: ByHand>(s: S) {
     );
 }
 
+/// One key names one message: a known key with other content refuses the whole call
+/// (naming the key, the stored item and the position), leaves the store as it was, and
+/// the store keeps working; the same content stays a no-op; a key stored without a
+/// digest (before migration 0006) is never refused.
+pub async fn a_key_reused_for_another_message_is_refused<S: ByHand>(s: S) {
+    let first = s.enqueue(&[item("p", "order-9")], t0()).await.unwrap();
+    let mut other = item("p", "order-9");
+    other.request = Request::post_json("/v1/messages", json!({"to": "+1555", "text": "SECOND"}));
+    let err = s
+        .enqueue(
+            &[item("p", "fresh-1"), other.clone(), item("p", "fresh-2")],
+            t0(),
+        )
+        .await;
+    match err {
+        Err(Error::KeyConflict {
+            key,
+            existing_id,
+            index,
+        }) => {
+            assert_eq!(key, "order-9");
+            assert_eq!(existing_id, first[0].id);
+            assert_eq!(index, 1);
+        }
+        other => panic!("expected KeyConflict, got {other:?}"),
+    }
+    let c = s.counts_by_state(None).await.unwrap();
+    assert_eq!(c.queued, 1, "nothing of the refused call was stored: {c:?}");
+
+    // The read-only probe says the same, past one statement's worth of keys (256).
+    let mut many: Vec<NewItem> = (0..300).map(|i| item("p", &format!("probe-{i}"))).collect();
+    many.push(NewItem::new("p", other.request.clone()));
+    assert!(s.check_keys(&many).await.is_ok());
+    many[290] = other.clone();
+    match s.check_keys(&many).await {
+        Err(Error::KeyConflict {
+            key,
+            existing_id,
+            index,
+        }) => {
+            assert_eq!(
+                (key.as_str(), existing_id.as_str(), index),
+                ("order-9", first[0].id.as_str(), 290)
+            );
+        }
+        other => panic!("expected KeyConflict, got {other:?}"),
+    }
+    many[290] = item("p", "order-9");
+    assert!(
+        s.check_keys(&many).await.is_ok(),
+        "the same message is no conflict"
+    );
+    assert_eq!(
+        s.counts_by_state(None).await.unwrap().queued,
+        1,
+        "the probe wrote"
+    );
+
+    // Every part of the content counts: provider, method, path, headers, body.
+    let base = item("p", "order-9");
+    let mut variants = Vec::new();
+    let mut v = base.clone();
+    v.provider = "q".into();
+    variants.push(v);
+    let mut v = base.clone();
+    v.request.method = "PUT".into();
+    variants.push(v);
+    let mut v = base.clone();
+    v.request.path = "/v1/other".into();
+    variants.push(v);
+    let mut v = base.clone();
+    v.request.headers.insert("X-Trace".into(), "1".into());
+    variants.push(v);
+    let mut v = base.clone();
+    v.request.body = None;
+    variants.push(v);
+    for v in variants {
+        let r = s.enqueue(std::slice::from_ref(&v), t0()).await;
+        assert!(matches!(r, Err(Error::KeyConflict { .. })), "{v:?}: {r:?}");
+    }
+
+    // The same message again: idempotent, as before; JSON key order does not matter.
+    let mut same = item("p", "order-9");
+    same.request = Request::post_json(
+        "/v1/messages",
+        json!({"text": "order-9", "to": "+15550100"}),
+    );
+    let again = s
+        .enqueue(&[same, item("p", "fresh-1")], t0())
+        .await
+        .unwrap();
+    assert_eq!(
+        (again[0].id.as_str(), again[0].created),
+        (first[0].id.as_str(), false)
+    );
+    assert!(
+        again[1].created,
+        "the store still writes after a refused call"
+    );
+
+    // Two different messages with one new key in one call: the second is refused, and
+    // the first is not stored either.
+    let mut twin = item("p", "new-key");
+    twin.request.path = "/v1/twin".into();
+    let r = s.enqueue(&[item("p", "new-key"), twin], t0()).await;
+    match r {
+        Err(Error::KeyConflict { key, index, .. }) => {
+            assert_eq!((key.as_str(), index), ("new-key", 1))
+        }
+        other => panic!("expected KeyConflict, got {other:?}"),
+    }
+    assert_eq!(s.counts_by_state(None).await.unwrap().queued, 2);
+
+    // Stored before digests were kept: unknown content is accepted, as before.
+    s.forget_content_digest("order-9").await;
+    assert!(s.check_keys(std::slice::from_ref(&other)).await.is_ok());
+    let legacy = s.enqueue(&[other], t0()).await.unwrap();
+    assert_eq!(
+        (legacy[0].id.as_str(), legacy[0].created),
+        (first[0].id.as_str(), false)
+    );
+    assert_eq!(s.counts_by_state(None).await.unwrap().queued, 2);
+}
+
 pub async fn claim_leases_respect_provider_limit_and_due_time<S: ByHand>(s: S) {
     let items: Vec<_> = (0..5).map(|i| item("a", &format!("a{i}"))).collect();
     s.enqueue(&items, t0()).await.unwrap();
@@ -1095,6 +1219,7 @@ macro_rules! conformance {
 conformance!(
     matrix,
     enqueue_is_idempotent_and_all_or_nothing,
+    a_key_reused_for_another_message_is_refused,
     claim_leases_respect_provider_limit_and_due_time,
     concurrent_claimers_never_share_an_item,
     complete_records_attempts_and_checks_the_lease,

@@ -275,6 +275,11 @@ impl Collector {
         }
     }
 
+    /// How many distinct explicit `idempotency_key`s were seen so far.
+    pub(crate) fn explicit_keys(&self) -> usize {
+        self.keys.len()
+    }
+
     /// The items (none when only checking), or every problem if there was one.
     ///
     /// # Errors

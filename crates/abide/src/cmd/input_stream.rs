@@ -21,6 +21,11 @@
 //! up to minutes), but a database failure or `kill -9` during pass 2 leaves the chunks
 //! committed so far enqueued. They are valid, checked messages, and a re-run enqueues only
 //! the rest (stable keys), so nothing is lost or doubled; the error says how many went in.
+//! Between the passes, when the input has explicit keys, [`probe_keys`] reads it once more
+//! and checks them against the outbox (read only): a key the outbox holds for a different
+//! message stops the run before any chunk is committed. A key taken by another writer after
+//! that is refused by the store with its whole chunk ([`abide_outbox::Error::KeyConflict`]):
+//! the run stops naming that line and the lines committed before it, not "run again".
 //! A regular file changed between the passes is detected (size and mtime, and every line
 //! is checked again in pass 2): the run stops with the same message.
 
@@ -56,6 +61,9 @@ pub(crate) struct Checked {
     source: Source,
     /// Items (non-blank lines).
     items: usize,
+    /// Distinct explicit `idempotency_key`s: without any, [`probe_keys`] has nothing to
+    /// check (a derived key hashes its content, so it cannot name another message).
+    explicit_keys: usize,
 }
 
 #[derive(Debug)]
@@ -247,6 +255,7 @@ pub(crate) fn check(
         });
     }
     let copy = lines.into_copy().context("writing the input copy")?;
+    let explicit_keys = batch.explicit_keys();
     if let Err(e) = batch.finish() {
         return Ok(Err(e));
     }
@@ -260,7 +269,99 @@ pub(crate) fn check(
         name: what.to_owned(),
         source,
         items,
+        explicit_keys,
     }))
+}
+
+/// A reader over `source` from its start; refuses a file changed since [`check`].
+fn reopen(name: &str, source: &Source) -> anyhow::Result<Box<dyn BufRead>> {
+    Ok(match source {
+        Source::File {
+            path,
+            len,
+            modified,
+        } => {
+            let file = File::open(path).with_context(|| format!("reading {name} again"))?;
+            let meta = file.metadata().with_context(|| format!("reading {name}"))?;
+            if meta.len() != *len || meta.modified().ok() != *modified {
+                bail!("{name} changed while abide read it; nothing was enqueued; run again");
+            }
+            Box::new(BufReader::with_capacity(READ_BUFFER, file))
+        }
+        Source::Spool(f) => {
+            // A clone shares the offset: rewinding it rewinds the copy for the next reader.
+            let mut f = f.try_clone().context("reading the stdin copy")?;
+            f.rewind().context("reading the stdin copy")?;
+            Box::new(BufReader::with_capacity(READ_BUFFER, f))
+        }
+    })
+}
+
+/// Between [`check`] and [`enqueue`]: read `checked` again and hand its items that carry
+/// an explicit `idempotency_key`, in chunks of [`CHUNK`], to `probe` (the store's
+/// read-only [`abide_outbox::Store::check_keys`]), so that a key the outbox already holds
+/// for a different message stops the run before ANY chunk is committed. Reads nothing
+/// when the input has no explicit key. Not a lock: a key taken by another writer between
+/// this and [`enqueue`] is still refused there, naming the lines committed before it.
+///
+/// # Errors
+/// A conflict (naming the line, the key and the stored item; nothing was enqueued), the
+/// input changed since [`check`], reading it, or the probe's database error.
+pub(crate) async fn probe_keys<F, Fut>(
+    checked: &Checked,
+    check: Check<'_>,
+    mut probe: F,
+) -> anyhow::Result<()>
+where
+    F: FnMut(Vec<NewItem>) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    if checked.explicit_keys == 0 {
+        return Ok(());
+    }
+    let name = &checked.name;
+    let mut lines = Lines::new(reopen(name, &checked.source)?, None);
+    let mut chunk = Vec::with_capacity(CHUNK);
+    let mut chunk_lines: Vec<usize> = Vec::with_capacity(CHUNK);
+    loop {
+        let next = lines
+            .next_line()
+            .with_context(|| format!("reading {name}"))?;
+        let last = next.is_none();
+        if let Some((number, line)) = next {
+            let parsed = line
+                .ok()
+                .and_then(|raw| input::read_line(number, raw, check));
+            match parsed {
+                None if line_is_blank(&lines) => {}
+                Some(Ok(item)) if item.idempotency_key.is_some() => {
+                    chunk.push(item);
+                    chunk_lines.push(number);
+                }
+                Some(Ok(_)) => {}
+                _ => bail!(
+                    "{name} changed while abide read it (line {number} is now bad); nothing \
+                     was enqueued; run again"
+                ),
+            }
+        }
+        if chunk.len() >= CHUNK || (last && !chunk.is_empty()) {
+            let batch = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
+            if let Err(e) = probe(batch).await {
+                let none = InputSummary::default();
+                return Err(match key_conflict(&e, &chunk_lines, 0, &none) {
+                    Some(why) => anyhow::anyhow!("{name}: {why}"),
+                    None => e.context(format!(
+                        "checking the keys of {name} against the outbox; nothing was enqueued"
+                    )),
+                });
+            }
+            chunk_lines.clear();
+        }
+        if last {
+            return Ok(());
+        }
+    }
 }
 
 /// Pass 2: read `checked` again and hand its items, keys derived, to `sink` in chunks of
@@ -284,29 +385,17 @@ where
         name,
         source,
         items: total,
+        ..
     } = checked;
-    let reader: Box<dyn BufRead> = match source {
-        Source::File {
-            path,
-            len,
-            modified,
-        } => {
-            let file = File::open(&path).with_context(|| format!("reading {name} again"))?;
-            let meta = file.metadata().with_context(|| format!("reading {name}"))?;
-            if meta.len() != len || meta.modified().ok() != modified {
-                bail!("{name} changed while abide read it; nothing was enqueued; run again");
-            }
-            Box::new(BufReader::with_capacity(READ_BUFFER, file))
-        }
-        Source::Spool(mut f) => {
-            f.rewind().context("reading the stdin copy")?;
-            Box::new(BufReader::with_capacity(READ_BUFFER, f))
-        }
-    };
+    let reader = reopen(&name, &source)?;
     let mut lines = Lines::new(reader, None);
     let mut keys = input::DerivedKeys::default();
     let mut summary = InputSummary::default();
     let mut chunk = Vec::with_capacity(CHUNK);
+    // The line of each item of `chunk`, and the last line of the chunks committed so far:
+    // a refused key is reported by line, with exactly which lines went in before it.
+    let mut chunk_lines: Vec<usize> = Vec::with_capacity(CHUNK);
+    let mut committed_through = 0usize;
     let mut ticker = Ticker::new(progress);
     let changed = |summary: &InputSummary, why: String| {
         anyhow::anyhow!(
@@ -329,21 +418,31 @@ where
                 Some(Ok(mut item)) => {
                     keys.assign(&mut item);
                     chunk.push(item);
+                    chunk_lines.push(number);
                 }
                 _ => return Err(changed(&summary, format!("line {number} is now bad"))),
             }
         }
         if chunk.len() >= CHUNK || (last && !chunk.is_empty()) {
             let batch = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
-            let done = sink(batch).await.with_context(|| {
-                format!(
-                    "enqueueing {name}: {} of its {total} items were enqueued before this \
-                     error (one transaction per {CHUNK}); run again to enqueue the rest \
-                     (their keys are stable: nothing is enqueued twice)",
-                    summary.items
-                )
-            })?;
+            let done = match sink(batch).await {
+                Ok(done) => done,
+                // Running again would be refused the same way: say so, not "run again".
+                Err(e) => match key_conflict(&e, &chunk_lines, committed_through, &summary) {
+                    Some(why) => bail!("{name}: {why}"),
+                    None => {
+                        return Err(e.context(format!(
+                            "enqueueing {name}: {} of its {total} items were enqueued before \
+                             this error (one transaction per {CHUNK}); run again to enqueue \
+                             the rest (their keys are stable: nothing is enqueued twice)",
+                            summary.items
+                        )))
+                    }
+                },
+            };
             summary.add(&done);
+            committed_through = chunk_lines.last().copied().unwrap_or(committed_through);
+            chunk_lines.clear();
             ticker.tick(|| {
                 format!(
                     "{name}: enqueued {} of {} items…",
@@ -363,6 +462,45 @@ where
         ));
     }
     Ok(summary)
+}
+
+/// The refusal of a chunk whose item at some index reuses a stored key for a different
+/// message ([`abide_outbox::Error::KeyConflict`]), said by line: which line, which key,
+/// which stored item, and exactly which lines were enqueued before it (the chunks
+/// committed so far: through line `committed_through`). `None` for any other error.
+fn key_conflict(
+    e: &anyhow::Error,
+    chunk_lines: &[usize],
+    committed_through: usize,
+    summary: &InputSummary,
+) -> Option<String> {
+    let abide_outbox::Error::KeyConflict {
+        key,
+        existing_id,
+        index,
+    } = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<abide_outbox::Error>())?
+    else {
+        return None;
+    };
+    let line = chunk_lines.get(*index).copied().unwrap_or(0);
+    let first_unsent = chunk_lines.first().copied().unwrap_or(line);
+    let before = if committed_through == 0 {
+        "nothing of the input was enqueued".to_owned()
+    } else {
+        format!(
+            "lines 1-{committed_through} ({} items, {} of them new) were enqueued before \
+             this (one transaction per {CHUNK}) and wait in the outbox, nothing from line \
+             {first_unsent} on",
+            summary.items, summary.enqueued
+        )
+    };
+    Some(format!(
+        "line {line}: idempotency_key {key:?} already names a different message in the \
+         outbox (item {existing_id}); {before}; nothing was sent (one key names one message: \
+         give the new message a new key, then run again)"
+    ))
 }
 
 /// Whether the line just read is blank (a skipped line, not a bad one).

@@ -143,7 +143,8 @@ async fn a_file_changed_between_the_passes_is_refused() {
     assert!(e.to_string().contains("changed while abide read it"), "{e}");
 }
 
-/// A named pipe (`<(generate)`) is read once and copied: pass 2 reads the copy.
+/// A named pipe (`<(generate)`) is read once and copied: the key probe and pass 2 read
+/// the copy.
 #[tokio::test]
 async fn a_named_pipe_is_copied_for_the_second_pass() {
     let dir = tempfile::tempdir().unwrap();
@@ -153,7 +154,7 @@ async fn a_named_pipe_is_copied_for_the_second_pass() {
         .status()
         .unwrap();
     assert!(made.success());
-    let line = "{\"provider\":\"sms\",\"path\":\"/m\"}\n";
+    let line = "{\"provider\":\"sms\",\"path\":\"/m\",\"idempotency_key\":\"k\"}\n";
     let writer = {
         let fifo = fifo.clone();
         std::thread::spawn(move || std::fs::write(fifo, line.repeat(3)).unwrap())
@@ -169,6 +170,14 @@ async fn a_named_pipe_is_copied_for_the_second_pass() {
             chunk.len()
         ])
     };
+    // The copy is read three times: the key probe, then the enqueue, each from its start.
+    let probed = RefCell::new(0);
+    let probe = |chunk: Vec<NewItem>| {
+        *probed.borrow_mut() += chunk.len();
+        async { Ok(()) }
+    };
+    probe_keys(&checked, &any, probe).await.unwrap();
+    assert_eq!(probed.into_inner(), 3);
     let s = enqueue(checked, &any, false, sink).await.unwrap();
     assert_eq!(s.items, 3);
 }
@@ -179,4 +188,100 @@ fn thousands_separators() {
     assert_eq!(thousands(999), "999");
     assert_eq!(thousands(1000), "1,000");
     assert_eq!(thousands(16_949_153), "16,949,153");
+}
+
+/// A line whose key the outbox holds for a different message: the read-only probe names
+/// it before anything is enqueued, on a real store, past the first chunk; an input with
+/// no explicit key is not even read again; the input can still be enqueued after a probe.
+#[tokio::test]
+async fn a_key_held_for_another_message_is_found_before_any_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    let held = r#"{"provider":"sms","path":"/m","body":{"to":"+1"},"idempotency_key":"k"}"#;
+    let held = input::parse_batch(held, &any).unwrap();
+    store.enqueue(&held, SystemTime::UNIX_EPOCH).await.unwrap();
+    let other = r#"{"provider":"sms","path":"/m","body":{"to":"+2"},"idempotency_key":"k"}"#;
+    let path = write_input(
+        dir.path(),
+        1499,
+        &format!("{other}\n{{\"provider\":\"sms\",\"path\":\"/z\"}}\n"),
+    );
+    let checked = check(&path, &any, false).unwrap().unwrap();
+    let calls = RefCell::new(0);
+    let probe = |chunk: Vec<NewItem>| {
+        *calls.borrow_mut() += 1;
+        let store = store.clone();
+        async move { Ok(store.check_keys(&chunk).await?) }
+    };
+    let e = probe_keys(&checked, &any, probe)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("line 1500: idempotency_key \"k\" already names a different message"),
+        "{e}"
+    );
+    assert!(e.contains("nothing of the input was enqueued"), "{e}");
+    assert_eq!(
+        *calls.borrow(),
+        1,
+        "only the keyed lines are probed: one chunk"
+    );
+    assert_eq!(store.counts_by_state(None).await.unwrap().queued, 1);
+
+    // No explicit key: nothing to probe. The same `Checked` still enqueues afterwards.
+    let path = write_input(dir.path(), 3, "");
+    let checked = check(&path, &any, false).unwrap().unwrap();
+    let never = |_: Vec<NewItem>| async { panic!("probed an input without explicit keys") };
+    probe_keys(&checked, &any, never).await.unwrap();
+    let sink = |chunk: Vec<NewItem>| {
+        let store = store.clone();
+        async move { Ok(store.enqueue(&chunk, SystemTime::UNIX_EPOCH).await?) }
+    };
+    assert_eq!(
+        enqueue(checked, &any, false, sink).await.unwrap().enqueued,
+        3
+    );
+}
+
+/// A key taken by another writer after the probe: the store refuses that chunk, and the
+/// error names the line, the key, and exactly the lines committed before it.
+#[tokio::test]
+async fn a_key_refused_at_enqueue_names_the_lines_committed_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let keyed = r#"{"provider":"sms","path":"/m","body":{"to":"+2"},"idempotency_key":"k"}"#;
+    let path = write_input(dir.path(), 1499, &format!("{keyed}\n{keyed}\n"));
+    let checked = check(&path, &any, false).unwrap().unwrap();
+    let sink = |chunk: Vec<NewItem>| async move {
+        match chunk
+            .iter()
+            .position(|it| it.idempotency_key.as_deref() == Some("k"))
+        {
+            Some(index) => Err(abide_outbox::Error::KeyConflict {
+                key: "k".into(),
+                existing_id: "stored-id".into(),
+                index,
+            }
+            .into()),
+            None => Ok(vec![
+                Enqueued {
+                    id: String::new(),
+                    created: true,
+                };
+                chunk.len()
+            ]),
+        }
+    };
+    let e = enqueue(checked, &any, false, sink)
+        .await
+        .unwrap_err()
+        .to_string();
+    for needle in [
+        "line 1500: idempotency_key \"k\" already names a different message in the outbox (item stored-id)",
+        "lines 1-1000 (1000 items, 1000 of them new) were enqueued",
+        "nothing from line 1001 on",
+    ] {
+        assert!(e.contains(needle), "missing {needle:?} in {e}");
+    }
+    assert!(!e.contains("run again to enqueue the rest"), "{e}");
 }

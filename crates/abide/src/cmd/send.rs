@@ -1,6 +1,7 @@
 //! `abide send`: enqueue JSON lines into the durable outbox and deliver until drained.
 
 use abide_outbox::CredentialSource as _;
+use abide_outbox::Store as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -380,6 +381,11 @@ async fn send(
             let d = &d;
             let sink = |chunk: Vec<NewItem>| async move { Ok(d.enqueue(&chunk).await?) };
             let check = input::configured(&check_cfg);
+            // Every explicit key against the outbox first: a key it holds for another
+            // message stops the run before any chunk is committed.
+            let store = &outbox.store;
+            let probe = |chunk: Vec<NewItem>| async move { Ok(store.check_keys(&chunk).await?) };
+            input_stream::probe_keys(&checked, &check, probe).await?;
             Some(input_stream::enqueue(checked, &check, mode != Mode::None, sink).await?)
         }
     };

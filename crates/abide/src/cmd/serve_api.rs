@@ -189,7 +189,9 @@ fn now(api: &Api) -> SystemTime {
 /// `POST /v1/items`: one item (an object in the `abide send` line format) or a batch (an
 /// array of them). Validated whole: any bad item rejects the request and nothing is
 /// stored. An item without `idempotency_key` gets its new item id as key, so a client
-/// that may retry the POST should send one.
+/// that may retry the POST should send one. A known key with the same message answers
+/// `created: false`; with a different message, 422 `idempotency_key_conflict` naming the
+/// key and the stored item, and nothing of the request is enqueued.
 async fn enqueue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) -> Response {
     let body = match body {
         Ok(b) => b,
@@ -255,6 +257,28 @@ async fn enqueue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
             };
             (StatusCode::ACCEPTED, Json(body)).into_response()
         }
+        // draft-ietf-httpapi-idempotency-key-header §2.7 (Error Scenarios): a key reused
+        // with a different payload is answered 422 (409 is for a request still being
+        // processed, which enqueueing never is).
+        Err(abide_outbox::Error::KeyConflict {
+            key,
+            existing_id,
+            index,
+        }) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({
+                "error": "idempotency_key_conflict",
+                "message": format!(
+                    "idempotency_key {key:?} already names a different message (item \
+                     {existing_id}); nothing was enqueued (one key names one message: give \
+                     a new message a new key)"
+                ),
+                "idempotency_key": key,
+                "existing_id": existing_id,
+                "index": index,
+            })),
+        )
+            .into_response(),
         Err(abide_outbox::Error::InvalidRequest(m)) => {
             error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_batch", m)
         }

@@ -104,6 +104,8 @@ pub trait ByHand: Store {
         id: &str,
         now: SystemTime,
     ) -> impl Future<Output = abide_outbox::Result<()>> + Send;
+    /// Make the item holding `key` look stored before migration 0006: content unknown.
+    fn forget_content_digest(&self, key: &str) -> impl Future<Output = ()> + Send;
 }
 
 macro_rules! by_hand {
@@ -121,6 +123,16 @@ macro_rules! by_hand {
             }
             async fn requeue(&self, id: &str, now: SystemTime) -> abide_outbox::Result<()> {
                 <$store>::requeue(self, id, now).await
+            }
+            async fn forget_content_digest(&self, key: &str) {
+                let done = sqlx::query(
+                    "UPDATE items SET content_sha256 = NULL WHERE idempotency_key = $1",
+                )
+                .bind(key)
+                .execute(self.pool())
+                .await
+                .unwrap();
+                assert_eq!(done.rows_affected(), 1, "no item with key {key:?}");
             }
         }
     )*};

@@ -57,6 +57,9 @@ impl<S: Store> Store for StillStore<S> {
     ) -> impl Future<Output = R<Vec<Enqueued>>> + Send {
         still(self.0.enqueue(items, now))
     }
+    fn check_keys(&self, items: &[NewItem]) -> impl Future<Output = R<()>> + Send {
+        still(self.0.check_keys(items))
+    }
     fn claim(
         &self,
         provider: &str,
