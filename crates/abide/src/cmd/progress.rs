@@ -104,7 +104,10 @@ fn finished(p: &Progress) -> u64 {
 /// count as waiting, since nothing has been sent for them yet.
 pub(crate) fn line(p: &Progress) -> String {
     let c = &p.counts;
-    let on_wire = p.totals.on_wire;
+    // The counts come from the store and `on_wire` from the senders, a moment apart: a
+    // request sent for an item whose claim the counts do not show yet would be counted
+    // twice (a trial saw "0/21 finished · on the wire 1 · waiting 21").
+    let on_wire = p.totals.on_wire.min(c.in_flight);
     let waiting = c.queued + c.pending + c.in_flight.saturating_sub(on_wire);
     let pace: f64 = p.providers.iter().map(|x| x.rate).sum();
     let throttle = p
@@ -160,6 +163,31 @@ mod tests {
         let l = line(&p);
         assert!(
             l.starts_with("done 2600 · on the wire 6 · waiting 394 · deferred 0 · failed 0"),
+            "{l}"
+        );
+    }
+
+    /// The counts (store) and the requests on the wire (senders) are read a moment apart;
+    /// the five figures still add up to every item.
+    #[test]
+    fn the_figures_add_up_when_the_counts_lag_the_senders() {
+        let p = Progress {
+            counts: Counts {
+                queued: 21,
+                ..Counts::default()
+            },
+            totals: Totals {
+                on_wire: 1,
+                ..Totals::default()
+            },
+            providers: Vec::new(),
+            receipts: abide_outbox::ReceiptCounts::default(),
+            elapsed: Duration::from_secs(1),
+            oldest_pending_age: None,
+        };
+        let l = line(&p);
+        assert!(
+            l.starts_with("done 0 · on the wire 0 · waiting 21 · deferred 0 · failed 0"),
             "{l}"
         );
     }
