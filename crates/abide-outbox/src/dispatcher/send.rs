@@ -125,6 +125,22 @@ async fn attempt<S: Store>(
     stop: &mut watch::Receiver<bool>,
     rng: &mut StdRng,
 ) -> Completion {
+    // Not ever: no request can be made of it (a row edited by hand). Nothing goes out, so
+    // it is no attempt and says nothing about the host.
+    if let Some(why) = rt.transport.unsendable(&item) {
+        tracing::warn!(provider = %rt.cfg.name, item = %item.id, error = %why,
+            "item cannot be sent; failed without a request");
+        return Completion {
+            id: item.id.clone(),
+            lease_owner: item.lease_owner.clone().unwrap_or_default(),
+            outcome: Outcome::Failed {
+                reason: format!("unsendable: {why}"),
+            },
+            attempts: Vec::new(),
+            last_provider_code: None,
+            message_id: None,
+        };
+    }
     let session = &rt.session;
     let mut records: Vec<AttemptRecord> = Vec::new();
     let mut delivery = session.delivery(rt.item_context(&item));

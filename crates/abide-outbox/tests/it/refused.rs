@@ -105,3 +105,47 @@ async fn refused_connections_are_not_attempts_and_items_wait_for_the_provider() 
         assert_eq!(store.attempts(&it.id).await.unwrap().len(), 1);
     }
 }
+
+/// An item no request can be made of (its path edited by hand to leave the base URL) fails
+/// at once, with no attempt and no request: it is no outage of the host either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsendable_row_fails_without_a_request_or_an_attempt() {
+    // Nothing listens here; nothing may try.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    let config = format!(
+        "[[provider]]\nname = \"p\"\nbase_url = \"http://{addr}/api\"\nrate_hint = 200.0\n"
+    );
+    let config = Config::from_toml_str(&config).unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let d = Dispatcher::new(store.clone(), config, clock, DispatcherOptions::default()).unwrap();
+    let req = Request::post_json("/v1/messages", json!({"to": "+15550100"}));
+    let id = d
+        .enqueue(&[NewItem::new("p", req).with_idempotency_key("edited")])
+        .await
+        .unwrap()[0]
+        .id
+        .clone();
+    sqlx::query("UPDATE items SET path = '/%2e%2e/v1' WHERE id = ?")
+        .bind(&id)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let progress = tokio::time::timeout(Duration::from_secs(30), d.run_until_drained())
+        .await
+        .expect("fails at once")
+        .unwrap();
+    let it = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(it.state, State::Failed, "{it:?}");
+    assert!(
+        it.reason.as_deref().unwrap_or("").starts_with("unsendable"),
+        "{it:?}"
+    );
+    assert_eq!(it.attempts, 0);
+    assert_eq!(progress.totals.attempts, 0, "{progress:?}");
+    assert_eq!(progress.totals.transport_failures, 0, "{progress:?}");
+}
