@@ -113,6 +113,8 @@ impl ClientPolicy for AbidePolicy {
             Core::Delivered => Decision::Delivered,
             Core::Failed => Decision::Lost,
             Core::Deferred(_) => Decision::Deferred,
+            // A connection never made is no attempt: not counted toward the cap.
+            Core::Retry { after } if !answer.sent => Decision::Unsent(after),
             Core::Retry { after } => Decision::Retry(after),
             // The simulated provider never asks for credentials; resend at once.
             Core::Resend => Decision::Retry(std::time::Duration::ZERO),

@@ -368,6 +368,7 @@ impl Sim {
                 Decision::Lost => ("lost", None),
                 Decision::Deferred => ("deferred", None),
                 Decision::Retry(d) => ("retry", Some(d)),
+                Decision::Unsent(d) => ("unsent", Some(d)),
             };
             t.push(Traced::Decided {
                 at: self.now,
@@ -377,9 +378,11 @@ impl Sim {
             });
         }
         match decision {
-            Decision::Retry(delay) => {
+            Decision::Retry(delay) | Decision::Unsent(delay) => {
                 let item = &mut self.items[i];
-                item.retries += 1;
+                if matches!(decision, Decision::Retry(_)) {
+                    item.retries += 1;
+                }
                 let at = self.now + delay;
                 if self.policy.holds_worker() {
                     self.schedule(at, Event::Wake(i));
@@ -473,7 +476,7 @@ impl PolicyResult {
             Decision::Deferred => self.deferred += 1,
             Decision::Lost if bad => self.terminal_bad += 1,
             Decision::Lost => self.lost += 1,
-            Decision::Retry(_) => return,
+            Decision::Retry(_) | Decision::Unsent(_) => return,
         }
         if self.resolved() == self.logical {
             self.completion = Some(at);

@@ -78,6 +78,9 @@ pub(crate) enum Decision {
     Deferred,
     /// Try again after this long.
     Retry(Duration),
+    /// Try again after this long; the request never reached the provider (a refused
+    /// connection), so it is no retry: not counted toward the item's attempts.
+    Unsent(Duration),
 }
 
 /// What a policy knows about the item it is deciding on.

@@ -255,6 +255,10 @@ pub async fn drive<A: Attempts>(
                     if answer.outage_began {
                         tracing::warn!(host = %out.key, error = %failure.error, "host unreachable; pausing it");
                     }
+                    if !answer.sent {
+                        // The connection was never made: no request, no attempt.
+                        trace.sent = trace.sent.saturating_sub(1);
+                    }
                     trace.last = Some(LastAnswer {
                         status: None,
                         reason: answer.verdict.reason.clone(),

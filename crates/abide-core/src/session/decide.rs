@@ -109,11 +109,10 @@ pub(crate) fn decide(
 ) -> (Decision, Option<RetryDelay>) {
     let DecideInput {
         rules,
-        clamp,
         item,
         made,
         wall,
-        pause_left,
+        ..
     } = input;
     match verdict.class {
         VerdictClass::Success => return (Decision::Delivered, None),
@@ -150,6 +149,39 @@ pub(crate) fn decide(
             None,
         );
     }
+    let delay = retry_delay(&input, verdict, window_attempts, rng);
+    (Decision::Retry { after: delay.delay }, Some(delay))
+}
+
+/// The decision after a connection that was never made (refused, connect timeout, DNS or
+/// TLS handshake failure): no byte of the request reached the remote, so it is no attempt.
+/// It counts toward neither the attempt cap nor the maximum age check (the remote said
+/// nothing; principle 6): the item always waits, for our backoff at its attempts so far
+/// and never less than the host's (outage) pause.
+pub(crate) fn decide_unsent(
+    input: DecideInput<'_>,
+    verdict: &Verdict,
+    rng: &mut dyn RngCore,
+) -> (Decision, Option<RetryDelay>) {
+    let window_attempts = input.item.window_attempts.saturating_add(input.made);
+    let delay = retry_delay(&input, verdict, window_attempts, rng);
+    (Decision::Retry { after: delay.delay }, Some(delay))
+}
+
+/// How long a retried item waits: the server's `Retry-After` (already clamped) or our
+/// backoff at `window_attempts`, never before the host's pause ends.
+fn retry_delay(
+    input: &DecideInput<'_>,
+    verdict: &Verdict,
+    window_attempts: u32,
+    rng: &mut dyn RngCore,
+) -> RetryDelay {
+    let DecideInput {
+        rules,
+        clamp,
+        pause_left,
+        ..
+    } = *input;
     let mut delay = match &verdict.retry_after {
         Some(d) => d.clone(),
         None => clamp.from_backoff(rules.backoff.delay(window_attempts.max(1), None, rng)),
@@ -165,7 +197,7 @@ pub(crate) fn decide(
     if let Some(p) = pause_left {
         delay.delay = delay.delay.max(p);
     }
-    (Decision::Retry { after: delay.delay }, Some(delay))
+    delay
 }
 
 #[cfg(test)]

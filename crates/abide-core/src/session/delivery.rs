@@ -6,10 +6,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use rand::RngCore;
 
-use super::decide::{decide, DecideInput, Decision};
+use super::decide::{decide, decide_unsent, DecideInput, Decision};
 use super::in_flight::Permit;
 use super::{BudgetRole, ItemContext, Session};
-use crate::classify::{Observation, Verdict, VerdictClass};
+use crate::classify::{Observation, TransportFailure, Verdict, VerdictClass};
 use crate::coordination::Reservation;
 use crate::retry_after::RetryDelay;
 
@@ -86,6 +86,11 @@ pub struct Answer {
     pub delay: Option<RetryDelay>,
     /// This transport failure began an outage episode of the host (warn once).
     pub outage_began: bool,
+    /// The request reached the remote, or may have: an attempt, to be recorded and charged.
+    /// `false` for a connection never made ([`TransportFailure::Connect`]): not counted
+    /// toward the attempt cap, and nothing the remote said (the decision is then always
+    /// [`Decision::Retry`], no sooner than the host's outage pause ends).
+    pub sent: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -151,7 +156,8 @@ impl Delivery {
         }
     }
 
-    /// Requests sent under this delivery so far.
+    /// Requests sent under this delivery so far (attempts: a connection never made is not
+    /// one once its answer is in).
     pub fn sends(&self) -> u32 {
         self.sends
     }
@@ -314,6 +320,15 @@ impl Delivery {
                 false
             }
         };
+        // No byte reached the remote: not an attempt (it stays a host outage, above). The
+        // retry drawn from the budget for it added no traffic: give it back.
+        let sent = !matches!(obs, Observation::Transport(TransportFailure::Connect));
+        if !sent {
+            self.sends = self.sends.saturating_sub(1);
+            if let Some(at) = self.withdrawn_at.take() {
+                s.coordination().refund(s.budget(), at);
+            }
+        }
         if verdict.class == VerdictClass::Success {
             // A retry that succeeded added no failing traffic: it pays for the next one
             // (crate::budget, "Recovery").
@@ -328,6 +343,7 @@ impl Delivery {
                 decision: Decision::Resend,
                 delay: None,
                 outage_began,
+                sent,
             };
         }
         let pause_left = s.pacer().paused_until(now).map(|u| u - now);
@@ -339,12 +355,17 @@ impl Delivery {
             wall,
             pause_left,
         };
-        let (decision, delay) = decide(input, &verdict, rng);
+        let (decision, delay) = if sent {
+            decide(input, &verdict, rng)
+        } else {
+            decide_unsent(input, &verdict, rng)
+        };
         Answer {
             verdict,
             decision,
             delay,
             outage_began,
+            sent,
         }
     }
 }

@@ -9,6 +9,10 @@
 //! Requests already on the wire when the pause began fail too, but they say nothing new:
 //! only a failure whose slot was reserved after the last outage pause was set grows it, as
 //! the pacer does for throttles.
+//!
+//! A connection never made (refused, connect timeout) is no attempt of its item
+//! ([`super::Answer::sent`] is `false`: not counted toward the attempt cap, not recorded):
+//! the host's pause is all it costs. A failure after the request was written stays one.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};

@@ -337,6 +337,52 @@ fn connection_failures_pause_the_host_with_backoff_once_per_round() {
     assert_eq!(r.session.outage_streak(), 0);
 }
 
+/// A connection never made is no attempt: an item one attempt short of its cap is refused
+/// a connection again and again and is never deferred for it, waits at least the host's
+/// outage pause each time, and its sends are not counted. A failure after the request went
+/// out still is an attempt and reaches the cap.
+#[test]
+fn refused_connections_do_not_count_toward_the_attempt_cap() {
+    let cfg = SessionConfig {
+        retry: RetryConfig {
+            max_attempts: 3,
+            ..RetryConfig::default()
+        },
+        ..SessionConfig::default()
+    };
+    let mut r = Rig::new(cfg);
+    for refused in 1..=5u32 {
+        let mut d = r.session.delivery(r.retry_of(2));
+        assert_eq!(r.until_sent(&mut d), Step::Send);
+        assert_eq!(d.sends(), 1);
+        let a = r.fail(&mut d);
+        assert!(!a.sent);
+        assert_eq!(d.sends(), 0, "refusal {refused} was counted");
+        let Decision::Retry { after } = a.decision else {
+            panic!("refusal {refused}: {:?}", a.decision)
+        };
+        let pause = r.session.pacer().paused_until(r.mono()).unwrap() - r.mono();
+        assert!(
+            after >= pause,
+            "{after:?} before the outage pause {pause:?}"
+        );
+        r.clock.advance(after);
+    }
+    assert_eq!(r.session.outage_streak(), 5, "the outage still backs off");
+    // Sent, then no answer: an attempt, the third, and the cap.
+    let mut d = r.session.delivery(r.retry_of(2));
+    assert_eq!(r.until_sent(&mut d), Step::Send);
+    let obs = Observation::Transport(TransportFailure::AfterSend { replay_safe: true });
+    let (m, w) = (r.mono(), r.wall());
+    let a = d.on_answer(&r.session, m, w, &obs, &mut r.rng);
+    assert!(a.sent);
+    assert!(
+        matches!(a.decision, Decision::Deferred(_)),
+        "{:?}",
+        a.decision
+    );
+}
+
 #[test]
 fn a_slot_voided_by_a_new_pause_is_reserved_again_after_it() {
     let mut r = Rig::new(SessionConfig {

@@ -83,13 +83,24 @@ fn hand_back(
     attempts: Vec<AttemptRecord>,
 ) -> Completion {
     Stats::bump(&rt.stats.lease_returns);
+    give_back(item, when, reason.as_str(), attempts)
+}
+
+/// The completion that makes `item` `PENDING` again, due at `when`, charged `attempts`
+/// only (the store's completion replaces its send mark by them).
+fn give_back(
+    item: &Item,
+    when: SystemTime,
+    reason: &str,
+    attempts: Vec<AttemptRecord>,
+) -> Completion {
     let reason = match (&item.reason, budget_role(item)) {
         (Some(kept), BudgetRole::Resume | BudgetRole::First)
             if item.attempts > 0 && attempts.is_empty() =>
         {
             kept.clone()
         }
-        _ => reason.as_str().to_owned(),
+        _ => reason.to_owned(),
     };
     let last_provider_code = attempts.last().map(|a| a.remote.to_string());
     Completion {
@@ -114,6 +125,22 @@ async fn attempt<S: Store>(
     stop: &mut watch::Receiver<bool>,
     rng: &mut StdRng,
 ) -> Completion {
+    // Not ever: no request can be made of it (a row edited by hand). Nothing goes out, so
+    // it is no attempt and says nothing about the host.
+    if let Some(why) = rt.transport.unsendable(&item) {
+        tracing::warn!(provider = %rt.cfg.name, item = %item.id, error = %why,
+            "item cannot be sent; failed without a request");
+        return Completion {
+            id: item.id.clone(),
+            lease_owner: item.lease_owner.clone().unwrap_or_default(),
+            outcome: Outcome::Failed {
+                reason: format!("unsendable: {why}"),
+            },
+            attempts: Vec::new(),
+            last_provider_code: None,
+            message_id: None,
+        };
+    }
     let session = &rt.session;
     let mut records: Vec<AttemptRecord> = Vec::new();
     let mut delivery = session.delivery(rt.item_context(&item));
@@ -184,6 +211,26 @@ async fn attempt<S: Store>(
         if let crate::transport::Response::Http { headers, .. } = &response {
             rt.stats.note_warnings(&abide_core::parse_warnings(headers));
         }
+        if matches!(response, crate::transport::Response::Transport(_)) {
+            // What we saw, apart from what the remote said: refused connections included.
+            Stats::bump(&rt.stats.transport_failures);
+            if answer.outage_began {
+                tracing::warn!(provider = %rt.cfg.name, reason = %verdict.reason,
+                    "no answer from the provider; pausing it (backing off until it answers)");
+            }
+        }
+        if !answer.sent {
+            // The connection was never made: no byte of the request reached the remote, so
+            // this is no attempt (nothing recorded, nothing charged toward the attempt cap,
+            // no `no_response`). The host's outage pause holds the item back; it waits,
+            // `PENDING`, with the attempts of this lease only (a credential resend's).
+            let when = match answer.decision {
+                Decision::Retry { after } => now + after,
+                // Not produced for an unsent request; the outage pause still bounds it.
+                _ => until.unwrap_or(now),
+            };
+            return give_back(&item, when, &verdict.reason, records);
+        }
         Stats::bump(&rt.stats.attempts);
         match verdict.class {
             VerdictClass::Throttle => Stats::bump(&rt.stats.throttled),
@@ -192,13 +239,6 @@ async fn attempt<S: Store>(
                     "unrecognised response; retrying with a low attempt cap");
             }
             _ => {}
-        }
-        if matches!(response, crate::transport::Response::Transport(_)) {
-            Stats::bump(&rt.stats.transport_failures);
-            if answer.outage_began {
-                tracing::warn!(provider = %rt.cfg.name, reason = %verdict.reason,
-                    "no answer from the provider; pausing it (backing off until it answers)");
-            }
         }
         let mut record = AttemptRecord {
             at: now,

@@ -79,7 +79,7 @@ impl HttpTransport {
 
     async fn send_one(&self, item: &Item) -> Response {
         let Some(url) = target_url(&self.base_url, &item.request.path) else {
-            // Validated at enqueue; a row edited by hand could still get here. Never sent.
+            // Refused before the send (`unsendable`); kept for direct callers. Never sent.
             return Response::Transport(TransportFailure::Connect);
         };
         let method =
@@ -143,6 +143,12 @@ impl HttpTransport {
 impl Transport for HttpTransport {
     fn send<'a>(&'a self, item: &'a Item) -> SendFuture<'a> {
         Box::pin(self.send_one(item))
+    }
+
+    fn unsendable(&self, item: &Item) -> Option<String> {
+        crate::path::confine(&self.base_url, &item.request.path)
+            .err()
+            .map(|e| e.to_string())
     }
 
     fn refresh_credentials(&self) {

@@ -139,6 +139,15 @@ pub trait Transport: Debug + Send + Sync {
     /// a later resend safe.
     fn send<'a>(&'a self, item: &'a Item) -> SendFuture<'a>;
 
+    /// Why `item` can never be sent by this transport (a path that leaves the base URL, a
+    /// message no SMS encoding holds), or `None` (the default). Validated at enqueue, so
+    /// only a row edited by hand fails here. Senders ask before anything goes out and fail
+    /// such an item at once: retrying cannot help, and a request never made is neither an
+    /// attempt nor a host outage.
+    fn unsendable(&self, _item: &Item) -> Option<String> {
+        None
+    }
+
     /// Fetch credentials anew (after a `401`). The default does nothing.
     fn refresh_credentials(&self) {}
 

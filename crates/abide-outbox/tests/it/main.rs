@@ -6,6 +6,7 @@ mod delivery;
 mod dialects;
 mod faults;
 mod migrations;
+mod refused;
 mod same_decisions;
 mod slow_provider;
 mod smpp;

@@ -359,6 +359,15 @@ impl RunReport {
         for (name, n) in decided(t) {
             let _ = writeln!(s, "    {:<18} {n:>8}", name.replace('_', " "));
         }
+        if t.transport_failures > 0 {
+            // What we saw, not a remote answer: a refused connection is no attempt.
+            let _ = writeln!(
+                s,
+                "    {:<18} {:>8}  (no answer: refused connections, which are not attempts, \
+                 and timeouts)",
+                "transport failures", t.transport_failures
+            );
+        }
         let _ = writeln!(
             s,
             "    {:<18} {:>8.3}",

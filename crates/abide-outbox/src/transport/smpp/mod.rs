@@ -176,7 +176,7 @@ impl SmppTransport {
 
     async fn send_one(&self, item: &Item) -> Response {
         let cfg = &self.shared.cfg;
-        // Validated at enqueue; a row edited by hand could still fail here. Never sent.
+        // Refused before the send (`unsendable`); kept for direct callers. Never sent.
         let pdu = match message::encode(&item.request, cfg)
             .and_then(|sms| message::submit_sm(&sms, &item.idempotency_key, cfg))
         {
@@ -248,6 +248,13 @@ impl Drop for SmppTransport {
 impl Transport for SmppTransport {
     fn send<'a>(&'a self, item: &'a Item) -> SendFuture<'a> {
         Box::pin(self.send_one(item))
+    }
+
+    fn unsendable(&self, item: &Item) -> Option<String> {
+        let cfg = &self.shared.cfg;
+        message::encode(&item.request, cfg)
+            .and_then(|sms| message::submit_sm(&sms, &item.idempotency_key, cfg))
+            .err()
     }
 
     fn receipts(&self) -> Option<ReceiptInbox> {
