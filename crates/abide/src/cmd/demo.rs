@@ -38,8 +38,9 @@ See the whole idea in about a minute, on this machine only (127.0.0.1):
 
 Expected: every message accepted exactly once (duplicates 0), few 429s per message, no
 suspension, and an achieved rate below --rate: abide aims at 97% of the advertised limit,
-the quirk phases cost pauses, and the unadvertised 6-in-flight limit (6 per 60 ms, at most
-100 msg/s, less with loopback overhead) caps any --rate near or above that.
+the quirk phases cost pauses, and the advertised 6-in-flight limit (6 per 60 ms, at most
+100 msg/s, less with loopback overhead) caps any --rate near or above that; abide holds a
+send back rather than put a seventh request on the wire.
 
 --db keeps the outbox for `abide status`; it must not exist yet (or be empty): the demo's
 messages have fixed idempotency keys, so a second run on the same file would send nothing.
