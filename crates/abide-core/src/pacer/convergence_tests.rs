@@ -30,15 +30,7 @@ fn answer(class: VerdictClass) -> Verdict {
 /// `n` successes 10 ms apart (100/s accepted), then one throttle with `Retry-After: 1`, then
 /// the 1 s pause; returns the rate just before the throttle.
 fn accept_then_throttle(clock: &ManualClock, p: &Pacer, n: usize) -> f64 {
-    for _ in 0..n {
-        clock.advance(10 * MS);
-        p.on_verdict(clock.monotonic(), &answer(VerdictClass::Success));
-    }
-    let before = p.rate();
-    clock.advance(10 * MS);
-    p.on_verdict(clock.monotonic(), &answer(VerdictClass::Throttle));
-    clock.advance(Duration::from_secs(1));
-    before
+    accept_every_then_throttle(clock, p, n, 10 * MS)
 }
 
 #[test]
