@@ -154,15 +154,30 @@ pub(crate) fn decide(
 }
 
 /// The decision after a connection that was never made (refused, connect timeout, DNS or
-/// TLS handshake failure): no byte of the request reached the remote, so it is no attempt.
-/// It counts toward neither the attempt cap nor the maximum age check (the remote said
-/// nothing; principle 6): the item always waits, for our backoff at its attempts so far
-/// and never less than the host's (outage) pause.
+/// TLS handshake failure): no byte of the request reached the remote, so it is no attempt
+/// and does not count toward the attempt cap (the remote said nothing; principle 6). The
+/// item waits, for our backoff at its attempts so far and never less than the host's
+/// (outage) pause, until its maximum age: age is the message's, not the remote's, and a
+/// message past it (a one-time code, a reminder) is parked for a person whatever kept it
+/// from going out. Without that, `abide send` to a host that stays down never finished.
 pub(crate) fn decide_unsent(
     input: DecideInput<'_>,
     verdict: &Verdict,
     rng: &mut dyn RngCore,
 ) -> (Decision, Option<RetryDelay>) {
+    let rules = input.rules;
+    let age = input
+        .wall
+        .duration_since(input.item.window_start)
+        .unwrap_or_default();
+    if age >= rules.max_age {
+        let last = verdict.reason.clone();
+        let max_age = rules.max_age;
+        return (
+            Decision::Deferred(DeferReason::MaxAge { max_age, last }),
+            None,
+        );
+    }
     let window_attempts = input.item.window_attempts.saturating_add(input.made);
     let delay = retry_delay(&input, verdict, window_attempts, rng);
     (Decision::Retry { after: delay.delay }, Some(delay))

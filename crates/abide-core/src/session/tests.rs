@@ -383,6 +383,45 @@ fn refused_connections_do_not_count_toward_the_attempt_cap() {
     );
 }
 
+/// A refused connection is no attempt, but the message still ages: past its maximum age it
+/// is parked for a person (deferred, never lost) rather than waiting on a host that stays
+/// down for ever.
+#[test]
+fn refused_connections_defer_an_item_past_its_maximum_age() {
+    let cfg = SessionConfig {
+        retry: RetryConfig {
+            max_age: secs(60),
+            ..RetryConfig::default()
+        },
+        ..SessionConfig::default()
+    };
+    let mut r = Rig::new(cfg);
+    let mut item = r.retry_of(0);
+    item.window_start = r.wall() - secs(30);
+    let mut d = r.session.delivery(item);
+    assert_eq!(r.until_sent(&mut d), Step::Send);
+    let a = r.fail(&mut d);
+    assert!(!a.sent);
+    assert!(
+        matches!(a.decision, Decision::Retry { .. }),
+        "{:?}",
+        a.decision
+    );
+    let Decision::Retry { after } = a.decision else {
+        unreachable!()
+    };
+    r.clock.advance(after.max(secs(31)));
+    let mut d = r.session.delivery(item);
+    assert_eq!(r.until_sent(&mut d), Step::Send);
+    let a = r.fail(&mut d);
+    assert!(!a.sent);
+    assert!(
+        matches!(a.decision, Decision::Deferred(DeferReason::MaxAge { .. })),
+        "{:?}",
+        a.decision
+    );
+}
+
 #[test]
 fn a_slot_voided_by_a_new_pause_is_reserved_again_after_it() {
     let mut r = Rig::new(SessionConfig {

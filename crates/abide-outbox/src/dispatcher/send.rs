@@ -226,6 +226,20 @@ async fn attempt<S: Store>(
             // `PENDING`, with the attempts of this lease only (a credential resend's).
             let when = match answer.decision {
                 Decision::Retry { after } => now + after,
+                // Past its maximum age the message is parked for a person, unsent.
+                Decision::Deferred(reason) => {
+                    let last_provider_code = records.last().map(|a| a.remote.to_string());
+                    return Completion {
+                        id: item.id.clone(),
+                        lease_owner: item.lease_owner.clone().unwrap_or_default(),
+                        outcome: Outcome::Deferred {
+                            reason: reason.to_string(),
+                        },
+                        attempts: records,
+                        last_provider_code,
+                        message_id: None,
+                    };
+                }
                 // Not produced for an unsent request; the outage pause still bounds it.
                 _ => until.unwrap_or(now),
             };

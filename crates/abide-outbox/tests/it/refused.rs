@@ -149,3 +149,56 @@ async fn an_unsendable_row_fails_without_a_request_or_an_attempt() {
     assert_eq!(progress.totals.attempts, 0, "{progress:?}");
     assert_eq!(progress.totals.transport_failures, 0, "{progress:?}");
 }
+
+/// A host that stays down: refused connections never reach the attempt cap, but the
+/// messages still age, and past `max_age` they are parked (`DEFERRED`, reason naming the
+/// age), unsent and uncharged, so the run ends instead of waiting for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_stays_down_defers_items_at_their_maximum_age_uncharged() {
+    std::env::set_var(TOKEN, abide_provider::DEMO_KEY);
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
+    let config = format!(
+        "[[provider]]\nname = \"p\"\nbase_url = \"http://{addr}\"\n\
+         credentials_env = \"{TOKEN}\"\nrate_hint = 200.0\nconcurrency = 2\n\
+         [provider.retry]\nmax_attempts = 1\nmax_age_secs = 1\nbackoff_base_ms = 100\n\
+         backoff_cap_secs = 1\n"
+    );
+    let config = Config::from_toml_str(&config).unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let opts = DispatcherOptions {
+        maintenance_interval: Duration::from_millis(100),
+        idle_poll: Duration::from_millis(50),
+        seed: Some(9),
+        ..DispatcherOptions::default()
+    };
+    let d = Dispatcher::new(store.clone(), config, clock, opts).unwrap();
+    let work: Vec<NewItem> = (0..3)
+        .map(|i| {
+            NewItem::new(
+                "p",
+                Request::post_json("/v1/messages", json!({"to": "+15550100", "n": i})),
+            )
+            .with_idempotency_key(format!("down-{i}"))
+        })
+        .collect();
+    d.enqueue(&work).await.unwrap();
+    let progress = tokio::time::timeout(Duration::from_secs(60), d.run_until_drained())
+        .await
+        .expect("a host that stays down still ends the run")
+        .unwrap();
+    assert_eq!(progress.counts.deferred, 3, "{progress:?}");
+    assert_eq!(progress.totals.attempts, 0, "{progress:?}");
+    assert!(progress.totals.transport_failures >= 3, "{progress:?}");
+    assert!(d.store().remote_counts(None).await.unwrap().is_empty());
+    for it in store.list(&ListFilter::default()).await.unwrap() {
+        assert_eq!(it.state, State::Deferred);
+        assert_eq!(it.attempts, 0, "{it:?}");
+        let reason = it.reason.clone().unwrap_or_default();
+        assert!(reason.starts_with("maximum age"), "{it:?}");
+    }
+}
