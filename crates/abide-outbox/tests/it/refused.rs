@@ -19,22 +19,32 @@ const TOKEN: &str = "ABIDE_IT_TOKEN_REFUSED";
 /// of attempts under `max_attempts = 1`, so charging them would defer items.
 const REFUSALS: u64 = 3;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refused_connections_are_not_attempts_and_items_wait_for_the_provider() {
-    // Test-only: the variable name is unique to this test and only this process reads it.
+/// A port nothing listens on (bound, noted, dropped), and a dispatcher on a fresh SQLite
+/// outbox sending to it with `retry` as its `[provider.retry]` table, holding `n` items
+/// keyed `{prefix}-{i}`.
+async fn refused_dispatcher(
+    retry: &str,
+    concurrency: usize,
+    n: u64,
+    prefix: &str,
+) -> (
+    std::net::SocketAddr,
+    tempfile::TempDir,
+    SqliteStore,
+    Dispatcher<SqliteStore>,
+) {
+    // Test-only: the variable name is unique to these tests and only this process reads it.
     std::env::set_var(TOKEN, abide_provider::DEMO_KEY);
-    // A port that refuses connections: bind, note the address, drop the listener.
     let addr = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
-    // One attempt each: a single charged refusal would defer its item.
     let config = format!(
         "[[provider]]\nname = \"p\"\nbase_url = \"http://{addr}\"\n\
-         credentials_env = \"{TOKEN}\"\nrate_hint = 200.0\nconcurrency = 4\n\
-         [provider.retry]\nmax_attempts = 1\nbackoff_base_ms = 100\nbackoff_cap_secs = 1\n"
+         credentials_env = \"{TOKEN}\"\nrate_hint = 200.0\nconcurrency = {concurrency}\n\
+         [provider.retry]\n{retry}\n"
     );
     let config = Config::from_toml_str(&config).unwrap();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -45,17 +55,25 @@ async fn refused_connections_are_not_attempts_and_items_wait_for_the_provider() 
         ..DispatcherOptions::default()
     };
     let d = Dispatcher::new(store.clone(), config, clock, opts).unwrap();
-    let n = 6u64;
     let work: Vec<NewItem> = (0..n)
         .map(|i| {
             NewItem::new(
                 "p",
                 Request::post_json("/v1/messages", json!({"to": "+15550100", "n": i})),
             )
-            .with_idempotency_key(format!("refused-{i}"))
+            .with_idempotency_key(format!("{prefix}-{i}"))
         })
         .collect();
     d.enqueue(&work).await.unwrap();
+    (addr, dir, store, d)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_connections_are_not_attempts_and_items_wait_for_the_provider() {
+    // One attempt each: a single charged refusal would defer its item.
+    let n = 6u64;
+    let retry = "max_attempts = 1\nbackoff_base_ms = 100\nbackoff_cap_secs = 1";
+    let (addr, _dir, store, d) = refused_dispatcher(retry, 4, n, "refused").await;
 
     // Start the provider on that port once the dispatcher has been refused a few times.
     let start_later = async {
@@ -155,38 +173,8 @@ async fn an_unsendable_row_fails_without_a_request_or_an_attempt() {
 /// age), unsent and uncharged, so the run ends instead of waiting for ever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_that_stays_down_defers_items_at_their_maximum_age_uncharged() {
-    std::env::set_var(TOKEN, abide_provider::DEMO_KEY);
-    let addr = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
-    let config = format!(
-        "[[provider]]\nname = \"p\"\nbase_url = \"http://{addr}\"\n\
-         credentials_env = \"{TOKEN}\"\nrate_hint = 200.0\nconcurrency = 2\n\
-         [provider.retry]\nmax_attempts = 1\nmax_age_secs = 1\nbackoff_base_ms = 100\n\
-         backoff_cap_secs = 1\n"
-    );
-    let config = Config::from_toml_str(&config).unwrap();
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let opts = DispatcherOptions {
-        maintenance_interval: Duration::from_millis(100),
-        idle_poll: Duration::from_millis(50),
-        seed: Some(9),
-        ..DispatcherOptions::default()
-    };
-    let d = Dispatcher::new(store.clone(), config, clock, opts).unwrap();
-    let work: Vec<NewItem> = (0..3)
-        .map(|i| {
-            NewItem::new(
-                "p",
-                Request::post_json("/v1/messages", json!({"to": "+15550100", "n": i})),
-            )
-            .with_idempotency_key(format!("down-{i}"))
-        })
-        .collect();
-    d.enqueue(&work).await.unwrap();
+    let retry = "max_attempts = 1\nmax_age_secs = 1\nbackoff_base_ms = 100\nbackoff_cap_secs = 1";
+    let (_addr, _dir, store, d) = refused_dispatcher(retry, 2, 3, "down").await;
     let progress = tokio::time::timeout(Duration::from_secs(60), d.run_until_drained())
         .await
         .expect("a host that stays down still ends the run")
