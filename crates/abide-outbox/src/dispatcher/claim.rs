@@ -68,6 +68,11 @@ pub(super) async fn claimer<S: Store>(
             }
             continue;
         }
+        // Registered before the claim: items enqueued after it found nothing still wake
+        // this claimer.
+        let enqueued = inner.enqueued.notified();
+        tokio::pin!(enqueued);
+        enqueued.as_mut().enable();
         let now = inner.clock.now();
         let owner = format!(
             "{}#{}",
@@ -96,8 +101,11 @@ pub(super) async fn claimer<S: Store>(
                     t.duration_since(now).unwrap_or_default().min(idle)
                 });
                 let wait = wait.max(Duration::from_millis(1));
-                if sleep_or_stop(&inner, mono + wait, &mut stop).await {
-                    return;
+                tokio::select! {
+                    stopped = sleep_or_stop(&inner, mono + wait, &mut stop) => if stopped {
+                        return;
+                    },
+                    () = &mut enqueued => {}
                 }
             }
             Err(e) => {

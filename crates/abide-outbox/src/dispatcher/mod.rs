@@ -60,7 +60,8 @@ pub const MIN_LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// - `lease`: 60 s (a claimed item not completed by then is reclaimed as `PENDING`)
 /// - `claim_batch`: 256 items per claim (never more than the pace can send within a
 ///   quarter of the lease)
-/// - `idle_poll`: 500 ms (longest idle sleep before looking for new items)
+/// - `idle_poll`: 500 ms (longest idle sleep before looking for new items; items enqueued
+///   through this dispatcher wake its claimers at once, this is for other writers)
 /// - `maintenance_interval`: 1 s (lease reclaim, maximum age, fail-over, drain check)
 /// - `budget_denied_delay`: 5 s (minimum wait of a retry the budget refused)
 /// - `max_response_body`: 64 KiB read from each response, the rest discarded
@@ -154,6 +155,10 @@ pub(super) struct Inner<S> {
     owner: String,
     claim_seq: AtomicU64,
     health: health::StoreHealth,
+    /// Woken by [`Dispatcher::enqueue`]: a claimer that found nothing due waits for new
+    /// items here rather than for its idle poll (`abide send` starts delivering while it
+    /// still enqueues; `serve` takes items from its API).
+    enqueued: tokio::sync::Notify,
 }
 
 /// A completion on its way to the store, with the provider it counts for.
@@ -313,6 +318,7 @@ impl<S: Store> Dispatcher<S> {
                 owner,
                 claim_seq: AtomicU64::new(0),
                 health: health::StoreHealth::default(),
+                enqueued: tokio::sync::Notify::new(),
                 clock,
             }),
         })
@@ -398,10 +404,13 @@ impl<S: Store> Dispatcher<S> {
         for it in items {
             self.inner.config.check_item(it)?;
         }
-        self.inner
+        let done = self
+            .inner
             .store
             .enqueue(items, self.inner.clock.now())
-            .await
+            .await?;
+        self.inner.enqueued.notify_waiters();
+        Ok(done)
     }
 
     /// This dispatcher's counters over all providers, without touching the store: cheap

@@ -493,3 +493,49 @@ async fn the_senders_never_exceed_an_advertised_concurrency_quota() {
     assert_eq!(p.host_in_flight.limit, Some(3));
     assert!(p.host_in_flight.held_sends > 0);
 }
+
+/// Items enqueued while the dispatcher runs (as `abide send` enqueues while it delivers,
+/// or `serve` takes them from its API) go out at once: the enqueue wakes the claimer that
+/// found nothing, which would otherwise sleep out its idle poll.
+#[tokio::test(start_paused = true)]
+async fn items_enqueued_while_running_are_claimed_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TokioClock::new(t0()));
+    let t = scripted(&clock, |_, _| Response::status(202));
+    let toml = r#"[[provider]]
+        name = "p"
+        base_url = "http://127.0.0.1:9"
+        rate_hint = 100.0
+        concurrency = 4"#;
+    let config = Config::from_toml_str(toml).unwrap();
+    let transport: Arc<dyn Transport> = t.clone();
+    let d = Dispatcher::with_transports(
+        store(&dir).await,
+        config,
+        clock.clone() as Arc<dyn Clock>,
+        DispatcherOptions {
+            // Far longer than the test: only the wake can explain a prompt claim.
+            idle_poll: Duration::from_secs(3600),
+            ..opts()
+        },
+        |_| Arc::clone(&transport),
+    )
+    .unwrap();
+    let runner = d.clone();
+    let run = tokio::spawn(async move { runner.run_forever(pending()).await });
+    // The claimer has looked, found nothing, and gone to sleep.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(t.sent().is_empty());
+    let enqueued_at = clock.monotonic();
+    d.enqueue(&items("p", 3)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    run.abort();
+    let _ = run.await;
+    let sent = t.sent();
+    assert_eq!(sent.len(), 3, "every item enqueued while running was sent");
+    let first = sent[0].at - enqueued_at;
+    assert!(
+        first < Duration::from_millis(100),
+        "first send {first:?} after the enqueue"
+    );
+}
