@@ -11,7 +11,7 @@ use abide_core::Clock;
 use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, Request};
 use abide_provider::{ProviderConfig, Rate};
 
-use super::deliver::{deliver, Ending, Interrupt, Outbox};
+use super::deliver::{deliver, Ending, Feed, Interrupt, Outbox};
 use super::demo::Args;
 use super::progress::{Display, Mode};
 use super::report::{InputSummary, RunReport, Snapshot};
@@ -80,7 +80,7 @@ where
     let mode = if args.quiet { Mode::None } else { Mode::Auto };
     let start = clock.monotonic();
     let (p, ending) = tokio::select! {
-        r = deliver(&d, Display::new(mode), receipt_wait, interrupt) => r?,
+        r = deliver(&d, Display::new(mode), receipt_wait, interrupt, Feed::complete()) => r?,
         () = beside(start) => unreachable!("`beside` never ends"),
     };
     d.close().await;

@@ -7,7 +7,8 @@
 //! temporary file (in `$TMPDIR`, deleted on exit), which pass 2 reads. Pass 2
 //! ([`enqueue`]) reads the lines again, derives the keys of items that have none (the same
 //! keys as [`abide_outbox::assign_content_keys`]) and enqueues them in chunks of [`CHUNK`]
-//! items, one transaction per chunk.
+//! items (the first of [`FIRST_CHUNK`], doubling), one transaction per chunk; `send`
+//! delivers while pass 2 runs.
 //!
 //! Memory: the read buffer (one line, at most [`MAX_LINE_BYTES`]), one chunk of items, the
 //! listed problems, and one hash-map slot (40 bytes in pass 1, 24 in pass 2; 2-3 times that
@@ -49,6 +50,13 @@ pub(crate) const MAX_LINE_BYTES: usize = 8 << 20;
 
 /// Items per enqueue transaction in pass 2.
 pub(crate) const CHUNK: usize = 1000;
+
+/// Items in pass 2's first transaction: `send` starts delivering once it is committed, so
+/// it is short (a thousand inserts are tens of milliseconds before the first request, more
+/// on PostgreSQL). Each next chunk is twice as long, up to [`CHUNK`]: enqueueing stays
+/// ahead of sending from the first chunk on (one gap of a second showed on PostgreSQL
+/// between a first chunk of 50 and a second of 1,000).
+pub(crate) const FIRST_CHUNK: usize = 50;
 
 /// Buffer of the readers.
 const READ_BUFFER: usize = 256 * 1024;
@@ -365,7 +373,8 @@ where
 }
 
 /// Pass 2: read `checked` again and hand its items, keys derived, to `sink` in chunks of
-/// [`CHUNK`]; `sink` enqueues one chunk in one transaction.
+/// [`CHUNK`] (the first of [`FIRST_CHUNK`], each next one twice as long); `sink` enqueues
+/// one chunk in one transaction.
 ///
 /// # Errors
 /// The input changed since [`check`] (a line is now bad, or lines were added or
@@ -396,6 +405,7 @@ where
     // a refused key is reported by line, with exactly which lines went in before it.
     let mut chunk_lines: Vec<usize> = Vec::with_capacity(CHUNK);
     let mut committed_through = 0usize;
+    let mut chunks = 0u32;
     let mut ticker = Ticker::new(progress);
     let changed = |summary: &InputSummary, why: String| {
         anyhow::anyhow!(
@@ -423,7 +433,12 @@ where
                 _ => return Err(changed(&summary, format!("line {number} is now bad"))),
             }
         }
-        if chunk.len() >= CHUNK || (last && !chunk.is_empty()) {
+        // The first chunk is short, delivery starts when it is committed; then doubling.
+        let size = FIRST_CHUNK
+            .checked_shl(chunks)
+            .map_or(CHUNK, |n| n.min(CHUNK));
+        if chunk.len() >= size || (last && !chunk.is_empty()) {
+            chunks += 1;
             let batch = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
             let done = match sink(batch).await {
                 Ok(done) => done,
@@ -433,8 +448,9 @@ where
                     None => {
                         return Err(e.context(format!(
                             "enqueueing {name}: {} of its {total} items were enqueued before \
-                             this error (one transaction per {CHUNK}); run again to enqueue \
-                             the rest (their keys are stable: nothing is enqueued twice)",
+                             this error (one transaction per chunk of up to {CHUNK} items); \
+                             run again to enqueue the rest (their keys are stable: nothing is \
+                             enqueued twice)",
                             summary.items
                         )))
                     }
@@ -491,8 +507,8 @@ fn key_conflict(
     } else {
         format!(
             "lines 1-{committed_through} ({} items, {} of them new) were enqueued before \
-             this (one transaction per {CHUNK}) and wait in the outbox, nothing from line \
-             {first_unsent} on",
+             this (one transaction per chunk of up to {CHUNK} items) and are in the outbox \
+             (some may be sent already), nothing from line {first_unsent} on",
             summary.items, summary.enqueued
         )
     };

@@ -58,6 +58,11 @@ impl Display {
     }
 
     /// How often [`Display::update`] should be called.
+    /// Plain lines (not a bar, not nothing): other lines may be printed between them.
+    pub(crate) fn plain(&self) -> bool {
+        self.plain
+    }
+
     pub(crate) fn period(&self) -> Option<Duration> {
         if self.bar.is_some() {
             Some(BAR_TICK)

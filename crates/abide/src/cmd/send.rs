@@ -12,7 +12,7 @@ use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem};
 use anyhow::{bail, Context};
 
 use super::db;
-use super::deliver::{deliver, init_logs, Interrupt, Outbox};
+use super::deliver::{deliver, init_logs, Feed, FeedState, Interrupt, Outbox};
 use super::input;
 use super::input_stream;
 use super::progress::{Display, Mode};
@@ -374,22 +374,55 @@ async fn send(
         args.progress
     };
     let check_cfg = cfg.clone();
+    let check = input::configured(&check_cfg);
     let d = Dispatcher::new(outbox.store.clone(), cfg, Arc::clone(&clock), opts)?;
-    let input = match checked {
-        None => None,
-        Some(checked) => {
-            let d = &d;
-            let sink = |chunk: Vec<NewItem>| async move { Ok(d.enqueue(&chunk).await?) };
-            let check = input::configured(&check_cfg);
-            // Every explicit key against the outbox first: a key it holds for another
-            // message stops the run before any chunk is committed.
-            let store = &outbox.store;
-            let probe = |chunk: Vec<NewItem>| async move { Ok(store.check_keys(&chunk).await?) };
-            input_stream::probe_keys(&checked, &check, probe).await?;
-            Some(input_stream::enqueue(checked, &check, mode != Mode::None, sink).await?)
+    if let Some(checked) = &checked {
+        // Every explicit key against the outbox first: a key it holds for another
+        // message stops the run before any chunk is committed.
+        let store = &outbox.store;
+        let probe = |chunk: Vec<NewItem>| async move { Ok(store.check_keys(&chunk).await?) };
+        input_stream::probe_keys(checked, &check, probe).await?;
+    }
+    let display = Display::new(mode);
+    // The enqueue's own progress lines go between plain progress lines; a bar shows the
+    // outbox growing instead.
+    let ticker = display.plain();
+    // Delivery starts with the first committed chunk, not after the last one: the rest
+    // of the input is enqueued meanwhile (a million lines take minutes to enqueue), and
+    // the run is drained only once it is all in. Enqueueing wakes the claimers.
+    let (feed_tx, feed) = match &checked {
+        None => (None, Feed::complete()),
+        Some(_) => {
+            let (tx, feed) = Feed::open();
+            (Some(tx), feed)
         }
     };
-    let (p, ending) = match deliver(&d, Display::new(mode), args.receipt_wait, &interrupt).await {
+    let enqueueing = async {
+        let (Some(checked), Some(feed_tx)) = (checked, feed_tx) else {
+            return Ok(None);
+        };
+        let d = &d;
+        let sink = |chunk: Vec<NewItem>| async move { Ok(d.enqueue(&chunk).await?) };
+        let done = input_stream::enqueue(checked, &check, ticker, sink).await;
+        let _ = feed_tx.send(match &done {
+            Ok(_) => FeedState::Complete,
+            Err(_) => FeedState::Broken,
+        });
+        done.map(Some)
+    };
+    let delivering = deliver(&d, display, args.receipt_wait, &interrupt, feed);
+    let (input, delivered) = tokio::join!(enqueueing, delivering);
+    let input = match input {
+        Ok(input) => input,
+        Err(e) => {
+            // Delivery stopped as after a Ctrl-C: what was enqueued is recorded and stays.
+            d.close().await;
+            drop(d);
+            outbox.close(&args.db).await?;
+            return Err(e);
+        }
+    };
+    let (p, ending) = match delivered {
         Ok(done) => done,
         Err(e) => match e.downcast_ref::<abide_outbox::Error>() {
             // Documented exit code: the run stopped itself rather than send what it could
