@@ -14,12 +14,15 @@ const LONG_ABOUT: &str = "\
 Show the items of an outbox database: counts per state, the age of the oldest item still
 waiting (QUEUED or PENDING, measured from its enqueue or last requeue), and every attempt
 counted by what the remote side said (HTTP status or SMPP command_status), separately from
-what abide decided. FAILED and DEFERRED items are also counted per reason (e.g.
-http_400, attempt_cap). SMPP delivery receipts are counted per state (delivered,
-undeliverable, expired, rejected, unknown) with those naming no item (unmatched); a
-receipt never changes an item's state. --list STATE prints items (newest first: id,
-provider, attempts, reason, and for SMPP items the SMSC's message_id and receipt), so
-`abide requeue --id ID` has ids to use.
+what abide decided. IN_FLIGHT items whose lease has run out are counted apart
+(`N in flight, M of them with an expired lease`; `in_flight_expired` in --json): a run
+that stopped (crash, kill) left them, nothing is sending them, and the next `abide send` on
+the database, or a running `abide serve`, reclaims them. FAILED and DEFERRED items are
+also counted per reason (e.g. http_400, attempt_cap). SMPP delivery receipts are counted
+per state (delivered, undeliverable, expired, rejected, unknown) with those naming no item
+(unmatched); a receipt never changes an item's state. --list STATE prints items (newest
+first: id, provider, attempts, reason, and for SMPP items the SMSC's message_id and
+receipt), so `abide requeue --id ID` has ids to use.
 
 With --redis (or ABIDE_REDIS_URL), also how the nodes share each provider's limit, read
 from that Redis: per provider key the shared learned rate and ceiling, the shared pause
