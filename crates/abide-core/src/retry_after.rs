@@ -23,7 +23,7 @@
 //! | value | reading | why |
 //! |---|---|---|
 //! | ` 120 ` | 120 s | surrounding OWS (space, tab) is trimmed, as for any field value |
-//! | `1.5` | 2 s (rounded **up**) | the meaning is clear; rounding up never retries before the server asked |
+//! | `1.5` | 2 s (rounded **up**), warned as non-conforming | the meaning is clear; rounding up never retries before the server asked (see below) |
 //! | `-1` | unparseable | a negative wait has no meaning; it must never become zero |
 //! | `+5` | unparseable | signs are outside the grammar; treated like `-1` so a sign never decides |
 //! | `99999999999999999999` | saturates to a huge delay, then capped | the server clearly asked for "very long" |
@@ -35,6 +35,18 @@
 //! | `soon, later` | unparseable | nothing could be read |
 //! | empty, or only whitespace | unparseable | a present but empty header still signals a throttle |
 //! | non-ASCII or invalid UTF-8 bytes | that element is unparseable | dates and digits are ASCII |
+//!
+//! ## Fractional seconds: read, rounded up, and warned
+//! RFC 9110 §10.2.3 defines `delay-seconds = 1*DIGIT`, so `1.5` is not a valid value. It is
+//! still read (as 2 s) rather than treated as unparseable: "confusion never means zero" is
+//! about values whose meaning is unclear, and a decimal number of seconds is not unclear.
+//! Rounding **up** keeps the one promise that matters (never before the server asked), and
+//! the unparseable path would answer a server that asked for 1.5 s with a 5-minute wait.
+//! It is not silent either: [`RetryAfterPolicy::decide`] logs a `WARN`
+//! (`non-conforming Retry-After read leniently`) with the raw value, as malformed rate-limit
+//! headers are, and [`is_lenient`] tells a caller which values were read this way. The
+//! delay's reason stays [`DelayReason::Honoured`] (or floored, or capped): that says what
+//! was done with the number, not how it was spelled.
 //!
 //! The raw value is kept lossily decoded (invalid UTF-8 becomes U+FFFD), with control
 //! characters escaped as `\xNN` and truncated to [`MAX_RAW_LEN`] bytes, so a hostile header
@@ -201,6 +213,19 @@ pub fn parse_at(value: &[u8], now: SystemTime) -> Result<RetryAfter, RetryAfterE
         }
     }
     Ok(first)
+}
+
+/// Whether a `Retry-After` field value holds an element read only leniently: delay-seconds
+/// with a fraction (`1.5`, `2.0`), outside RFC 9110 §10.2.3's `1*DIGIT`. Such an element is
+/// read rounded up (see the module docs); this says the server did not follow the grammar,
+/// for the log. `false` for conforming values and for unparseable ones (those are reported
+/// as [`DelayReason::Unparseable`]).
+pub fn is_lenient(value: &[u8]) -> bool {
+    value.split(|b| *b == b',').map(trim_ows).any(|piece| {
+        piece.contains(&b'.')
+            && piece.first().is_some_and(u8::is_ascii_digit)
+            && parse_seconds(piece).is_some()
+    })
 }
 
 type CommaSplit<'a> = std::slice::Split<'a, u8, fn(&u8) -> bool>;
@@ -406,7 +431,8 @@ impl RetryAfterPolicy {
     /// caller's, via [`RetryAfterPolicy::from_backoff`]).
     ///
     /// Every element of every line is read (see the module docs for lenient cases); the
-    /// largest delay wins. When nothing can be read the delay is `unparseable_wait` plus a
+    /// largest delay wins. A value read only leniently ([`is_lenient`]: fractional
+    /// seconds) is logged at `WARN` with its raw text. When nothing can be read the delay is `unparseable_wait` plus a
     /// uniform jitter in `[0, unparseable_jitter]` drawn from `rng`. The result always lies
     /// within `[floor, cap]`.
     pub fn decide<'a, I>(
@@ -421,6 +447,7 @@ impl RetryAfterPolicy {
         let mut any_line = false;
         let mut raw = String::new();
         let mut largest: Option<Duration> = None;
+        let mut lenient = false;
         for line in values {
             // Each line is cut by `escape_raw`; the joined value is cut too, or a response
             // repeating the header thousands of times would flood the log line.
@@ -433,6 +460,7 @@ impl RetryAfterPolicy {
                 raw.push('…');
             }
             any_line = true;
+            lenient |= is_lenient(line);
             for element in Elements::new(line, now).flatten() {
                 let d = element.delay_from(now);
                 largest = Some(largest.map_or(d, |l| if d > l { d } else { l }));
@@ -440,6 +468,14 @@ impl RetryAfterPolicy {
         }
         if !any_line {
             return None;
+        }
+        if lenient {
+            tracing::warn!(
+                raw = %raw,
+                read_as_secs = largest.map(|d| d.as_secs()),
+                "non-conforming Retry-After read leniently: delay-seconds is 1*DIGIT \
+                 (RFC 9110 §10.2.3); a fraction is rounded up"
+            );
         }
         let (floor, cap) = self.bounds();
         let (delay, reason) = match largest {

@@ -57,6 +57,25 @@ impl Stats {
         });
     }
 
+    /// A pause we set because the provider refused item after item (a refused credential,
+    /// `abide_core::session`): the last pause is named `credential_refused (REASON)`.
+    pub(crate) fn note_refusal(
+        &self,
+        verdict: &Verdict,
+        at: SystemTime,
+        until: Option<SystemTime>,
+    ) {
+        *self
+            .last_pause
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(LastPause {
+            reason: format!("credential_refused ({})", verdict.reason),
+            retry_after_raw: None,
+            at,
+            until,
+        });
+    }
+
     /// Remember the latest `Sunset` (RFC 8594) among `warnings`.
     pub(crate) fn note_warnings(&self, warnings: &[Warning]) {
         for w in warnings {

@@ -278,11 +278,18 @@ pub async fn drive<A: Attempts>(
                     Some(r) if !p.terminal_as_error => return Ok(r),
                     _ => return Err(trace.stop(StopReason::Terminal, now)),
                 },
+                // The host's credential is refused (a run of 403s across requests): the host
+                // is paused for the requests after it; this one's answer is the refusal.
+                Decision::Deferred(DeferReason::CredentialRefused { .. }) => match response {
+                    Some(r) if !p.terminal_as_error => return Ok(r),
+                    _ => return Err(trace.stop(StopReason::Terminal, now)),
+                },
                 Decision::Deferred(why) => {
                     let reason = match why {
                         DeferReason::AttemptCap { cap, .. } => StopReason::AttemptCap { cap },
                         DeferReason::MaxAge { max_age, .. } => StopReason::MaxAge { max_age },
                         DeferReason::CredentialsRejected { .. } => StopReason::CredentialsRejected,
+                        DeferReason::CredentialRefused { .. } => StopReason::Terminal,
                     };
                     return Err(trace.stop(reason, now));
                 }

@@ -201,7 +201,8 @@ async fn failed_items_are_counted_per_reason_listed_and_requeued_by_a_person() {
         "status", "--db", &f.db, "--list", "failed", "--limit", "2", "--json",
     ]))
     .await;
-    assert_eq!(l.status.code(), Some(0), "{}", show(&l));
+    // The exit status is the outbox's, as for the summary: failed items exist.
+    assert_eq!(l.status.code(), Some(1), "{}", show(&l));
     let v = report(&l);
     let items = v["items"].as_array().unwrap();
     assert_eq!(items.len(), 2, "--limit 2: {v}");
@@ -235,13 +236,55 @@ async fn failed_items_are_counted_per_reason_listed_and_requeued_by_a_person() {
         "{}",
         show(&r)
     );
-    let q = report(
-        &run(abide(&[
-            "status", "--db", &f.db, "--list", "queued", "--json",
-        ]))
-        .await,
-    );
+    let q = run(abide(&[
+        "status", "--db", &f.db, "--list", "queued", "--json",
+    ]))
+    .await;
+    // Listing the queued item still says two others wait for a person.
+    assert_eq!(q.status.code(), Some(1), "{}", show(&q));
+    let q = report(&q);
     assert_eq!(q["items"][0]["id"], id.as_str(), "{q}");
     let left = report(&run(abide(&["status", "--db", &f.db, "--json"])).await);
     assert_eq!(left["reasons"][0]["items"], 2, "{left}");
+}
+
+/// `IN_FLIGHT` items whose lease ran out belong to a run that stopped: `status` names them
+/// apart from those a live run holds, in the table and in `--json`; they need no person
+/// (exit 0), the next reclaim takes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_flight_items_of_a_stopped_run_are_named() {
+    use abide_outbox::{AnyStore, NewItem, Request, Store};
+    use std::time::Duration;
+    const HOUR: Duration = Duration::from_secs(3600);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("abide.db").to_string_lossy().into_owned();
+    let store = AnyStore::connect(&db).await.unwrap();
+    let now = abide_core::Clock::now(&abide_core::SystemClock);
+    let items: Vec<NewItem> = (0..4)
+        .map(|i| {
+            let body = serde_json::json!({ "to": "+15550100", "i": i });
+            NewItem::new("sms", Request::post_json("/v1/messages", body))
+        })
+        .collect();
+    store.enqueue(&items, now - HOUR).await.unwrap();
+    // A run that stopped an hour ago: its 30 s leases are long over.
+    let dead = store.claim("sms", "dead", now - HOUR, Duration::from_secs(30), 2);
+    assert_eq!(dead.await.unwrap().len(), 2);
+    // A live run: its lease runs for another hour.
+    let live = store.claim("sms", "live", now, HOUR, 1);
+    assert_eq!(live.await.unwrap().len(), 1);
+    store.close().await.unwrap();
+
+    let st = run(abide(&["status", "--db", &db, "--json"])).await;
+    assert_eq!(st.status.code(), Some(0), "{}", show(&st));
+    let v = report(&st);
+    assert_eq!(v["counts"]["in_flight"], 3, "{v}");
+    assert_eq!(v["in_flight_expired"], 2, "{v}");
+    let table = run(abide(&["status", "--db", &db])).await;
+    assert_eq!(table.status.code(), Some(0), "{}", show(&table));
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("3 in flight, 2 of them with an expired lease (a run that stopped"),
+        "{text}"
+    );
 }

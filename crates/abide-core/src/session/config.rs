@@ -59,6 +59,9 @@ impl Default for RetryConfig {
 /// - `max_admit_rounds`: 16 (slots voided by new pauses before the item is handed back)
 /// - `outage_pause`: 1 s, doubling per consecutive transport failure up to
 ///   `max_outage_pause`: 30 s
+/// - `refusal_streak`: 5 terminal `403`s in a row across items, each within `refusal_span`
+///   (60 s) of the previous, mean a refused credential: the host pauses `refusal_pause`
+///   (10 s), doubling per round up to the `Retry-After` cap (`session/refusal.rs`)
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionConfig {
     /// Attempt caps, maximum age, backoff.
@@ -91,6 +94,14 @@ pub struct SessionConfig {
     pub outage_pause: Duration,
     /// Longest such pause.
     pub max_outage_pause: Duration,
+    /// Terminal `403`s in a row, across items, that mean the credential itself is refused
+    /// (the host pauses and the refused items are deferred, not failed); 0 never.
+    pub refusal_streak: u32,
+    /// Longest gap between two refusals of such a streak.
+    pub refusal_span: Duration,
+    /// Host pause when a refused credential is recognised; it doubles per further round
+    /// up to `retry_after.cap`.
+    pub refusal_pause: Duration,
 }
 
 impl Default for SessionConfig {
@@ -108,6 +119,9 @@ impl Default for SessionConfig {
             max_admit_rounds: 16,
             outage_pause: Duration::from_secs(1),
             max_outage_pause: Duration::from_secs(30),
+            refusal_streak: 5,
+            refusal_span: Duration::from_secs(60),
+            refusal_pause: Duration::from_secs(10),
         }
     }
 }

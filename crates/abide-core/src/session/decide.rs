@@ -52,16 +52,25 @@ pub enum DeferReason {
         /// The last verdict's reason.
         last: String,
     },
+    /// Refused while the host refused item after item (`streak` terminal answers in a row,
+    /// across items): the credential, not this item, is refused (`session/refusal.rs`).
+    CredentialRefused {
+        /// The configured streak that recognised it.
+        streak: u32,
+        /// The last verdict's reason.
+        last: String,
+    },
 }
 
 impl DeferReason {
     /// The reason code without the last verdict: `attempt_cap`, `max_age`,
-    /// `credentials_rejected`.
+    /// `credentials_rejected`, `credential_refused`.
     pub fn code(&self) -> &'static str {
         match self {
             DeferReason::AttemptCap { .. } => "attempt_cap",
             DeferReason::MaxAge { .. } => "max_age",
             DeferReason::CredentialsRejected { .. } => "credentials_rejected",
+            DeferReason::CredentialRefused { .. } => "credential_refused",
         }
     }
 }
@@ -80,6 +89,11 @@ impl fmt::Display for DeferReason {
             DeferReason::CredentialsRejected { last } => {
                 write!(f, "credentials rejected after refresh ({last})")
             }
+            DeferReason::CredentialRefused { streak, last } => write!(
+                f,
+                "credential refused: {streak} or more refusals in a row across items \
+                 (last: {last})"
+            ),
         }
     }
 }

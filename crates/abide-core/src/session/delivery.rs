@@ -6,8 +6,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use rand::RngCore;
 
-use super::decide::{decide, decide_unsent, DecideInput, Decision};
+use super::decide::{decide, decide_unsent, DecideInput, Decision, DeferReason};
 use super::in_flight::Permit;
+use super::refusal::Refused;
 use super::{BudgetRole, ItemContext, Session};
 use crate::classify::{Observation, TransportFailure, Verdict, VerdictClass};
 use crate::coordination::Reservation;
@@ -86,6 +87,12 @@ pub struct Answer {
     pub delay: Option<RetryDelay>,
     /// This transport failure began an outage episode of the host (warn once).
     pub outage_began: bool,
+    /// This answer is one of a run of refusals across items: the host's credential is
+    /// refused, the host is paused, and a refused item is deferred instead of failed
+    /// (`session/refusal.rs`).
+    pub credential_refused: bool,
+    /// This answer recognised that run (warn once).
+    pub refusal_began: bool,
     /// The request reached the remote, or may have: an attempt, to be recorded and charged.
     /// `false` for a connection never made ([`TransportFailure::Connect`]): not counted
     /// toward the attempt cap, and nothing the remote said (the decision is then always
@@ -320,6 +327,18 @@ impl Delivery {
                 false
             }
         };
+        let refused = match obs {
+            Observation::Transport(_) => Refused::No,
+            Observation::Http { status, .. } => {
+                let refusal = status.as_u16() == 403 && verdict.class == VerdictClass::Terminal;
+                s.refusals.on_answer(s.pacer(), now, reserved_at, refusal)
+            }
+            Observation::Smpp { .. } => s.refusals.on_answer(s.pacer(), now, reserved_at, false),
+        };
+        let (credential_refused, refusal_began) = match refused {
+            Refused::No => (false, false),
+            Refused::Credential { began } => (true, began),
+        };
         // No byte reached the remote: not an attempt (it stays a host outage, above). The
         // retry drawn from the budget for it added no traffic: give it back.
         let sent = !matches!(obs, Observation::Transport(TransportFailure::Connect));
@@ -343,6 +362,8 @@ impl Delivery {
                 decision: Decision::Resend,
                 delay: None,
                 outage_began,
+                credential_refused,
+                refusal_began,
                 sent,
             };
         }
@@ -355,16 +376,25 @@ impl Delivery {
             wall,
             pause_left,
         };
-        let (decision, delay) = if sent {
+        let (mut decision, delay) = if sent {
             decide(input, &verdict, rng)
         } else {
             decide_unsent(input, &verdict, rng)
         };
+        if credential_refused && decision == Decision::Failed {
+            // The credential is refused, not this item: park it for a person, unlost.
+            decision = Decision::Deferred(DeferReason::CredentialRefused {
+                streak: cfg.refusal_streak,
+                last: verdict.reason.clone(),
+            });
+        }
         Answer {
             verdict,
             decision,
             delay,
             outage_began,
+            credential_refused,
+            refusal_began,
             sent,
         }
     }

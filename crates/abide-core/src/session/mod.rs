@@ -47,6 +47,7 @@ mod decide;
 mod delivery;
 mod in_flight;
 mod outage;
+mod refusal;
 #[cfg(test)]
 mod tests;
 
@@ -64,6 +65,7 @@ use crate::coordination::{Coordination, Local};
 use crate::pacer::Pacer;
 use in_flight::InFlight;
 use outage::Outage;
+use refusal::Refusals;
 
 /// What the item being delivered has been through, as its queue knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +120,7 @@ pub struct Session {
     pacer: Arc<Pacer>,
     budget: Arc<RetryBudget>,
     outage: Outage,
+    refusals: Refusals,
     in_flight: Arc<InFlight>,
     coordination: Arc<dyn Coordination>,
 }
@@ -145,6 +148,12 @@ impl Session {
             pacer: Arc::new(Pacer::new(cfg.pacer, now)),
             budget: Arc::new(RetryBudget::new(cfg.budget, now)),
             outage: Outage::new(cfg.outage_pause, cfg.max_outage_pause),
+            refusals: Refusals::new(
+                cfg.refusal_streak,
+                cfg.refusal_span,
+                cfg.refusal_pause,
+                cfg.retry_after.cap,
+            ),
             in_flight: Arc::default(),
             coordination,
             classifier,

@@ -481,3 +481,4 @@ fn a_slot_beyond_send_by_hands_the_item_back_at_once() {
 }
 
 mod in_flight;
+mod refusal;

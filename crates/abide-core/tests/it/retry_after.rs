@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use abide_core::retry_after::{parse, parse_at};
+use abide_core::retry_after::{is_lenient, parse, parse_at};
 use abide_core::{DelayReason, RetryAfter, RetryAfterError, RetryAfterPolicy, RetryDelay};
 
 use crate::support::{date, headers, now, rng};
@@ -151,6 +151,32 @@ fn fractional_seconds_round_up() {
     assert_eq!(parse(b".5"), Err(RetryAfterError::Invalid));
     let d = decide(&[b"1.5"]);
     assert_eq!((d.delay, d.reason), (SECS(2), DelayReason::Honoured));
+    // Kept raw for the log, and read before any clamp as the rounded-up value.
+    assert_eq!(d.raw.as_deref(), Some("1.5"));
+    assert_eq!(d.retry_after, Some(SECS(2)));
+}
+
+/// RFC 9110 §10.2.3: `delay-seconds = 1*DIGIT`. A fraction is read (rounded up) but flagged
+/// as non-conforming, so it is warned with its raw value; conforming and unparseable values
+/// are not flagged (the latter are reported as unparseable instead).
+#[test]
+fn fractional_seconds_are_flagged_as_non_conforming() {
+    for v in [&b"1.5"[..], b"2.0", b" 0.001 ", b"120, 1.5", b"1.5, 120"] {
+        assert!(is_lenient(v), "{:?}", String::from_utf8_lossy(v));
+    }
+    for v in [
+        &b"120"[..],
+        b" 120 ",
+        b"120, 60",
+        b"Sun, 06 Nov 1994 08:49:37 GMT",
+        b"1.",
+        b".5",
+        b"-1.5",
+        b"soon",
+        b"",
+    ] {
+        assert!(!is_lenient(v), "{:?}", String::from_utf8_lossy(v));
+    }
 }
 
 #[test]

@@ -208,6 +208,15 @@ async fn attempt<S: Store>(
         // For operators: what paused this provider, raw, and any `Sunset` it announced.
         let until = session.pacer().paused_until(mono).map(|u| now + (u - mono));
         rt.stats.note_pause(verdict, now, until);
+        if answer.credential_refused {
+            // Item after item refused: the key is, not the items (abide_core::session).
+            rt.stats.note_refusal(verdict, now, until);
+            if answer.refusal_began {
+                tracing::warn!(provider = %rt.cfg.name, reason = %verdict.reason,
+                    "the provider refuses item after item: its credential is refused; \
+                     pausing it and deferring the refused items (not failing them)");
+            }
+        }
         if let crate::transport::Response::Http { headers, .. } = &response {
             rt.stats.note_warnings(&abide_core::parse_warnings(headers));
         }

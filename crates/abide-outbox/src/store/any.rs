@@ -173,6 +173,9 @@ impl Store for AnyStore {
     async fn oldest_pending_age(&self, now: SystemTime) -> Result<Option<Duration>> {
         delegate!(self, s => s.oldest_pending_age(now))
     }
+    async fn expired_leases(&self, now: SystemTime) -> Result<u64> {
+        delegate!(self, s => s.expired_leases(now))
+    }
     async fn has_active(&self, provider: &str) -> Result<bool> {
         delegate!(self, s => s.has_active(provider))
     }

@@ -240,6 +240,15 @@ pub trait Store: Clone + Send + Sync + 'static {
         now: SystemTime,
     ) -> impl Future<Output = Result<Option<Duration>>> + Send;
 
+    /// `IN_FLIGHT` items whose lease ran out by `now` (`lease_expires_at <= now`): their
+    /// worker stopped (a crash, a kill, a hang) and [`Store::reclaim_expired`] has not run
+    /// since. They are waiting for the next reclaim, not being sent. Reads only; one
+    /// indexed count.
+    ///
+    /// # Errors
+    /// Database errors.
+    fn expired_leases(&self, now: SystemTime) -> impl Future<Output = Result<u64>> + Send;
+
     /// Whether `provider` still has an item `QUEUED`, `IN_FLIGHT` or `PENDING`: what
     /// [`crate::Dispatcher::run_until_drained`] polls. The backends answer with an index
     /// probe; the default counts every item, which reads the whole queue.

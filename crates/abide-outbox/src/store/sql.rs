@@ -147,6 +147,10 @@ pub(crate) const COUNTS: &str = "SELECT state, COUNT(*) FROM items \
 pub(crate) const OLDEST_WAITING: &str =
     "SELECT MIN(window_start_ms) FROM items WHERE state IN ($1, $2)";
 
+/// `IN_FLIGHT` (`$1`) items whose lease ended by `$2`: what [`RECLAIM`] would move.
+pub(crate) const EXPIRED_LEASES: &str = "SELECT COUNT(*) FROM items \
+    WHERE state = $1 AND lease_expires_at_ms <= $2";
+
 pub(crate) const ANY_ACTIVE: &str = "SELECT CAST(1 AS BIGINT) FROM items \
     WHERE current_provider = $1 AND state IN ($2, $3, $4) LIMIT 1";
 

@@ -405,6 +405,15 @@ where
         Ok(min.map(|ms| now.duration_since(from_ms(ms)).unwrap_or_default()))
     }
 
+    async fn expired_leases(&self, now: SystemTime) -> Result<u64> {
+        let (n,): (i64,) = sqlx::query_as(sql::EXPIRED_LEASES)
+            .bind(State::InFlight.as_str())
+            .bind(to_ms(now))
+            .fetch_one(&self.reads)
+            .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     async fn has_active(&self, provider: &str) -> Result<bool> {
         let row: Option<(i64,)> = sqlx::query_as(sql::ANY_ACTIVE)
             .bind(provider)

@@ -482,14 +482,16 @@ pub async fn expired_leases_return_to_pending<S: ByHand>(s: S) {
     s.claim("p", "crashed", t0(), LEASE, 1).await.unwrap();
     // The crashed worker had put its request on the wire.
     assert_eq!(s.mark_sent(&[mark(&id, "crashed")]).await.unwrap(), [true]);
-    assert_eq!(
-        s.reclaim_expired(t0() + LEASE - Duration::from_millis(1))
-            .await
-            .unwrap(),
-        0
-    );
+    let just_before = t0() + LEASE - Duration::from_millis(1);
+    // `status` reads which in-flight items a dead run left: none while the lease runs.
+    assert_eq!(s.expired_leases(just_before).await.unwrap(), 0);
+    assert_eq!(s.reclaim_expired(just_before).await.unwrap(), 0);
     let later = t0() + LEASE;
+    assert_eq!(s.expired_leases(later).await.unwrap(), 1, "lease ended");
+    // Reading changed nothing: still in flight, still reclaimable.
+    assert_eq!(state_of(&s, &id).await, State::InFlight);
     assert_eq!(s.reclaim_expired(later).await.unwrap(), 1);
+    assert_eq!(s.expired_leases(later).await.unwrap(), 0, "reclaimed");
     let it = s.get(&id).await.unwrap().unwrap();
     assert_eq!(it.state, State::Pending);
     assert_eq!(

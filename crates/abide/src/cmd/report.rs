@@ -17,6 +17,11 @@ use serde::Serialize;
 pub(crate) struct Snapshot {
     /// Items per state (what abide decided).
     pub(crate) counts: Counts,
+    /// Of the `IN_FLIGHT` items, those whose lease had run out at the snapshot: a run that
+    /// stopped (crash, kill, hang) left them, nothing is sending them, and the next reclaim
+    /// (the next `abide send` on the database, or a running `serve`) moves them back to
+    /// `PENDING` with their keys. Read from the items' `lease_expires_at`.
+    pub(crate) in_flight_expired: u64,
     /// All items (logical requests).
     pub(crate) items: u64,
     /// Age of the oldest item still waiting (QUEUED or PENDING), seconds.
@@ -44,6 +49,7 @@ impl Snapshot {
     /// Read it from `store`.
     pub(crate) async fn load<S: Store>(store: &S, now: SystemTime) -> anyhow::Result<Self> {
         let counts = store.counts_by_state(None).await?;
+        let in_flight_expired = store.expired_leases(now).await?;
         let age = store.oldest_pending_age(now).await?;
         let remote = store.remote_counts(None).await?;
         let attempts = remote.iter().map(|(_, n)| n).sum();
@@ -62,6 +68,7 @@ impl Snapshot {
         Ok(Self {
             receipts,
             counts,
+            in_flight_expired,
             items,
             oldest_pending_age_secs: age.map(|d| d.as_secs_f64()),
             attempts,
@@ -91,6 +98,9 @@ impl Snapshot {
             ("DEFERRED", c.deferred),
         ] {
             let _ = writeln!(s, "    {name:<10} {n:>9}");
+            if name == "IN_FLIGHT" {
+                s.push_str(&expired_note(c.in_flight, self.in_flight_expired));
+            }
         }
         let _ = writeln!(
             s,
@@ -112,6 +122,18 @@ impl Snapshot {
         s.push_str(&render_receipts(&self.receipts));
         s
     }
+}
+
+/// The line under `IN_FLIGHT` when some of those items belong to a run that stopped (their
+/// lease ran out); empty when none does.
+fn expired_note(in_flight: u64, expired: u64) -> String {
+    if expired == 0 {
+        return String::new();
+    }
+    format!(
+        "      {in_flight} in flight, {expired} of them with an expired lease (a run that \
+         stopped; the next `abide send` on this database, or a running `serve`, reclaims them)\n"
+    )
 }
 
 /// A remote answer that refused the request as a throttle: HTTP 429, SMPP 0x58 or 0x14.
@@ -175,6 +197,43 @@ mod tests {
         assert_eq!(human(Duration::from_secs(184)), "3m04s");
         assert_eq!(human(Duration::from_secs(3720)), "1h02m");
         assert_eq!(ratio(1, 0), 0.0);
+    }
+
+    /// Items a dead run left in flight are named as such; live ones get no note.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn expired_leases_are_named_under_in_flight() {
+        assert_eq!(expired_note(4, 0), "");
+        let note = expired_note(4, 3);
+        assert!(
+            note.contains("4 in flight, 3 of them with an expired lease"),
+            "{note}"
+        );
+        assert!(note.contains("reclaims them"), "{note}");
+        let snap = Snapshot {
+            counts: Counts {
+                in_flight: 4,
+                ..Counts::default()
+            },
+            in_flight_expired: 3,
+            items: 4,
+            oldest_pending_age_secs: None,
+            attempts: 0,
+            http_429: 0,
+            http_429_per_item: 0.0,
+            throttle_answers: 0,
+            throttle_answers_per_item: 0.0,
+            remote_counts: BTreeMap::new(),
+            receipts: ReceiptCounts::default(),
+        };
+        let table = snap.render_table("abide.db");
+        let at = table.find("IN_FLIGHT").unwrap();
+        assert!(
+            table[at..].starts_with("IN_FLIGHT          4\n      4 in flight, 3"),
+            "{table}"
+        );
+        let v = serde_json::to_value(&snap).unwrap();
+        assert_eq!(v["in_flight_expired"], 3, "{v}");
     }
 
     /// The per-message politeness figure counts an SMSC's throttles as it counts 429s.

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::fmt::Write as _;
 
 use abide_core::{Clock, SystemClock};
-use abide_outbox::{Item, ListFilter, ReceiptState, State, Store};
+use abide_outbox::{Counts, Item, ListFilter, ReceiptState, State, Store};
 
 use super::db;
 use super::report::Snapshot;
@@ -14,12 +14,15 @@ const LONG_ABOUT: &str = "\
 Show the items of an outbox database: counts per state, the age of the oldest item still
 waiting (QUEUED or PENDING, measured from its enqueue or last requeue), and every attempt
 counted by what the remote side said (HTTP status or SMPP command_status), separately from
-what abide decided. FAILED and DEFERRED items are also counted per reason (e.g.
-http_400, attempt_cap). SMPP delivery receipts are counted per state (delivered,
-undeliverable, expired, rejected, unknown) with those naming no item (unmatched); a
-receipt never changes an item's state. --list STATE prints items (newest first: id,
-provider, attempts, reason, and for SMPP items the SMSC's message_id and receipt), so
-`abide requeue --id ID` has ids to use.
+what abide decided. IN_FLIGHT items whose lease has run out are counted apart
+(`N in flight, M of them with an expired lease`; `in_flight_expired` in --json): a run
+that stopped (crash, kill) left them, nothing is sending them, and the next `abide send` on
+the database, or a running `abide serve`, reclaims them. FAILED and DEFERRED items are
+also counted per reason (e.g. http_400, attempt_cap). SMPP delivery receipts are counted
+per state (delivered, undeliverable, expired, rejected, unknown) with those naming no item
+(unmatched); a receipt never changes an item's state. --list STATE prints items (newest
+first: id, provider, attempts, reason, and for SMPP items the SMSC's message_id and
+receipt), so `abide requeue --id ID` has ids to use.
 
 With --redis (or ABIDE_REDIS_URL), also how the nodes share each provider's limit, read
 from that Redis: per provider key the shared learned rate and ceiling, the shared pause
@@ -38,9 +41,12 @@ EXAMPLES
   ABIDE_REDIS_URL=redis://127.0.0.1:6379 abide status --db postgres://localhost/abide
 
 EXIT CODES
-  0  nothing FAILED or DEFERRED
-  1  some items are FAILED or DEFERRED (see `abide requeue`)
-  2  usage error, or the database cannot be opened";
+The exit status describes the outbox, whatever is printed (summary, --json or --list):
+  0  no item is FAILED or DEFERRED
+  1  some items are FAILED or DEFERRED: they wait for a person (`abide requeue`);
+     `abide status --list failed` exits 1 when it lists any, and so does `--list queued`
+     while failed items exist elsewhere
+  2  usage error, or the database cannot be opened or read";
 
 /// Arguments of `abide status`.
 #[derive(Debug, clap::Args)]
@@ -199,7 +205,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             } else {
                 print!("{}", render_list(state, &items, &receipts, limit));
             }
-            return Ok(ExitCode::SUCCESS);
+            return Ok(exit_code(&store.counts_by_state(None).await?));
         }
         let snap = Snapshot::load(&store, SystemClock.now()).await?;
         let why = reasons(&store).await?;
@@ -230,11 +236,42 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Some(Err(e)) => println!("  coordination     unreachable: {e}"),
             }
         }
-        let c = &snap.counts;
-        Ok(if c.failed + c.deferred > 0 {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        })
+        Ok(exit_code(&snap.counts))
     })
+}
+
+/// The exit status of every form of `status`: 1 when an item waits for a person (FAILED or
+/// DEFERRED), else 0. The same rule for the summary and `--list`, so a script can ask
+/// "is anything stuck?" with whichever view it prints.
+fn exit_code(c: &Counts) -> ExitCode {
+    if needs_a_person(c) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn needs_a_person(c: &Counts) -> bool {
+    c.failed + c.deferred > 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_failed_or_deferred_items_need_a_person() {
+        let mut c = Counts::default();
+        assert!(!needs_a_person(&c));
+        c.queued = 3;
+        c.in_flight = 2;
+        c.pending = 1;
+        c.submitted = 9;
+        assert!(!needs_a_person(&c), "waiting work is not stuck work");
+        for stuck in [State::Failed, State::Deferred] {
+            let mut c = c;
+            *c.get_mut(stuck) = 1;
+            assert!(needs_a_person(&c), "{stuck:?}");
+        }
+    }
 }

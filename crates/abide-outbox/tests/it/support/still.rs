@@ -101,6 +101,9 @@ impl<S: Store> Store for StillStore<S> {
     fn reclaim_expired(&self, now: SystemTime) -> impl Future<Output = R<u64>> + Send {
         still(self.0.reclaim_expired(now))
     }
+    fn expired_leases(&self, now: SystemTime) -> impl Future<Output = R<u64>> + Send {
+        still(self.0.expired_leases(now))
+    }
     fn reclaim_all_in_flight(&self, now: SystemTime) -> impl Future<Output = R<u64>> + Send {
         still(self.0.reclaim_all_in_flight(now))
     }
