@@ -38,9 +38,7 @@ impl SenderLock {
         let Some(db) = AnyStore::sqlite_file(url_or_path) else {
             return Ok(None);
         };
-        let mut name = db.clone().into_os_string();
-        name.push(".lock");
-        let path = PathBuf::from(name);
+        let path = lock_path(&db);
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -74,6 +72,29 @@ impl SenderLock {
     pub async fn reclaim_dead_leases<S: Store>(&self, store: &S, now: SystemTime) -> Result<u64> {
         store.reclaim_all_in_flight(now).await
     }
+}
+
+/// `<db>.lock` beside the file `db` resolves to. Symlinks (to the file, or a directory on
+/// the way) are followed, so every spelling of one database takes one lock: otherwise a
+/// second sender reaching the file through a link would take the running sender's
+/// `IN_FLIGHT` items for a dead run's and send them again. A file not created yet is
+/// resolved through its directory; a path that cannot be resolved is used as given. (Hard
+/// links are distinct paths to one file and are not detected.)
+fn lock_path(db: &Path) -> PathBuf {
+    let resolved = std::fs::canonicalize(db)
+        .ok()
+        .or_else(|| {
+            let name = db.file_name()?;
+            let dir = db
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            std::fs::canonicalize(dir).ok().map(|d| d.join(name))
+        })
+        .unwrap_or_else(|| db.to_path_buf());
+    let mut name = resolved.into_os_string();
+    name.push(".lock");
+    PathBuf::from(name)
 }
 
 /// An outbox database opened for sending ([`open_for_sending`]).
@@ -124,6 +145,38 @@ mod tests {
         assert!(second.to_string().contains("another"), "{second}");
         drop(first);
         assert!(SenderLock::acquire(db).unwrap().is_some());
+    }
+
+    /// Two spellings of one file share one lock: a symlink to the outbox (or a path through
+    /// a symlinked directory) must not let a second sender in, or it would take the live
+    /// run's `IN_FLIGHT` items for a dead run's and send them again.
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_to_the_database_takes_the_same_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("o.db");
+        std::fs::write(&db, b"").unwrap();
+        let link = dir.path().join("link.db");
+        std::os::unix::fs::symlink(&db, &link).unwrap();
+        let linked_dir = dir.path().join("d");
+        std::os::unix::fs::symlink(dir.path(), &linked_dir).unwrap();
+        let first = SenderLock::acquire(db.to_str().unwrap()).unwrap().unwrap();
+        for other in [link, linked_dir.join("o.db")] {
+            let second = SenderLock::acquire(other.to_str().unwrap()).unwrap_err();
+            assert!(
+                matches!(second, Error::Locked { .. }),
+                "{other:?}: {second}"
+            );
+        }
+        drop(first);
+        // A database not created yet: its directory is resolved, so the same holds.
+        let fresh = dir.path().join("new.db");
+        let _first = SenderLock::acquire(fresh.to_str().unwrap())
+            .unwrap()
+            .unwrap();
+        let via_link = linked_dir.join("new.db");
+        let second = SenderLock::acquire(via_link.to_str().unwrap()).unwrap_err();
+        assert!(matches!(second, Error::Locked { .. }), "{second}");
     }
 
     #[test]

@@ -210,6 +210,8 @@ pub struct ProviderProgress {
     /// the senders, not the pacer (nor the provider), set the pace; more `concurrency`
     /// would send faster.
     pub limited_by_concurrency: bool,
+    /// The provider's senders: its `concurrency` (an SMPP provider's `window`).
+    pub concurrency: usize,
     /// How the pacer granted this run's send slots: when nearly all were free at once
     /// while items were waiting, concurrency limited the run.
     pub slots: abide_core::SlotCounts,

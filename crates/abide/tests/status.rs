@@ -288,3 +288,29 @@ async fn in_flight_items_of_a_stopped_run_are_named() {
         "{text}"
     );
 }
+
+/// A reader that goes away (`abide status --json | head -1`, `abide send ... | head`) is
+/// no crash: before, `print!` panicked on the closed pipe (exit 101 and a backtrace on
+/// stderr).
+#[tokio::test]
+async fn a_closed_stdout_is_no_panic() {
+    let f = Files::new(&provider_toml("sms", "http://127.0.0.1:9", "", ""), 0);
+    let made = run(f.send()).await;
+    assert_eq!(made.status.code(), Some(0), "setup: {}", show(&made));
+    for args in [
+        vec!["status", "--db", &f.db, "--json"],
+        vec!["status", "--db", &f.db],
+        vec!["status", "--db", &f.db, "--list", "queued"],
+    ] {
+        let mut child = start(abide(&args));
+        // Close the read end before the child has opened the database, let alone written.
+        drop(child.stdout.take());
+        let o = tokio::time::timeout(RUN_BOUND, child.wait_with_output())
+            .await
+            .expect("abide did not finish in time")
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {}", show(&o));
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", show(&o));
+    }
+}

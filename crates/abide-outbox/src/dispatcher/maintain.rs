@@ -18,12 +18,20 @@ pub(super) async fn maintenance<S: Store>(inner: Arc<Inner<S>>, mut stop: watch:
             let cfg = &rt.cfg;
             if let Some(cut) = now.checked_sub(cfg.retry.max_age) {
                 let reason = format!("maximum age {}s reached", cfg.retry.max_age.as_secs());
-                if let Err(e) = inner
+                match inner
                     .store
                     .defer_older_than(&cfg.name, cut, &reason, now)
                     .await
                 {
-                    tracing::warn!(provider = %cfg.name, error = %e, "deferral sweep failed");
+                    // This run decided it: the report and the metrics count it as deferred.
+                    Ok(n) => {
+                        rt.stats
+                            .deferred
+                            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        tracing::warn!(provider = %cfg.name, error = %e, "deferral sweep failed")
+                    }
                 }
             }
             if let Some(f) = &cfg.failover {

@@ -453,6 +453,7 @@ impl<S: Store> Dispatcher<S> {
                 sunset: rt.stats.sunset(),
                 limited_by_concurrency: t.on_wire >= rt.cfg.concurrency as u64
                     && pacer.next_slot(mono) <= mono,
+                concurrency: rt.cfg.concurrency,
                 slots: pacer.slot_counts(),
                 host_in_flight: rt.session.in_flight(),
                 coordination: {

@@ -180,6 +180,9 @@ async fn a_host_that_stays_down_defers_items_at_their_maximum_age_uncharged() {
         .expect("a host that stays down still ends the run")
         .unwrap();
     assert_eq!(progress.counts.deferred, 3, "{progress:?}");
+    // This run's decisions count them too, whichever path parked them (the send that met
+    // the age, or the maintenance sweep): the report must not say "deferred 0".
+    assert_eq!(progress.totals.deferred, 3, "{progress:?}");
     assert_eq!(progress.totals.attempts, 0, "{progress:?}");
     assert!(progress.totals.transport_failures >= 3, "{progress:?}");
     assert!(d.store().remote_counts(None).await.unwrap().is_empty());

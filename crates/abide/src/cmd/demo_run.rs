@@ -107,15 +107,14 @@ pub(crate) fn print(
         for (k, x) in json_extra {
             v[k] = x;
         }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        super::out(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
     } else {
         // The temporary outbox is removed on exit: do not print a path that is gone.
         let shown = match &args.db {
             Some(_) => db,
             None => "(temporary, removed at exit)",
         };
-        print!("{}", report.render_text(shown));
-        print!("{text_extra}");
+        super::out(&format!("{}{text_extra}", report.render_text(shown)))?;
     }
     Ok(())
 }

@@ -22,3 +22,16 @@ pub(crate) mod serve_dashboard;
 pub(crate) mod serve_metrics;
 pub(crate) mod sim;
 pub(crate) mod status;
+
+/// Write `text` to stdout and flush it, returning the error instead of panicking as
+/// `print!` does when the reader has gone (`abide status --json | head`): `main` ends
+/// quietly on a closed pipe, as other Unix tools do.
+///
+/// # Errors
+/// The write failed (a closed pipe, a full disk behind a redirect).
+pub(crate) fn out(text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()
+}

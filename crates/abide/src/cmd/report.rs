@@ -236,6 +236,28 @@ mod tests {
         assert_eq!(v["in_flight_expired"], 3, "{v}");
     }
 
+    /// "raise `concurrency`" only when the senders were outnumbered: one item, or a host
+    /// that refused every connection, gave every slot at once and still printed it.
+    #[test]
+    fn concurrency_limits_only_a_run_with_more_requests_than_senders() {
+        let all_at_once = |n| abide_core::SlotCounts {
+            at_once: n,
+            held_back: 0,
+        };
+        assert!(!concurrency_limited(all_at_once(1), 1, 2), "one item");
+        assert!(!concurrency_limited(all_at_once(3), 0, 2), "host down");
+        assert!(!concurrency_limited(all_at_once(8), 8, 8), "one round");
+        assert!(concurrency_limited(all_at_once(500), 500, 8));
+        let paced = abide_core::SlotCounts {
+            at_once: 50,
+            held_back: 450,
+        };
+        assert!(
+            !concurrency_limited(paced, 500, 8),
+            "the pacer set the pace"
+        );
+    }
+
     /// The per-message politeness figure counts an SMSC's throttles as it counts 429s.
     #[test]
     fn throttle_answers_are_429_and_the_smpp_throttle_codes() {
@@ -344,6 +366,14 @@ fn at_once_share(s: abide_core::SlotCounts) -> f64 {
     }
 }
 
+/// Whether the senders, not the pacer or the provider, set the pace: at least
+/// [`CONCURRENCY_BOUND`] of the send slots were free at once, and there were more requests
+/// than senders. With no more requests than senders (a handful of items, a host that never
+/// answered) every one could go at once: more `concurrency` would not have sent faster.
+fn concurrency_limited(slots: abide_core::SlotCounts, attempts: u64, concurrency: usize) -> bool {
+    at_once_share(slots) >= CONCURRENCY_BOUND && attempts > concurrency as u64
+}
+
 /// The final report of `send` and `demo`.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct RunReport {
@@ -384,7 +414,11 @@ impl RunReport {
                     pace_per_sec: x.rate,
                     throttle_rate: x.throttle_rate,
                     slots_at_once: at_once_share(x.slots),
-                    limited_by_concurrency: at_once_share(x.slots) >= CONCURRENCY_BOUND,
+                    limited_by_concurrency: concurrency_limited(
+                        x.slots,
+                        x.totals.attempts,
+                        x.concurrency,
+                    ),
                     in_flight: x.host_in_flight,
                     limited_by_in_flight_limit: x.host_in_flight.held_back(),
                     coordination: x.coordination.clone(),

@@ -82,7 +82,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             _ => false,
         };
         db::close(&store, &args.db).await?;
-        println!("requeued {moved} {} item(s)", what.to_ascii_lowercase());
+        super::out(&format!("requeued {moved} {} item(s)\n", what.to_ascii_lowercase()))?;
         if unknown_provider {
             eprintln!(
                 "abide: no item in {} targets provider `{}` (see `abide status` for the providers in use)",

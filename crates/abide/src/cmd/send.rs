@@ -436,11 +436,13 @@ async fn send(
     };
     let snap = Snapshot::load(&outbox.store, clock.now()).await?;
     let report = RunReport::new(&p, ending.as_str(), input, snap);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    // A reader that went away (`| head`) does not change the exit code nor skip the
+    // clean close below; any other write error is reported after it.
+    let printed = if args.json {
+        super::out(&format!("{}\n", serde_json::to_string_pretty(&report)?))
     } else {
-        print!("{}", report.render_text(&args.db));
-    }
+        super::out(&report.render_text(&args.db))
+    };
     for (name, why) in d.suspended() {
         eprintln!("abide: error: provider {name:?} suspended: {why}");
     }
@@ -448,5 +450,10 @@ async fn send(
     d.close().await;
     drop(d);
     outbox.close(&args.db).await?;
-    Ok(ending.exit_code(&report.outbox.counts))
+    match printed {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("writing the report to stdout"))
+        }
+        _ => Ok(ending.exit_code(&report.outbox.counts)),
+    }
 }

@@ -201,9 +201,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                     })
                     .collect();
                 let out = serde_json::json!({"state": state.as_str(), "items": rows});
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                super::out(&format!("{}\n", serde_json::to_string_pretty(&out)?))?;
             } else {
-                print!("{}", render_list(state, &items, &receipts, limit));
+                super::out(&render_list(state, &items, &receipts, limit))?;
             }
             return Ok(exit_code(&store.counts_by_state(None).await?));
         }
@@ -226,15 +226,18 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 };
                 o.insert("coordination".to_owned(), c);
             }
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            super::out(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
         } else {
-            print!("{}", snap.render_table(&args.db));
-            print!("{}", render_reasons(&why));
+            let mut text = snap.render_table(&args.db);
+            text.push_str(&render_reasons(&why));
             match &coord {
                 None => {}
-                Some(Ok(limits)) => print!("{}", super::coord_view::render_shared(limits, &shown)),
-                Some(Err(e)) => println!("  coordination     unreachable: {e}"),
+                Some(Ok(limits)) => {
+                    text.push_str(&super::coord_view::render_shared(limits, &shown));
+                }
+                Some(Err(e)) => text.push_str(&format!("  coordination     unreachable: {e}\n")),
             }
+            super::out(&text)?;
         }
         Ok(exit_code(&snap.counts))
     })
