@@ -12,7 +12,7 @@ use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem};
 use anyhow::{bail, Context};
 
 use super::db;
-use super::deliver::{deliver, init_logs, Feed, FeedState, Interrupt, Outbox};
+use super::deliver::{deliver, init_logs, Ending, Feed, FeedState, Interrupt, Outbox};
 use super::input;
 use super::input_stream;
 use super::progress::{Display, Mode};
@@ -55,7 +55,8 @@ REPORT
 
 EXIT CODES
   0    drained; no FAILED or DEFERRED item in the outbox
-  1    drained, but some items are FAILED (terminal) or DEFERRED (see `abide requeue`)
+  1    drained, but some items are FAILED (terminal) or DEFERRED (see `abide requeue`),
+       or wait for a provider the providers file does not name (a warning names the count)
   2    usage, config or input error, or an unset credentials_env variable (nothing
        enqueued); or the database is locked by another sender
   3    results could not be written to the database for 60 s (disk full, read-only,
@@ -446,6 +447,23 @@ async fn send(
     for (name, why) in d.suspended() {
         eprintln!("abide: error: provider {name:?} suspended: {why}");
     }
+    // Drained means: nothing left for the providers this config names. Items of a
+    // provider it does not name (renamed, or the wrong providers file) would wait for
+    // ever without a word, and the run exit 0.
+    let orphans = match ending {
+        Ending::Drained => unconfigured_waiting(&d, &report.outbox.counts).await,
+        _ => 0,
+    };
+    if orphans > 0 {
+        eprintln!(
+            "abide: warning: {orphans} item(s) in {} wait for a provider that {} does not \
+             name; this run did not send them (`abide status --db {}` counts them, and a \
+             providers file naming their provider sends them)",
+            args.db,
+            args.config.display(),
+            args.db
+        );
+    }
     // SMPP binds unbind; HTTP has nothing to say.
     d.close().await;
     drop(d);
@@ -454,6 +472,24 @@ async fn send(
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(anyhow::Error::new(e).context("writing the report to stdout"))
         }
+        _ if orphans > 0 => Ok(ExitCode::from(1)),
         _ => Ok(ending.exit_code(&report.outbox.counts)),
     }
+}
+
+/// Items `QUEUED`, `IN_FLIGHT` or `PENDING` in the whole outbox (`all`) beyond those of the
+/// providers `d` is configured for. A database error reads as none.
+async fn unconfigured_waiting<S: abide_outbox::Store>(
+    d: &Dispatcher<S>,
+    all: &abide_outbox::Counts,
+) -> u64 {
+    let active = |c: &abide_outbox::Counts| c.queued + c.in_flight + c.pending;
+    let mut configured = 0;
+    for p in &d.config().providers {
+        match d.store().counts_by_state(Some(&p.name)).await {
+            Ok(c) => configured += active(&c),
+            Err(_) => return 0,
+        }
+    }
+    active(all).saturating_sub(configured)
 }
