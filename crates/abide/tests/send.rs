@@ -329,28 +329,15 @@ async fn a_key_already_in_the_outbox_for_another_message_stops_send_naming_its_l
 /// not "drained": `send` says how many wait and exits 1, and leaves them as they were.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn items_of_a_provider_the_config_does_not_name_are_reported_not_drained() {
-    use abide_outbox::{AnyStore, NewItem, Request, Store};
+    // An empty input: `send` enqueues nothing and delivers what the outbox holds.
     let f = Files::new(&provider_toml("other", "http://127.0.0.1:9", "", ""), 0);
-    let store = AnyStore::connect(&f.db).await.unwrap();
     let now = abide_core::Clock::now(&abide_core::SystemClock);
-    let items: Vec<NewItem> = (0..3)
-        .map(|i| {
-            let body = serde_json::json!({ "to": "+15550100", "i": i });
-            NewItem::new("sms", Request::post_json("/v1/messages", body))
-        })
-        .collect();
-    store.enqueue(&items, now).await.unwrap();
-    store.close().await.unwrap();
-    let out = run(abide(&[
-        "send",
-        "--config",
-        f.cfg.to_str().unwrap(),
-        "--db",
-        &f.db,
-        "--json",
-        "--quiet",
-    ]))
-    .await;
+    outbox_with(&f.db, "sms", 3, now)
+        .await
+        .close()
+        .await
+        .unwrap();
+    let out = run(f.send()).await;
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -253,20 +253,13 @@ async fn failed_items_are_counted_per_reason_listed_and_requeued_by_a_person() {
 /// (exit 0), the next reclaim takes them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_flight_items_of_a_stopped_run_are_named() {
-    use abide_outbox::{AnyStore, NewItem, Request, Store};
+    use abide_outbox::Store;
     use std::time::Duration;
     const HOUR: Duration = Duration::from_secs(3600);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("abide.db").to_string_lossy().into_owned();
-    let store = AnyStore::connect(&db).await.unwrap();
     let now = abide_core::Clock::now(&abide_core::SystemClock);
-    let items: Vec<NewItem> = (0..4)
-        .map(|i| {
-            let body = serde_json::json!({ "to": "+15550100", "i": i });
-            NewItem::new("sms", Request::post_json("/v1/messages", body))
-        })
-        .collect();
-    store.enqueue(&items, now - HOUR).await.unwrap();
+    let store = outbox_with(&db, "sms", 4, now - HOUR).await;
     // A run that stopped an hour ago: its 30 s leases are long over.
     let dead = store.claim("sms", "dead", now - HOUR, Duration::from_secs(30), 2);
     assert_eq!(dead.await.unwrap().len(), 2);

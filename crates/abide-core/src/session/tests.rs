@@ -28,6 +28,17 @@ impl Rig {
         }
     }
 
+    /// A session whose pacer starts at 1,000/s: slots never hold a test up.
+    fn fast() -> Self {
+        Self::new(SessionConfig {
+            pacer: PacerConfig {
+                initial_rate: 1000.0,
+                ..PacerConfig::default()
+            },
+            ..SessionConfig::default()
+        })
+    }
+
     fn mono(&self) -> Instant {
         self.clock.monotonic()
     }

@@ -196,3 +196,23 @@ pub fn sigterm(child: &Child) {
         .unwrap();
     assert!(status.success(), "kill -TERM {pid}");
 }
+
+/// An outbox at `db` holding `n` distinct messages for `provider`, enqueued at `at`
+/// straight through the store (no `send`, so nothing is delivered); the store stays open.
+pub async fn outbox_with(
+    db: &str,
+    provider: &str,
+    n: usize,
+    at: std::time::SystemTime,
+) -> abide_outbox::AnyStore {
+    use abide_outbox::{NewItem, Request, Store as _};
+    let store = abide_outbox::AnyStore::connect(db).await.unwrap();
+    let items: Vec<NewItem> = (0..n)
+        .map(|i| {
+            let body = serde_json::json!({ "to": "+15550100", "i": i });
+            NewItem::new(provider, Request::post_json("/v1/messages", body))
+        })
+        .collect();
+    store.enqueue(&items, at).await.unwrap();
+    store
+}

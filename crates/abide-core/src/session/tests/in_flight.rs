@@ -25,16 +25,6 @@ fn quota(q: u32) -> [(&'static str, String); 2] {
     ]
 }
 
-fn fast() -> Rig {
-    Rig::new(SessionConfig {
-        pacer: PacerConfig {
-            initial_rate: 1000.0,
-            ..PacerConfig::default()
-        },
-        ..SessionConfig::default()
-    })
-}
-
 impl Rig {
     fn sent(&mut self) -> Delivery {
         let mut d = self.session.delivery(ItemContext::first(self.wall()));
@@ -57,7 +47,7 @@ impl Rig {
 
 #[test]
 fn no_more_requests_in_flight_than_the_advertised_quota() {
-    let mut r = fast();
+    let mut r = Rig::fast();
     r.learn(3);
     assert_eq!(r.session.in_flight().limit, Some(3));
     let mut on_wire: Vec<Delivery> = (0..3).map(|_| r.sent()).collect();
@@ -79,7 +69,7 @@ fn no_more_requests_in_flight_than_the_advertised_quota() {
 
 #[test]
 fn without_a_concurrency_signal_nothing_is_held() {
-    let mut r = fast();
+    let mut r = Rig::fast();
     let on_wire: Vec<Delivery> = (0..20).map(|_| r.sent()).collect();
     let snap = r.session.in_flight();
     assert_eq!((snap.on_wire, snap.limit, snap.held_sends), (20, None, 0));
@@ -89,7 +79,7 @@ fn without_a_concurrency_signal_nothing_is_held() {
 
 #[test]
 fn a_concurrency_refusal_lowers_the_limit_once_and_leaves_the_rate_alone() {
-    let mut r = fast();
+    let mut r = Rig::fast();
     let mut first = r.sent();
     r.answer(&mut first, 200, &OK);
     assert_eq!(r.session.in_flight().limit, Some(6));
@@ -139,7 +129,7 @@ fn a_concurrency_refusal_lowers_the_limit_once_and_leaves_the_rate_alone() {
 
 #[test]
 fn refusals_of_requests_sent_before_the_quota_was_known_are_echoes() {
-    let mut r = fast();
+    let mut r = Rig::fast();
     // A cold start: ten requests on the wire before the first answer says "6 at once".
     let mut wire: Vec<Delivery> = (0..10).map(|_| r.sent()).collect();
     r.clock.advance(Duration::from_millis(60));
@@ -153,7 +143,7 @@ fn refusals_of_requests_sent_before_the_quota_was_known_are_echoes() {
 
 #[test]
 fn an_abandoned_delivery_gives_its_place_back_once() {
-    let mut r = fast();
+    let mut r = Rig::fast();
     r.learn(1);
     // Dropped with its request on the wire (a cancelled future, a shutdown).
     let abandoned = r.sent();

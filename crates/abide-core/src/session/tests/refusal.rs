@@ -3,16 +3,6 @@
 
 use super::*;
 
-fn fast() -> Rig {
-    Rig::new(SessionConfig {
-        pacer: PacerConfig {
-            initial_rate: 1000.0,
-            ..PacerConfig::default()
-        },
-        ..SessionConfig::default()
-    })
-}
-
 impl Rig {
     /// A new item sent and answered `status` (no headers), a second after the last.
     fn one(&mut self, status: u16) -> Answer {
@@ -32,7 +22,7 @@ fn refused(streak: u32) -> Decision {
 
 #[test]
 fn five_bare_403s_across_items_pause_the_host_and_defer_instead_of_failing() {
-    let mut r = fast();
+    let mut r = Rig::fast();
     // One refused item says nothing about the others: it fails, the host goes on.
     for _ in 0..4 {
         let a = r.one(403);
@@ -84,7 +74,7 @@ fn five_bare_403s_across_items_pause_the_host_and_defer_instead_of_failing() {
 
 #[test]
 fn refusals_far_apart_or_broken_by_another_answer_are_the_items_own() {
-    let mut r = fast();
+    let mut r = Rig::fast();
     // Four refusals, an accepted item, four more: never five in a row.
     for status in [403, 403, 403, 403, 202, 403, 403, 403, 403] {
         let a = r.one(status);
@@ -99,7 +89,7 @@ fn refusals_far_apart_or_broken_by_another_answer_are_the_items_own() {
 
 #[test]
 fn requests_sent_before_the_pause_are_deferred_without_growing_it() {
-    let mut r = fast();
+    let mut r = Rig::fast();
     for _ in 0..4 {
         r.one(403);
     }
