@@ -61,8 +61,9 @@ pub(crate) struct Args {
     /// List the items in this state instead of the summary: id, provider, attempts, reason.
     #[arg(long, value_name = "STATE", value_parser = ["failed", "deferred", "pending", "queued", "in_flight", "submitted"])]
     list: Option<String>,
-    /// Most items --list prints (newest first), at most 10000.
-    #[arg(long, default_value_t = 50, value_name = "N", requires = "list")]
+    /// Most items --list prints (newest first), 1 to 10000.
+    #[arg(long, default_value_t = 50, value_name = "N", requires = "list",
+        value_parser = parse_limit)]
     limit: usize,
     /// Also show how the nodes share each provider's limit through this Redis
     /// (`redis://[:PASSWORD@]HOST:PORT[/DB]`, shown redacted).
@@ -160,6 +161,18 @@ fn render_list(
     s
 }
 
+/// `--limit`: 1 to [`ListFilter::MAX_LIMIT`]; a larger one is refused, not quietly cut.
+fn parse_limit(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number of items"))?;
+    if (1..=ListFilter::MAX_LIMIT).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("{n} is outside 1 to {}", ListFilter::MAX_LIMIT))
+    }
+}
+
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -168,7 +181,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         let store = db::open_existing(&args.db).await?;
         if let Some(list) = &args.list {
             let state: State = list.to_ascii_uppercase().parse()?;
-            let limit = args.limit.min(ListFilter::MAX_LIMIT);
+            let limit = args.limit;
             let filter = ListFilter {
                 state: Some(state),
                 provider: None,
@@ -261,6 +274,16 @@ fn needs_a_person(c: &Counts) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_limit_outside_its_range_is_refused_not_cut() {
+        assert_eq!(parse_limit("1"), Ok(1));
+        assert_eq!(parse_limit("10000"), Ok(10_000));
+        for bad in ["0", "10001", "-3", "ten"] {
+            assert!(parse_limit(bad).is_err(), "{bad}");
+        }
+        assert!(parse_limit("20000").is_err_and(|e| e.contains("outside 1 to 10000")));
+    }
 
     #[test]
     fn only_failed_or_deferred_items_need_a_person() {
