@@ -122,11 +122,7 @@ pub(crate) fn decide(
     rng: &mut dyn RngCore,
 ) -> (Decision, Option<RetryDelay>) {
     let DecideInput {
-        rules,
-        item,
-        made,
-        wall,
-        ..
+        rules, item, made, ..
     } = input;
     match verdict.class {
         VerdictClass::Success => return (Decision::Delivered, None),
@@ -154,14 +150,8 @@ pub(crate) fn decide(
             None,
         );
     }
-    let age = wall.duration_since(item.window_start).unwrap_or_default();
-    if age >= rules.max_age {
-        let last = verdict.reason.clone();
-        let max_age = rules.max_age;
-        return (
-            Decision::Deferred(DeferReason::MaxAge { max_age, last }),
-            None,
-        );
+    if let Some(deferred) = past_max_age(&input, verdict) {
+        return (deferred, None);
     }
     let delay = retry_delay(&input, verdict, window_attempts, rng);
     (Decision::Retry { after: delay.delay }, Some(delay))
@@ -179,22 +169,27 @@ pub(crate) fn decide_unsent(
     verdict: &Verdict,
     rng: &mut dyn RngCore,
 ) -> (Decision, Option<RetryDelay>) {
-    let rules = input.rules;
-    let age = input
-        .wall
-        .duration_since(input.item.window_start)
-        .unwrap_or_default();
-    if age >= rules.max_age {
-        let last = verdict.reason.clone();
-        let max_age = rules.max_age;
-        return (
-            Decision::Deferred(DeferReason::MaxAge { max_age, last }),
-            None,
-        );
+    if let Some(deferred) = past_max_age(&input, verdict) {
+        return (deferred, None);
     }
     let window_attempts = input.item.window_attempts.saturating_add(input.made);
     let delay = retry_delay(&input, verdict, window_attempts, rng);
     (Decision::Retry { after: delay.delay }, Some(delay))
+}
+
+/// `DEFERRED` (`max_age`) for an item at or past its maximum age, sent or not: age is the
+/// message's, whatever kept it from going out.
+fn past_max_age(input: &DecideInput<'_>, verdict: &Verdict) -> Option<Decision> {
+    let age = input
+        .wall
+        .duration_since(input.item.window_start)
+        .unwrap_or_default();
+    (age >= input.rules.max_age).then(|| {
+        Decision::Deferred(DeferReason::MaxAge {
+            max_age: input.rules.max_age,
+            last: verdict.reason.clone(),
+        })
+    })
 }
 
 /// How long a retried item waits: the server's `Retry-After` (already clamped) or our
