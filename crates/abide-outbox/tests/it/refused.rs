@@ -35,10 +35,7 @@ async fn refused_dispatcher(
 ) {
     // Test-only: the variable name is unique to these tests and only this process reads it.
     std::env::set_var(TOKEN, abide_provider::DEMO_KEY);
-    let addr = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    let addr = refusing_addr();
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
     let config = format!(
@@ -129,10 +126,7 @@ async fn refused_connections_are_not_attempts_and_items_wait_for_the_provider() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unsendable_row_fails_without_a_request_or_an_attempt() {
     // Nothing listens here; nothing may try.
-    let addr = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    let addr = refusing_addr();
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
     let config = format!(
@@ -192,4 +186,11 @@ async fn a_host_that_stays_down_defers_items_at_their_maximum_age_uncharged() {
         let reason = it.reason.clone().unwrap_or_default();
         assert!(reason.starts_with("maximum age"), "{it:?}");
     }
+}
+
+/// A loopback address nothing listens on: the port was free a moment ago and its
+/// listener is gone, so a connect is refused.
+fn refusing_addr() -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
 }

@@ -48,9 +48,20 @@ fn dispatcher(
     clock: &Arc<TokioClock>,
     transports: &HashMap<&str, Arc<ScriptedTransport>>,
 ) -> Dispatcher<Vt> {
+    dispatcher_with(store, toml, clock, transports, opts())
+}
+
+/// [`dispatcher`] with other options.
+fn dispatcher_with(
+    store: Vt,
+    toml: &str,
+    clock: &Arc<TokioClock>,
+    transports: &HashMap<&str, Arc<ScriptedTransport>>,
+    opts: DispatcherOptions,
+) -> Dispatcher<Vt> {
     let config = Config::from_toml_str(toml).unwrap();
     let clock: Arc<dyn Clock> = clock.clone();
-    Dispatcher::with_transports(store, config, clock, opts(), |p| {
+    Dispatcher::with_transports(store, config, clock, opts, |p| {
         let t: Arc<dyn Transport> = transports[p.name.as_str()].clone();
         t
     })
@@ -507,20 +518,17 @@ async fn items_enqueued_while_running_are_claimed_at_once() {
         base_url = "http://127.0.0.1:9"
         rate_hint = 100.0
         concurrency = 4"#;
-    let config = Config::from_toml_str(toml).unwrap();
-    let transport: Arc<dyn Transport> = t.clone();
-    let d = Dispatcher::with_transports(
+    let d = dispatcher_with(
         store(&dir).await,
-        config,
-        clock.clone() as Arc<dyn Clock>,
+        toml,
+        &clock,
+        &HashMap::from([("p", t.clone())]),
         DispatcherOptions {
             // Far longer than the test: only the wake can explain a prompt claim.
             idle_poll: Duration::from_secs(3600),
             ..opts()
         },
-        |_| Arc::clone(&transport),
-    )
-    .unwrap();
+    );
     let runner = d.clone();
     let run = tokio::spawn(async move { runner.run_forever(pending()).await });
     // The claimer has looked, found nothing, and gone to sleep.
