@@ -391,25 +391,23 @@ async fn send(
     // Delivery starts with the first committed chunk, not after the last one: the rest
     // of the input is enqueued meanwhile (a million lines take minutes to enqueue), and
     // the run is drained only once it is all in. Enqueueing wakes the claimers.
-    let (feed_tx, feed) = match &checked {
-        None => (None, Feed::complete()),
-        Some(_) => {
-            let (tx, feed) = Feed::open();
-            (Some(tx), feed)
-        }
-    };
+    let (feed_tx, feed) = Feed::open();
     let enqueueing = async {
-        let (Some(checked), Some(feed_tx)) = (checked, feed_tx) else {
-            return Ok(None);
+        let done = match checked {
+            None => Ok(None),
+            Some(checked) => {
+                let d = &d;
+                let sink = |chunk: Vec<NewItem>| async move { Ok(d.enqueue(&chunk).await?) };
+                input_stream::enqueue(checked, &check, ticker, sink)
+                    .await
+                    .map(Some)
+            }
         };
-        let d = &d;
-        let sink = |chunk: Vec<NewItem>| async move { Ok(d.enqueue(&chunk).await?) };
-        let done = input_stream::enqueue(checked, &check, ticker, sink).await;
         let _ = feed_tx.send(match &done {
             Ok(_) => FeedState::Complete,
             Err(_) => FeedState::Broken,
         });
-        done.map(Some)
+        done
     };
     let delivering = deliver(&d, display, args.receipt_wait, &interrupt, feed);
     let (input, delivered) = tokio::join!(enqueueing, delivering);
