@@ -1,6 +1,6 @@
 //! Engine speed: items per second delivered end to end (claimed from SQLite, sent over
 //! loopback HTTP, accepted, result committed) against an unlimited in-process
-//! `abide-provider`, CPU time per delivered item, and peak RSS while the dispatcher runs.
+//! `abide-fake`, CPU time per delivered item, and peak RSS while the dispatcher runs.
 //!
 //! ```text
 //! cargo bench -p abide-outbox --bench engine                       # 20,000 items
@@ -27,11 +27,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
+use abide_fake::{ProviderConfig as FakeConfig, StatsSnapshot};
 use abide_outbox::{
     Config, Dispatcher, DispatcherOptions, Response, ScriptedTransport, SqliteStore,
     StaticCredentials, Store, Transport,
 };
-use abide_provider::{ProviderConfig as FakeConfig, StatsSnapshot};
 use support::{mib, Args};
 
 const USAGE: &str = "\
@@ -74,13 +74,10 @@ fn start_provider() -> ProviderThread {
                 .build()
                 .expect("provider runtime");
             rt.block_on(async move {
-                let p = abide_provider::spawn(
-                    cfg,
-                    Arc::new(SystemClock),
-                    "127.0.0.1:0".parse().unwrap(),
-                )
-                .await
-                .expect("provider starts");
+                let p =
+                    abide_fake::spawn(cfg, Arc::new(SystemClock), "127.0.0.1:0".parse().unwrap())
+                        .await
+                        .expect("provider starts");
                 url_tx.send(p.url()).unwrap();
                 let _ = stop_rx.await;
                 // Read before the runtime (and its open connections) is dropped.
@@ -139,7 +136,7 @@ fn main() {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let report = rt.block_on(async {
         let store = SqliteStore::open(&path).await.expect("store");
-        let creds = StaticCredentials::new().with("ABIDE_BENCH_TOKEN", abide_provider::DEMO_KEY);
+        let creds = StaticCredentials::new().with("ABIDE_BENCH_TOKEN", abide_fake::DEMO_KEY);
         let opts = DispatcherOptions {
             claim_batch,
             seed: Some(1),
@@ -197,7 +194,7 @@ fn main() {
                 *done_at.lock().unwrap() = Some((clock.monotonic(), support::status_kb("VmHWM")));
             }
         };
-        let progress = d.run_forever(stop).await.expect("run");
+        let progress = d.run_until(stop).await.expect("run");
         let (stopped, rss_peak) = done_at.lock().unwrap().expect("stopped");
         let elapsed = stopped - t0;
         let cpu = support::process_cpu().saturating_sub(cpu0);

@@ -151,7 +151,7 @@ async fn run(schema: &str, nodes: usize, items: usize, concurrency: usize) -> f6
                     tokio::time::sleep(Duration::from_millis(2)).await;
                 }
             };
-            d.run_forever(stop).await.expect("run")
+            d.run_until(stop).await.expect("run")
         }));
     }
     let mut attempts = 0;

@@ -84,10 +84,7 @@ fn main() {
     let window: usize = args.get("window", 5, USAGE);
     let limit: u32 = args.get("limit", 200, USAGE);
     let burst: u32 = args.get("burst", 10, USAGE);
-    let key = args
-        .opt("key")
-        .unwrap_or(abide_provider::DEMO_KEY)
-        .to_owned();
+    let key = args.opt("key").unwrap_or(abide_fake::DEMO_KEY).to_owned();
     let url = args.opt("url").map(str::to_owned);
     let csv = args.opt("csv").map(str::to_owned);
     let headroom: f64 = args.get(
@@ -112,15 +109,15 @@ fn main() {
         let url = match url {
             Some(u) => u.trim_end_matches('/').to_owned(),
             None => {
-                let mut cfg = abide_provider::ProviderConfig::default();
-                cfg.limits.key_rate = Some(abide_provider::Rate {
+                let mut cfg = abide_fake::ProviderConfig::default();
+                cfg.limits.key_rate = Some(abide_fake::Rate {
                     count: limit,
                     per: Duration::from_secs(1),
                 });
                 cfg.limits.key_burst = Some(burst);
                 cfg.limits.account_rate = None;
                 cfg.limits.key_concurrency = None;
-                let p = abide_provider::spawn(
+                let p = abide_fake::spawn(
                     cfg,
                     Arc::new(SystemClock),
                     "127.0.0.1:0".parse().unwrap(),
@@ -176,7 +173,7 @@ fn main() {
         let runner = {
             let d = d.clone();
             tokio::spawn(async move {
-                d.run_forever(tokio::time::sleep(Duration::from_secs(seconds)))
+                d.run_until(tokio::time::sleep(Duration::from_secs(seconds)))
                     .await
             })
         };

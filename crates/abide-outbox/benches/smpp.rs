@@ -18,10 +18,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
+use abide_fake::{spawn_listeners, Listeners, ProviderConfig as FakeConfig, SmppStats};
 use abide_outbox::{
     Config, Dispatcher, DispatcherOptions, NewItem, Request, SqliteStore, StaticCredentials,
 };
-use abide_provider::{spawn_listeners, Listeners, ProviderConfig as FakeConfig, SmppStats};
 use support::Args;
 
 const USAGE: &str = "\
@@ -163,7 +163,7 @@ fn main() {
                 }
             }
         };
-        let progress = d.run_forever(stop).await.expect("run");
+        let progress = d.run_until(stop).await.expect("run");
         let elapsed = clock.monotonic() - t0;
         d.close().await;
         let half = half.lock().unwrap().expect("half way");

@@ -21,7 +21,7 @@
 //! ## Map
 //! - [`model`]: [`Item`], [`Request`], [`NewItem`], [`Outcome`], attempt records.
 //! - [`state`]: the state machine as one pure table, [`transition`].
-//! - [`store`]: the [`Store`] trait; [`SqlStore`] written once over a [`Dialect`], as
+//! - [`store`]: the [`Store`] trait; [`SqlStore`] written once over a [`SqlBackend`], as
 //!   [`SqliteStore`] (default) and [`PostgresStore`]; [`AnyStore`] (chosen from a URL).
 //!   Stores enforce the table in SQL.
 //! - [`lock`]: one sender per SQLite file ([`SenderLock`]) and the start-up reclaim of a
@@ -80,7 +80,7 @@ pub use progress::{LastPause, Progress, ProviderProgress, Totals};
 pub use receipt::{Receipt, ReceiptCounts, ReceiptState};
 pub use sleep::{ManualSleeper, Sleeper, TokioSleeper};
 pub use state::{transition, Event, IllegalTransition, State};
-pub use store::{AnyStore, Dialect, PostgresStore, SqlStore, SqliteStore, Store};
+pub use store::{AnyStore, PostgresStore, SqlBackend, SqlStore, SqliteStore, Store};
 pub use transport::{
     HttpTransport, Response, ScriptedTransport, SmppStats, SmppTransport, Transport,
 };

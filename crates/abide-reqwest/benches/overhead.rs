@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use abide_core::{Clock, SystemClock};
-use abide_provider::{spawn, ProviderConfig};
+use abide_fake::{spawn, ProviderConfig};
 use abide_reqwest::{AbideMiddleware, Policy};
 use criterion::{criterion_group, criterion_main, Criterion};
 

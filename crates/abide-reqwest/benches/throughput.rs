@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
-use abide_provider::{spawn, ProviderConfig, DEMO_KEY};
+use abide_fake::{spawn, ProviderConfig, DEMO_KEY};
 use abide_reqwest::{AbideMiddleware, Policy};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use reqwest_retry::policies::ExponentialBackoff;

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use abide_core::SystemClock;
-use abide_provider::{spawn, ProviderConfig, DEMO_KEY};
+use abide_fake::{spawn, ProviderConfig, DEMO_KEY};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

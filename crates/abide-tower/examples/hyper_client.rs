@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use abide_core::SystemClock;
-use abide_provider::{spawn, ProviderConfig, DEMO_KEY};
+use abide_fake::{spawn, ProviderConfig, DEMO_KEY};
 use abide_tower::{AbideLayer, Policy};
 use bytes::Bytes;
 use http_body_util::Full;

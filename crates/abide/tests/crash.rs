@@ -215,7 +215,7 @@ async fn quick_restarts_charge_exactly_the_requests_on_the_wire() {
 
 /// Every item's attempts against the requests `p` saw for its key: never fewer, the window
 /// count equal to the total. Returns (attempts over requests, attempts) summed over items.
-async fn compare(db: &str, p: &abide_provider::RunningProvider, n: usize) -> (u64, u64) {
+async fn compare(db: &str, p: &abide_fake::RunningProvider, n: usize) -> (u64, u64) {
     let seen = p.requests_by_key();
     assert!(!seen.truncated);
     assert_eq!(

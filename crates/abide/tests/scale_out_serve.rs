@@ -206,7 +206,7 @@ async fn three_serve_nodes_share_one_limit_take_items_by_http_and_survive_a_kill
     assert_eq!(keys.len(), 1, "{st}");
     let key = keys[0]["key"].as_str().unwrap();
     assert!(key.starts_with(&format!("{prefix}:coord:sms:")), "{key}");
-    assert!(!key.contains(abide_provider::DEMO_KEY), "{key}");
+    assert!(!key.contains(abide_fake::DEMO_KEY), "{key}");
     assert!(keys[0]["shared_rate_per_sec"].as_f64().is_some(), "{st}");
     let s = p.stats();
 

@@ -5,7 +5,7 @@
 
 mod support;
 
-use abide_provider::ScheduleEntry;
+use abide_fake::ScheduleEntry;
 use support::*;
 
 /// 24 senders against a provider limited to 400/s that the config over-estimates (800/s

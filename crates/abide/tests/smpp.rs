@@ -8,7 +8,7 @@ mod support;
 use std::sync::Arc;
 
 use abide_core::SystemClock;
-use abide_provider::{spawn_listeners, Listeners, ProviderConfig, RunningProvider};
+use abide_fake::{spawn_listeners, Listeners, ProviderConfig, RunningProvider};
 use support::*;
 
 /// The fake SMSC: `rate` submits/s per bind, each answer held `slow_ms`, receipts 10 ms
@@ -27,7 +27,7 @@ async fn smsc(rate: u32, slow_ms: u64) -> RunningProvider {
         receipt_delay_ms = 10
         accounts = [{{ system_id = "abide", password = "{}", account = "acme" }}]
         "#,
-        abide_provider::DEMO_KEY
+        abide_fake::DEMO_KEY
     );
     let listen = Listeners {
         http: None,
@@ -63,7 +63,7 @@ fn files(p: &RunningProvider, n: usize) -> Files {
     f
 }
 
-fn smpp_stats(p: &RunningProvider) -> abide_provider::SmppStats {
+fn smpp_stats(p: &RunningProvider) -> abide_fake::SmppStats {
     p.stats().smpp.unwrap()
 }
 
@@ -118,8 +118,8 @@ async fn kill_9_mid_window_then_the_next_run_resends_only_unanswered_submits() {
     assert_eq!(out["remote_counts"]["smpp_0x00"], N as u64);
     assert_eq!(r["providers"][0]["smpp"]["binds"], 1, "{r}");
     // The password is the demo key: never printed.
-    assert!(!String::from_utf8_lossy(&second.stderr).contains(abide_provider::DEMO_KEY));
-    assert!(!String::from_utf8_lossy(&second.stdout).contains(abide_provider::DEMO_KEY));
+    assert!(!String::from_utf8_lossy(&second.stderr).contains(abide_fake::DEMO_KEY));
+    assert!(!String::from_utf8_lossy(&second.stdout).contains(abide_fake::DEMO_KEY));
 
     // `abide status` shows the receipts, and `--list submitted` the message ids.
     let st = run(abide(&["status", "--db", &f.db])).await;
@@ -180,7 +180,7 @@ async fn the_smpp_example_files_deliver_with_receipts() {
         "20s",
         &input,
     ]);
-    send.env("ABIDE_SMSC_PASSWORD", abide_provider::DEMO_PASSWORD);
+    send.env("ABIDE_SMSC_PASSWORD", abide_fake::DEMO_PASSWORD);
     let out = run(send).await;
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let r = report(&out);

@@ -9,12 +9,12 @@ use support::*;
 
 /// Provider config that suspends a key for `suspend_secs` after 5 throttles in 60 s and
 /// answers it with a bare 403 (no Retry-After), the hard case for a client.
-fn suspending(suspend_secs: u64) -> abide_provider::ProviderConfig {
+fn suspending(suspend_secs: u64) -> abide_fake::ProviderConfig {
     let mut pc = provider_config(200, 2);
     pc.abuse.threshold = 5;
     pc.abuse.window_secs = 60;
     pc.abuse.suspend_secs = suspend_secs;
-    pc.abuse.suspension = abide_provider::SuspensionStyle::Bare403;
+    pc.abuse.suspension = abide_fake::SuspensionStyle::Bare403;
     pc
 }
 
@@ -25,7 +25,7 @@ fn suspending(suspend_secs: u64) -> abide_provider::ProviderConfig {
 /// Not 20 requests one after another: on a loaded machine each took longer than the
 /// bucket's refill (5 ms at 200/s), so only 3-4 of 20 were throttled, short of the 5 that
 /// suspend, and the setup failed (seen 3 times in 12 runs sharing one core).
-async fn get_suspended(p: &abide_provider::RunningProvider) -> abide_provider::StatsSnapshot {
+async fn get_suspended(p: &abide_fake::RunningProvider) -> abide_fake::StatsSnapshot {
     let client = reqwest::Client::new();
     let url = format!("{}/v1/messages", p.url());
     for _ in 0..100 {
@@ -38,7 +38,7 @@ async fn get_suspended(p: &abide_provider::RunningProvider) -> abide_provider::S
             burst.spawn(async move {
                 client
                     .post(&url)
-                    .bearer_auth(abide_provider::DEMO_KEY)
+                    .bearer_auth(abide_fake::DEMO_KEY)
                     .json(&serde_json::json!({"to": "+15550100"}))
                     .send()
                     .await
@@ -54,7 +54,7 @@ async fn get_suspended(p: &abide_provider::RunningProvider) -> abide_provider::S
     s
 }
 
-fn suspended_refusals(s: &abide_provider::StatsSnapshot) -> u64 {
+fn suspended_refusals(s: &abide_fake::StatsSnapshot) -> u64 {
     s.rejected_by_reason.get("suspended").copied().unwrap_or(0)
 }
 

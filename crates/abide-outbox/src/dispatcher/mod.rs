@@ -487,7 +487,7 @@ impl<S: Store> Dispatcher<S> {
     /// retried, never fatal.
     pub async fn run_until_drained(&self) -> Result<Progress> {
         let this = self.clone();
-        self.run_forever(async move {
+        self.run_until(async move {
             loop {
                 let deadline = this.inner.clock.monotonic() + this.inner.opts.maintenance_interval;
                 this.inner.sleeper.sleep_until(deadline).await;
@@ -520,7 +520,7 @@ impl<S: Store> Dispatcher<S> {
     /// # Cancel safety
     /// Dropping the future aborts the workers; claimed items then wait for their lease to
     /// expire and are retried with the same idempotency key.
-    pub async fn run_forever(&self, shutdown: impl Future<Output = ()> + Send) -> Result<Progress> {
+    pub async fn run_until(&self, shutdown: impl Future<Output = ()> + Send) -> Result<Progress> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let (done_tx, done_rx) = mpsc::channel::<Done>(4096);
         let (mark_tx, mark_rx) = mpsc::channel::<mark::MarkRequest>(1024);

@@ -2,7 +2,7 @@
 //!
 //! [`Store`] is the only thing the dispatcher knows about storage, and holds only what
 //! the dispatcher and the CLI call. One implementation, [`SqlStore`], is written once
-//! over a [`Dialect`] (as sqlx's drivers mirror one core trait); its two instances are
+//! over a [`SqlBackend`] (as sqlx's drivers mirror one core trait); its two instances are
 //! [`SqliteStore`] (embedded, the default) and [`PostgresStore`], and [`AnyStore`] picks
 //! one from a URL at run time. Both keep callers unaware of the backend:
 //!
@@ -21,7 +21,7 @@
 //!
 //! Files: `sql` (statement text), `plan` (completions checked and batched before any SQL
 //! runs), `rows` (rows to model types), `sql_store` and `store_impl` (the store itself),
-//! `dialect` (what differs per database), `sqlite`/`postgres` (opening each), `any`.
+//! `backend` (what differs per database), `sqlite`/`postgres` (opening each), `any`.
 
 use std::future::Future;
 use std::time::{Duration, SystemTime};
@@ -35,7 +35,7 @@ use crate::receipt::{Receipt, ReceiptCounts, ReceiptState};
 use crate::state::State;
 
 mod any;
-mod dialect;
+mod backend;
 mod plan;
 mod postgres;
 mod rows;
@@ -45,7 +45,7 @@ mod sqlite;
 mod store_impl;
 
 pub use any::AnyStore;
-pub use dialect::Dialect;
+pub use backend::SqlBackend;
 pub use postgres::{PostgresStore, POSTGRES_CONNECT_TIMEOUT};
 pub use sql::Placeholders;
 pub use sql_store::SqlStore;

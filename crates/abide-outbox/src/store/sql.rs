@@ -100,7 +100,7 @@ pub(crate) const RECLAIM_ALL: &str = "UPDATE items SET state = $1, \
 /// The requests [`RECLAIM`] is about to charge, before it runs: the items in state `$1`
 /// whose lease ended by `$2` and that hold sends never recorded, with their attempts so
 /// far, the provider, the idempotency key and the claim time (`updated_at_ms`: nothing
-/// else writes an in-flight item). The dialect's row lock is appended.
+/// else writes an in-flight item). The backend's row lock is appended.
 pub(crate) const RECLAIM_LOST: &str = "SELECT id, current_provider, idempotency_key, attempts, \
     sent_unrecorded, updated_at_ms FROM items \
     WHERE state = $1 AND lease_expires_at_ms <= $2 AND sent_unrecorded > 0";

@@ -1,4 +1,4 @@
-//! [`SqlStore`]: the outbox in a SQL database, written once for every [`Dialect`].
+//! [`SqlStore`]: the outbox in a SQL database, written once for every [`SqlBackend`].
 //!
 //! Every write transaction runs on a connection checked out for it ([`SqlStore::write`]);
 //! when the transaction fails at any point (a statement, or the `COMMIT` itself, e.g. a
@@ -16,7 +16,7 @@ use sqlx::{
     ColumnIndex, Connection, Decode, Encode, Executor, IntoArguments, Pool, Transaction, Type,
 };
 
-use super::dialect::Dialect;
+use super::backend::SqlBackend;
 use super::rows::{refused, refused_requeue};
 use super::sql;
 use crate::error::Result;
@@ -47,14 +47,14 @@ use crate::state::{transition, Event, State};
 /// # Clone
 /// Clones share the connection pools.
 #[derive(Debug)]
-pub struct SqlStore<DB: Dialect> {
+pub struct SqlStore<DB: SqlBackend> {
     pub(crate) writes: Pool<DB>,
     pub(crate) reads: Pool<DB>,
     /// False when `reads` is a clone of `writes`.
     pub(crate) separate_reads: bool,
 }
 
-impl<DB: Dialect> Clone for SqlStore<DB> {
+impl<DB: SqlBackend> Clone for SqlStore<DB> {
     fn clone(&self) -> Self {
         Self {
             writes: self.writes.clone(),
@@ -64,7 +64,7 @@ impl<DB: Dialect> Clone for SqlStore<DB> {
     }
 }
 
-impl<DB: Dialect> SqlStore<DB> {
+impl<DB: SqlBackend> SqlStore<DB> {
     /// The pool that takes every write (for diagnostics, tests and one-off maintenance
     /// statements). On SQLite it has a single connection.
     pub fn pool(&self) -> &Pool<DB> {
@@ -77,8 +77,8 @@ impl<DB: Dialect> SqlStore<DB> {
     }
 }
 
-/// Open a write transaction on `conn` with the dialect's `BEGIN`.
-pub(crate) async fn begin<DB: Dialect>(
+/// Open a write transaction on `conn` with the backend's `BEGIN`.
+pub(crate) async fn begin<DB: SqlBackend>(
     conn: &mut PoolConnection<DB>,
 ) -> Result<Transaction<'_, DB>> {
     Ok(match DB::BEGIN_WRITE {
@@ -90,7 +90,7 @@ pub(crate) async fn begin<DB: Dialect>(
 /// The result of a write transaction on `conn`: on failure, the connection is closed
 /// rather than returned to the pool, whatever state the failure left it in; except a
 /// refused key ([`crate::Error::KeyConflict`]), whose transaction was rolled back.
-pub(crate) fn settle<DB: Dialect, T>(conn: &mut PoolConnection<DB>, r: Result<T>) -> Result<T> {
+pub(crate) fn settle<DB: SqlBackend, T>(conn: &mut PoolConnection<DB>, r: Result<T>) -> Result<T> {
     // A refused key rolled back cleanly: the connection is sound, keep it.
     if matches!(&r, Err(e) if !matches!(e, crate::Error::KeyConflict { .. })) {
         conn.close_on_drop();
@@ -100,7 +100,7 @@ pub(crate) fn settle<DB: Dialect, T>(conn: &mut PoolConnection<DB>, r: Result<T>
 
 impl<DB> SqlStore<DB>
 where
-    DB: Dialect,
+    DB: SqlBackend,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,

@@ -1,11 +1,11 @@
-//! [`Store`] for [`SqlStore`], once for both dialects.
+//! [`Store`] for [`SqlStore`], once for both backends.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
 
-use super::dialect::Dialect;
+use super::backend::SqlBackend;
 use super::plan::{plan_completion, pow2_chunks, rounds, AttemptRow, MAX_COMPLETE_ROWS};
 use super::rows::{count_code, duration_ms, refused, RawAttempt, RawItem};
 use super::sql;
@@ -22,7 +22,7 @@ use crate::state::{transition, Event, State};
 
 impl<DB> Store for SqlStore<DB>
 where
-    DB: Dialect,
+    DB: SqlBackend,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,

@@ -1,26 +1,26 @@
-//! End to end over loopback against `abide-provider`: real HTTP, real SQLite, real time
+//! End to end over loopback against `abide-fake`: real HTTP, real SQLite, real time
 //! (kept to a few seconds by generous provider limits).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
+use abide_fake::{ProviderConfig as FakeConfig, RunningProvider};
 use abide_outbox::{
     AttemptRecord, Completion, Config, Dispatcher, DispatcherOptions, NewItem, Outcome, Progress,
     RemoteCode, Request, SqliteStore, State, Store,
 };
-use abide_provider::{ProviderConfig as FakeConfig, RunningProvider};
 use serde_json::json;
 
 /// Each test uses its own variable so parallel tests do not race on the environment.
 fn set_token(var: &str) {
     // Test-only: the variable names are unique per test and only this process reads them.
-    std::env::set_var(var, abide_provider::DEMO_KEY);
+    std::env::set_var(var, abide_fake::DEMO_KEY);
 }
 
 async fn fake(toml: &str) -> RunningProvider {
     let cfg = FakeConfig::from_toml_str(toml).unwrap();
-    abide_provider::spawn(cfg, Arc::new(SystemClock), "127.0.0.1:0".parse().unwrap())
+    abide_fake::spawn(cfg, Arc::new(SystemClock), "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap()
 }
@@ -94,7 +94,7 @@ async fn suspend_key(provider: &RunningProvider) {
     for _ in 0..20 {
         client
             .post(format!("{}/v1/messages", provider.url()))
-            .bearer_auth(abide_provider::DEMO_KEY)
+            .bearer_auth(abide_fake::DEMO_KEY)
             .json(&json!({"to": "+15550100"}))
             .send()
             .await

@@ -1,4 +1,4 @@
-//! The outbox against each rate-limit header style `abide-provider` can speak, over
+//! The outbox against each rate-limit header style `abide-fake` can speak, over
 //! loopback: with `Retry-After` switched off, the dialect's reset is the only guide, and the
 //! outbox must pause until it instead of coming back after its own one-second backoff.
 
@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
+use abide_fake::ProviderConfig as FakeConfig;
 use abide_outbox::{
     Config, Dispatcher, DispatcherOptions, NewItem, RemoteCode, Request, SqliteStore, Store,
 };
-use abide_provider::ProviderConfig as FakeConfig;
 use serde_json::json;
 
 /// One token every 3 s, a burst of 1: the second message is refused with a reset of
@@ -30,12 +30,11 @@ const N: usize = 3;
 /// returns the 429s seen.
 async fn throttles_against(style: &str, dialect: &str, token_env: &str) -> usize {
     // Test-only: the variable names are unique per test and only this process reads them.
-    std::env::set_var(token_env, abide_provider::DEMO_KEY);
+    std::env::set_var(token_env, abide_fake::DEMO_KEY);
     let cfg = FakeConfig::from_toml_str(&format!("headers = \"{style}\"\n{LIMIT}")).unwrap();
-    let provider =
-        abide_provider::spawn(cfg, Arc::new(SystemClock), "127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
+    let provider = abide_fake::spawn(cfg, Arc::new(SystemClock), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
     let config = Config::from_toml_str(&format!(

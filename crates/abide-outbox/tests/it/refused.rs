@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
+use abide_fake::{ProviderConfig as FakeConfig, RunningProvider};
 use abide_outbox::{
     Config, Dispatcher, DispatcherOptions, ListFilter, NewItem, RemoteCode, Request, SqliteStore,
     State, Store,
 };
-use abide_provider::{ProviderConfig as FakeConfig, RunningProvider};
 use serde_json::json;
 
 const TOKEN: &str = "ABIDE_IT_TOKEN_REFUSED";
@@ -34,7 +34,7 @@ async fn refused_dispatcher(
     Dispatcher<SqliteStore>,
 ) {
     // Test-only: the variable name is unique to these tests and only this process reads it.
-    std::env::set_var(TOKEN, abide_provider::DEMO_KEY);
+    std::env::set_var(TOKEN, abide_fake::DEMO_KEY);
     let addr = refusing_addr();
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("o.db")).await.unwrap();
@@ -78,7 +78,7 @@ async fn refused_connections_are_not_attempts_and_items_wait_for_the_provider() 
             let t = d.progress().await.unwrap().totals;
             if t.transport_failures >= REFUSALS {
                 let cfg = FakeConfig::from_toml_str("[limits]\nkey_rate = \"1000/s\"").unwrap();
-                let p: RunningProvider = abide_provider::spawn(cfg, Arc::new(SystemClock), addr)
+                let p: RunningProvider = abide_fake::spawn(cfg, Arc::new(SystemClock), addr)
                     .await
                     .unwrap();
                 return p;

@@ -71,7 +71,7 @@ async fn every_sms_is_accepted_once_throttles_never_fail_and_every_receipt_maps_
         d.enqueue(chunk).await.unwrap();
     }
     let watcher = d.clone();
-    let run = d.run_forever(async move {
+    let run = d.run_until(async move {
         loop {
             tokio::time::sleep(Duration::from_millis(50)).await;
             let p = watcher.progress().await.unwrap();

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
+use abide_fake::{spawn_listeners, Listeners, ProviderConfig as FakeConfig, RunningProvider};
 use abide_outbox::{
     Config, Dispatcher, DispatcherOptions, NewItem, Progress, Request, SqliteStore,
     StaticCredentials,
 };
-use abide_provider::{spawn_listeners, Listeners, ProviderConfig as FakeConfig, RunningProvider};
 use serde_json::json;
 
 const PASSWORD: &str = "s3cret";
@@ -98,7 +98,7 @@ async fn run(d: &Dispatcher<SqliteStore>, receipts: u64, within: Duration) -> Pr
             }
         }
     };
-    match tokio::time::timeout(within, d.run_forever(done)).await {
+    match tokio::time::timeout(within, d.run_until(done)).await {
         Ok(p) => p.unwrap(),
         Err(_) => panic!(
             "not done within {within:?}: {:?}",

@@ -191,7 +191,7 @@ async fn a_crashed_sender_s_items_are_resent_after_the_lease_with_their_keys() {
         &HashMap::from([("p", hung.clone())]),
     );
     first.enqueue(&items("p", 8)).await.unwrap();
-    let run = tokio::spawn(async move { first.run_forever(pending()).await });
+    let run = tokio::spawn(async move { first.run_until(pending()).await });
     tokio::time::sleep(Duration::from_secs(5)).await;
     run.abort();
     let _ = run.await;
@@ -530,7 +530,7 @@ async fn items_enqueued_while_running_are_claimed_at_once() {
         },
     );
     let runner = d.clone();
-    let run = tokio::spawn(async move { runner.run_forever(pending()).await });
+    let run = tokio::spawn(async move { runner.run_until(pending()).await });
     // The claimer has looked, found nothing, and gone to sleep.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(t.sent().is_empty());

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use abide_provider::DEMO_KEY;
+use abide_fake::DEMO_KEY;
 use axum::http::StatusCode;
 use support::*;
 

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use abide_core::{Clock, ManualClock};
-use abide_provider::{spawn, ProviderConfig, RunningProvider, DEMO_KEY};
+use abide_fake::{spawn, ProviderConfig, RunningProvider, DEMO_KEY};
 use abide_reqwest::{AbideMiddleware, ManualSleeper, Policy, PolicyBuilder, Stopped};
 use axum::http::{HeaderMap, StatusCode};
 use reqwest_middleware::ClientWithMiddleware;

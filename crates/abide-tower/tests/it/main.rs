@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use abide_core::{Clock, ManualClock};
-use abide_provider::{spawn, ProviderConfig, RunningProvider, DEMO_KEY};
+use abide_fake::{spawn, ProviderConfig, RunningProvider, DEMO_KEY};
 use abide_tower::{AbideLayer, ManualSleeper, Policy, PolicyBuilder, StopReason, Stopped};
 use bytes::Bytes;
 use http::{Request, StatusCode};

@@ -332,7 +332,7 @@ pub(crate) async fn deliver<S: Store>(
             }
         }
     };
-    let result = d.run_forever(stop).await;
+    let result = d.run_until(stop).await;
     if let Some(t) = ticker {
         t.abort();
     }

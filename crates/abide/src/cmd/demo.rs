@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
+use abide_fake::{ProviderConfig, ScheduleEntry, StatsSnapshot};
 use abide_outbox::Config;
-use abide_provider::{ProviderConfig, ScheduleEntry, StatsSnapshot};
 use anyhow::Context;
 
 use super::deliver::{init_logs, Interrupt};
@@ -133,7 +133,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let pcfg = provider_config(&args)?;
     // The token travels the way real credentials do: an environment variable named in
     // the providers config. Set before any thread starts.
-    std::env::set_var(TOKEN_ENV, abide_provider::DEMO_KEY);
+    std::env::set_var(TOKEN_ENV, abide_fake::DEMO_KEY);
     std::env::set_var(super::demo_smpp::PASSWORD_ENV, "demo-pw");
     init_logs("error");
     let (db, temp) = match &args.db {
@@ -169,7 +169,7 @@ async fn demo(args: &Args, pcfg: ProviderConfig, db: &std::path::Path) -> anyhow
     let interrupt = Interrupt::listen()?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let loopback: SocketAddr = ([127, 0, 0, 1], 0).into();
-    let provider = abide_provider::spawn(pcfg, Arc::clone(&clock), loopback).await?;
+    let provider = abide_fake::spawn(pcfg, Arc::clone(&clock), loopback).await?;
     let url = provider.url();
     let db_str = db.to_string_lossy().into_owned();
     if !args.quiet {

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use abide_core::Clock;
-use abide_provider::RunningProvider;
+use abide_fake::RunningProvider;
 use serde::Serialize;
 
 /// One quirk switch: at `pct` % of the messages (by the provider's request count) the

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use abide_core::Clock;
+use abide_fake::{ProviderConfig, Rate};
 use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, Request};
-use abide_provider::{ProviderConfig, Rate};
 
 use super::deliver::{deliver, Ending, Feed, Interrupt, Outbox};
 use super::demo::Args;

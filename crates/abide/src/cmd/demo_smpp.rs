@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
+use abide_fake::{spawn_listeners, Listeners, ProviderConfig, ScheduleEntry, SmppStats};
 use abide_outbox::Config;
-use abide_provider::{spawn_listeners, Listeners, ProviderConfig, ScheduleEntry, SmppStats};
 
 use super::deliver::Interrupt;
 use super::demo::Args;
@@ -53,7 +53,7 @@ fn smsc_config(a: &Args) -> anyhow::Result<ProviderConfig> {
         c.schedule.push(spec.parse::<ScheduleEntry>()?);
     }
     c.smpp.receipt_delay_ms = 200;
-    c.smpp.accounts = vec![abide_provider::SmppAccount {
+    c.smpp.accounts = vec![abide_fake::SmppAccount {
         system_id: SYSTEM_ID.into(),
         password: PASSWORD.into(),
         account: Some("demo".into()),

@@ -1,4 +1,4 @@
-//! `abide provider`: run the fake rate-limited messaging API of `abide-provider`.
+//! `abide provider`: run the fake rate-limited messaging API of `abide-fake`.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -8,7 +8,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use abide_core::SystemClock;
-use abide_provider::{
+use abide_fake::{
     parse_duration, Algorithm, ApiKey, HeaderStyle, Listeners, ProviderConfig, Rate, ReceiptPolicy,
     RedisUrl, ScheduleEntry, SmppAccount, SuspensionStyle,
 };
@@ -389,7 +389,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::deliver::init_logs("info");
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
-        let p = abide_provider::spawn_listeners(cfg, Arc::new(SystemClock), listen)
+        let p = abide_fake::spawn_listeners(cfg, Arc::new(SystemClock), listen)
             .await
             .with_context(|| {
                 let mut on = Vec::new();

@@ -128,7 +128,7 @@ pub(crate) struct Args {
 
 /// `--receipt-wait`: a duration up to 1 h.
 fn parse_wait(s: &str) -> Result<Duration, String> {
-    let d = abide_provider::parse_duration(s).map_err(|e| e.to_string())?;
+    let d = abide_fake::parse_duration(s).map_err(|e| e.to_string())?;
     if d > Duration::from_secs(3600) {
         return Err("must be at most 1h".into());
     }
@@ -137,7 +137,7 @@ fn parse_wait(s: &str) -> Result<Duration, String> {
 
 /// `--lease`: a duration between 100 ms and 1 h.
 pub(crate) fn parse_lease(s: &str) -> Result<Duration, String> {
-    let d = abide_provider::parse_duration(s).map_err(|e| e.to_string())?;
+    let d = abide_fake::parse_duration(s).map_err(|e| e.to_string())?;
     if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&d) {
         return Err("must be between 100ms and 1h".into());
     }

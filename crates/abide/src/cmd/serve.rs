@@ -241,7 +241,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         let server = axum::serve(listener, serve_api::router(api))
             .with_graceful_shutdown(stopped(stop_rx.clone()));
-        let dispatcher = d.run_forever(stopped(stop_rx));
+        let dispatcher = d.run_until(stopped(stop_rx));
         let (served, delivered) = tokio::join!(server, dispatcher);
         refresher.abort();
         served.context("HTTP server")?;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abide_core::SystemClock;
-use abide_provider::{ProviderConfig, Rate, RunningProvider, StatsSnapshot};
+use abide_fake::{ProviderConfig, Rate, RunningProvider, StatsSnapshot};
 use tokio::process::{Child, Command};
 
 pub mod services;
@@ -40,7 +40,7 @@ pub fn provider_config(per_sec: u32, burst: u32) -> ProviderConfig {
 
 /// Start a provider on 127.0.0.1 with a free port.
 pub async fn start_provider(cfg: ProviderConfig) -> RunningProvider {
-    abide_provider::spawn(cfg, Arc::new(SystemClock), "127.0.0.1:0".parse().unwrap())
+    abide_fake::spawn(cfg, Arc::new(SystemClock), "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap()
 }
@@ -75,7 +75,7 @@ pub fn messages(n: usize, provider: &str) -> String {
 pub fn abide(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_abide"));
     c.args(args)
-        .env(TOKEN_ENV, abide_provider::DEMO_KEY)
+        .env(TOKEN_ENV, abide_fake::DEMO_KEY)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -80,7 +80,7 @@ pub fn redis_here(test: &str) -> bool {
 /// Returns (goodput, 429s) for the test's summary line.
 pub fn assert_one_shared_limit(
     status: &serde_json::Value,
-    s: &abide_provider::StatsSnapshot,
+    s: &abide_fake::StatsSnapshot,
     n: usize,
     limit: u32,
     elapsed: Duration,

@@ -1,7 +1,7 @@
 //! What differs between the two SQL backends, as one sealed trait on sqlx's database
 //! types (the way sqlx's own drivers mirror `sqlx::Database`): the claim statement, how
 //! generated statements write parameters, and how a write transaction begins. Everything
-//! else is written once, generic over the dialect ([`super::SqlStore`]).
+//! else is written once, generic over the backend ([`super::SqlStore`]).
 
 use sqlx::{Database, Postgres, Sqlite};
 
@@ -14,7 +14,7 @@ mod sealed {
 }
 
 /// A SQL database the outbox can live in: [`sqlx::Sqlite`] or [`sqlx::Postgres`]. Sealed.
-pub trait Dialect: Database + sealed::Sealed {
+pub trait SqlBackend: Database + sealed::Sealed {
     /// The claim statement (`UPDATE … RETURNING` of the claimed items).
     #[doc(hidden)]
     const CLAIM: &'static str;
@@ -35,7 +35,7 @@ pub trait Dialect: Database + sealed::Sealed {
     fn rows_affected(result: &Self::QueryResult) -> u64;
 }
 
-impl Dialect for Sqlite {
+impl SqlBackend for Sqlite {
     const CLAIM: &'static str = CLAIM_SQLITE;
     const PLACEHOLDERS: Placeholders = Placeholders::Anonymous;
     // IMMEDIATE takes the write lock up front (waiting up to the busy timeout) instead of
@@ -49,7 +49,7 @@ impl Dialect for Sqlite {
     }
 }
 
-impl Dialect for Postgres {
+impl SqlBackend for Postgres {
     const CLAIM: &'static str = CLAIM_POSTGRES;
     const PLACEHOLDERS: Placeholders = Placeholders::Numbered;
     const BEGIN_WRITE: Option<&'static str> = None;

@@ -1,12 +1,12 @@
 //! Load on the fake SMSC: one transceiver bind submitting N messages with W outstanding,
 //! against an in-process SMSC with no limits. Prints submit_sm/s.
 //!
-//! `cargo run --release -p abide-provider --example smpp_load -- 20000 64`
+//! `cargo run --release -p abide-fake --example smpp_load -- 20000 64`
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use abide_core::{Clock, SystemClock};
-use abide_provider::{spawn_listeners, Listeners, ProviderConfig, IDEMPOTENCY_TLV};
+use abide_fake::{spawn_listeners, Listeners, ProviderConfig, IDEMPOTENCY_TLV};
 use futures::{SinkExt, StreamExt};
 use rusmpp::pdus::{BindTransceiver, SubmitSm};
 use rusmpp::tlvs::{MessageSubmissionRequestTlvValue, TlvTag};

@@ -24,7 +24,7 @@ pub use schedule::ScheduleEntry;
 ///
 /// # Examples
 /// ```
-/// let cfg = abide_provider::ProviderConfig::from_toml_str(r#"
+/// let cfg = abide_fake::ProviderConfig::from_toml_str(r#"
 ///     [limits]
 ///     key_rate = "5/s"
 ///     [[schedule]]
@@ -32,7 +32,7 @@ pub use schedule::ScheduleEntry;
 ///     retry_after = "imf-fixdate"
 /// "#)?;
 /// assert_eq!(cfg.schedule.len(), 1);
-/// # Ok::<(), abide_provider::Error>(())
+/// # Ok::<(), abide_fake::Error>(())
 /// ```
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]

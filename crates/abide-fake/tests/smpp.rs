@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use abide_core::Clock;
-use abide_provider::{
+use abide_fake::{
     spawn_listeners, Listeners, ProviderConfig, RunningProvider, SmppStats, IDEMPOTENCY_TLV,
 };
 use futures::{SinkExt, StreamExt};

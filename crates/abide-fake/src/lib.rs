@@ -1,4 +1,4 @@
-//! # abide-provider
+//! # abide-fake
 //!
 //! A fake rate-limited messaging API that replays real provider quirks, for tests, demos and
 //! benchmarks. Built on [`abide_gate`]; time comes from an injected [`Clock`], so a test can
@@ -9,8 +9,8 @@
 //! use abide_core::SystemClock;
 //! use std::sync::Arc;
 //!
-//! let p = abide_provider::spawn(
-//!     abide_provider::ProviderConfig::default(),
+//! let p = abide_fake::spawn(
+//!     abide_fake::ProviderConfig::default(),
 //!     Arc::new(SystemClock),
 //!     "127.0.0.1:0".parse().unwrap(),
 //! )
@@ -69,7 +69,7 @@ pub use smpp::stats::SmppStats;
 pub use smpp::IDEMPOTENCY_TLV;
 pub use stats::{KeyCounts, SecondCount, StatsSnapshot, HISTORY_SECS, MAX_COUNTED_KEYS};
 
-/// Errors of abide-provider.
+/// Errors of abide-fake.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
