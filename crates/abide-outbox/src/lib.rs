@@ -39,7 +39,6 @@
 //!   ([`RedisCoordination`], abide-core's [`abide_core::Coordination`] seam).
 //! - [`credentials`]: where tokens come from ([`EnvCredentials`] at the CLI edge,
 //!   [`StaticCredentials`] in tests and for library users).
-//! - [`path`]: item paths confined below the provider's base path ([`path::confine`]).
 //! - [`receipt`]: delivery receipts ([`Receipt`], [`ReceiptState`], [`ReceiptCounts`]),
 //!   stored apart from items and matched to them by `message_id`.
 //! - [`echo`]: what may be shown of input: bounded ([`echo::clip`]), without credentials
@@ -57,7 +56,6 @@ pub mod error;
 pub mod keys;
 pub mod lock;
 pub mod model;
-pub mod path;
 pub mod progress;
 pub mod receipt;
 pub mod sleep;

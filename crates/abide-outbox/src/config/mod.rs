@@ -421,7 +421,7 @@ impl Config {
     /// Check that `item` is well formed and targets a configured provider. For an SMPP
     /// provider, that it is an SMS that provider can send
     /// ([`crate::transport::smpp::message`]). For an HTTP provider, that its path
-    /// stays below the provider's base path ([`crate::path::confine`]), and that it
+    /// stays below the provider's base path ([`crate::transport::http::path::confine`]), and that it
     /// carries neither that provider's idempotency-key header (abide sends the item's key
     /// there) nor its auth header (a secret).
     ///
@@ -441,7 +441,7 @@ impl Config {
             });
         }
         // Before `validate`, which checks the path too but cannot name the base path.
-        crate::path::confine(&p.base_url, &item.request.path).map_err(|e| {
+        crate::transport::http::path::confine(&p.base_url, &item.request.path).map_err(|e| {
             Error::InvalidRequest(format!(
                 "{e}; provider {:?} sends below {}",
                 p.name,

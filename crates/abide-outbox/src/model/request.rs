@@ -98,7 +98,7 @@ impl Request {
     ///
     /// # Errors
     /// [`Error::InvalidRequest`] naming the problem: a path broken by a rule of
-    /// [`crate::path`] (an absolute URL, `//host`, a dot segment in any spelling, a
+    /// [`crate::transport::http::path`] (an absolute URL, `//host`, a dot segment in any spelling, a
     /// backslash, `%2F`, control characters, ...; the message names the rule), a method
     /// over [`MAX_METHOD_LEN`] bytes or not one, a header name over [`MAX_HEADER_NAME_LEN`]
     /// or a value over [`MAX_HEADER_VALUE_LEN`] bytes, a bad header, a secret header, a header abide sets or that belongs to the
@@ -108,7 +108,7 @@ impl Request {
     /// checked by [`crate::Config::check_item`].
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |why: String| Err(Error::InvalidRequest(why));
-        crate::path::check(&self.path)?;
+        crate::transport::http::path::check(&self.path)?;
         if self.method.len() > MAX_METHOD_LEN {
             return bad(format!(
                 "method {} is longer than {MAX_METHOD_LEN} bytes",

@@ -9,8 +9,8 @@
 //!
 //! Any other protocol implements the same trait.
 
-mod http;
-mod scripted;
+pub mod http;
+pub mod scripted;
 pub mod smpp;
 
 use std::fmt::Debug;

@@ -1,4 +1,7 @@
-//! HTTP with reqwest: one [`HttpTransport`] per provider.
+//! HTTP with reqwest: one [`HttpTransport`] per provider, and [`path`]: item paths
+//! confined below the provider's base path.
+
+pub mod path;
 
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
@@ -146,7 +149,7 @@ impl Transport for HttpTransport {
     }
 
     fn unsendable(&self, item: &Item) -> Option<String> {
-        crate::path::confine(&self.base_url, &item.request.path)
+        crate::transport::http::path::confine(&self.base_url, &item.request.path)
             .err()
             .map(|e| e.to_string())
     }
@@ -158,9 +161,9 @@ impl Transport for HttpTransport {
 }
 
 /// `base` + `path`, or `None` for a path that could leave `base`'s path (see
-/// [`crate::path::confine`], which says which rule).
+/// [`crate::transport::http::path::confine`], which says which rule).
 pub fn target_url(base: &reqwest::Url, path: &str) -> Option<reqwest::Url> {
-    crate::path::confine(base, path).ok()
+    crate::transport::http::path::confine(base, path).ok()
 }
 
 #[cfg(test)]
