@@ -63,11 +63,13 @@ pub mod state;
 pub mod store;
 pub mod transport;
 
-pub use config::{Config, FailoverConfig, PacerSettings, ProviderConfig, RetryConfig, Secret};
+mod toml_keys;
+
+pub use config::{Config, FailoverConfig, PacerSettings, ProviderConfig, RetryConfig};
 pub use coord::{CoordinationTarget, ProbeError, RedisCoordination, SharedLimit};
-pub use credentials::{CredentialSource, EnvCredentials, StaticCredentials};
-pub use dispatcher::{Dispatcher, DispatcherOptions, MIN_LEASE_MARGIN};
-pub use error::{Error, Result};
+pub use credentials::{CredentialSource, EnvCredentials, Secret, StaticCredentials};
+pub use dispatcher::{preflight, Dispatcher, DispatcherOptions, MIN_LEASE_MARGIN};
+pub use error::{DatabaseError, Error, ErrorKind, Result};
 pub use keys::{assign_content_keys, content_digest_hex, content_key};
 pub use lock::{open_for_sending, SenderLock, SendingStore};
 pub use model::{
@@ -75,10 +77,17 @@ pub use model::{
     RemoteCode, Request, RequeueFilter, SendMark, StoredAttempt,
 };
 pub use progress::{LastPause, Progress, ProviderProgress, Totals};
-pub use receipt::{Receipt, ReceiptCounts, ReceiptState};
+pub use receipt::{InboundReceipt, Receipt, ReceiptCounts, ReceiptInbox, ReceiptState};
 pub use sleep::{ManualSleeper, Sleeper, TokioSleeper};
 pub use state::{transition, Event, IllegalTransition, State};
-pub use store::{AnyStore, PostgresStore, SqlBackend, SqlStore, SqliteStore, Store};
+#[cfg(feature = "postgres")]
+pub use store::PostgresStore;
+#[cfg(feature = "sqlite")]
+pub use store::SqliteStore;
+pub use store::{AnyStore, SqlBackend, SqlStore, Store};
 pub use transport::{
-    HttpTransport, Response, ScriptedTransport, SmppStats, SmppTransport, Transport,
+    HttpConfig, HttpTransport, Preflight, Response, ScriptedConfig, ScriptedTransport, Transport,
+    TransportConfig, TransportSettings, TransportStats,
 };
+#[cfg(feature = "smpp")]
+pub use transport::{SmppConfig, SmppStats, SmppTransport};

@@ -10,9 +10,44 @@
 //! receipt says whether it then reached the handset.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::Serialize;
+use tokio::sync::{mpsc, oneshot, Mutex};
+
+/// A receipt a transport received (an SMPP `deliver_sm`), waiting to be stored: the
+/// remote is acknowledged once it is ([`InboundReceipt::stored`]); one dropped unstored is
+/// answered with a temporary error and delivered again.
+#[derive(Debug)]
+pub struct InboundReceipt {
+    /// The `message_id` it names.
+    pub message_id: String,
+    /// Its state.
+    pub state: ReceiptState,
+    ack: oneshot::Sender<()>,
+}
+
+impl InboundReceipt {
+    /// A receipt, and what resolves once it is stored (an error if it is dropped).
+    pub fn new(message_id: String, state: ReceiptState) -> (Self, oneshot::Receiver<()>) {
+        let (ack, stored) = oneshot::channel();
+        let r = Self {
+            message_id,
+            state,
+            ack,
+        };
+        (r, stored)
+    }
+
+    /// The receipt is stored: the remote may be told so.
+    pub fn stored(self) {
+        let _ = self.ack.send(());
+    }
+}
+
+/// Where a dispatcher takes a transport's receipts from (shared by its runs).
+pub type ReceiptInbox = Arc<Mutex<mpsc::Receiver<InboundReceipt>>>;
 
 /// The final state a receipt reports, reduced to what a sender acts on.
 ///

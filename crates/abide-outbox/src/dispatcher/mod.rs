@@ -46,7 +46,7 @@ use crate::model::{Completion, Enqueued, Item, NewItem};
 use crate::progress::{Progress, ProviderProgress, Stats, Totals};
 use crate::sleep::{Sleeper, TokioSleeper};
 use crate::store::Store;
-use crate::transport::{HttpTransport, SmppTransport, Transport};
+use crate::transport::{BuildEnv, HttpTransport, Preflight, Transport, TransportStats};
 use runtime::ProviderRuntime;
 
 /// How much longer than a provider's request timeout the lease must be: an attempt that
@@ -73,7 +73,8 @@ pub const MIN_LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// - `coordination_prefix`: `abide:coord`
 #[derive(Debug, Clone)]
 pub struct DispatcherOptions {
-    /// Lease on claimed items; at least every provider's `timeout` + [`MIN_LEASE_MARGIN`].
+    /// Lease on claimed items; at least every provider's attempt timeout +
+    /// [`MIN_LEASE_MARGIN`].
     pub lease: Duration,
     /// Most items per claim.
     pub claim_batch: usize,
@@ -166,24 +167,23 @@ pub(super) type Done = (usize, Completion);
 
 impl<S: Store> Dispatcher<S> {
     /// A dispatcher over `store` for the providers in `config`, reading time from `clock`,
-    /// sending over HTTP (or SMPP, for providers with `transport = "smpp"`) with
-    /// credentials from `opts.credentials` (default: the environment variables the
-    /// providers file names).
+    /// sending through each provider's transport (HTTP, SMPP, ...: `transport` in the
+    /// providers file) with credentials from `opts.credentials` (default: the environment
+    /// variables the providers file names). Nothing starts before every provider passes
+    /// its preflight ([`preflight`]).
     ///
     /// # Errors
-    /// [`crate::Error::Config`] if the HTTP client cannot be built, or naming the first
-    /// provider whose request timeout + [`MIN_LEASE_MARGIN`] exceeds `opts.lease`.
+    /// [`crate::Error::HttpClient`] if the HTTP client cannot be built;
+    /// [`crate::Error::Preflight`] naming the first provider that cannot send as
+    /// configured; [`crate::Error::Coordination`] for an unusable `redis_url`.
     pub fn new(
         store: S,
         config: Config,
         clock: Arc<dyn Clock>,
         opts: DispatcherOptions,
     ) -> Result<Self> {
-        let client = HttpTransport::client().map_err(|e| crate::Error::Config {
-            provider: "<all>".into(),
-            field: "http client".into(),
-            message: e.to_string(),
-        })?;
+        let client =
+            HttpTransport::client().map_err(|e| crate::Error::HttpClient(e.to_string()))?;
         Self::with_client(store, config, clock, opts, client)
     }
 
@@ -191,8 +191,7 @@ impl<S: Store> Dispatcher<S> {
     /// its HTTP providers.
     ///
     /// # Errors
-    /// [`crate::Error::Config`] naming the first provider whose request timeout +
-    /// [`MIN_LEASE_MARGIN`] exceeds `opts.lease`.
+    /// As [`Dispatcher::new`].
     pub fn with_client(
         store: S,
         config: Config,
@@ -200,19 +199,9 @@ impl<S: Store> Dispatcher<S> {
         opts: DispatcherOptions,
         client: reqwest::Client,
     ) -> Result<Self> {
-        let source = opts
-            .credentials
-            .clone()
-            .unwrap_or_else(|| Arc::new(EnvCredentials));
-        let max_body = opts.max_response_body;
-        Self::with_transports(store, config, clock, opts, |p| match &p.smpp {
-            Some(smpp) => Arc::new(SmppTransport::new(&p.name, smpp, Arc::clone(&source))),
-            None => Arc::new(HttpTransport::new(
-                p,
-                client.clone(),
-                Arc::clone(&source),
-                max_body,
-            )),
+        let env = build_env(&opts, client, &clock);
+        Self::with_transports(store, config, clock, opts, |p| {
+            p.transport.settings().build(&p.name, &env)
         })
     }
 
@@ -220,8 +209,9 @@ impl<S: Store> Dispatcher<S> {
     /// per provider (HTTP, SMPP, a [`crate::transport::ScriptedTransport`] in tests).
     ///
     /// # Errors
-    /// [`crate::Error::Config`] naming the first provider whose request timeout +
-    /// [`MIN_LEASE_MARGIN`] exceeds `opts.lease`.
+    /// [`crate::Error::Preflight`] naming the first provider whose lease rule or
+    /// transport preflight ([`Transport::preflight`]) fails;
+    /// [`crate::Error::Coordination`] for an unusable `redis_url`.
     pub fn with_transports(
         store: S,
         config: Config,
@@ -229,27 +219,11 @@ impl<S: Store> Dispatcher<S> {
         opts: DispatcherOptions,
         mut transport: impl FnMut(&ProviderConfig) -> Arc<dyn Transport>,
     ) -> Result<Self> {
-        // A lease that ends while the request may still be on the wire lets a second
-        // worker send the item again while the first is still waiting for its answer.
         for p in &config.providers {
-            let least = p.timeout + MIN_LEASE_MARGIN;
-            if opts.lease < least {
-                return Err(crate::Error::Config {
-                    provider: p.name.clone(),
-                    field: "timeout_secs".into(),
-                    message: format!(
-                        "the lease ({:?}) must be at least the request timeout ({:?}) + {:?}; \
-                         lengthen the lease or shorten the timeout",
-                        opts.lease, p.timeout, MIN_LEASE_MARGIN
-                    ),
-                });
-            }
+            lease_rule(p, opts.lease)?;
         }
         let mono = clock.monotonic();
-        let credentials = opts
-            .credentials
-            .clone()
-            .unwrap_or_else(|| Arc::new(EnvCredentials));
+        let credentials = credentials(&opts);
         let owner = opts
             .owner
             .clone()
@@ -268,14 +242,7 @@ impl<S: Store> Dispatcher<S> {
                         expected_nodes: config.expected_nodes,
                     };
                     // The limit belongs to the credential: its digest is in the key.
-                    let credential = match &p.smpp {
-                        Some(s) => Some(s.system_id.clone()),
-                        None => p
-                            .credentials_env
-                            .as_deref()
-                            .and_then(|name| credentials.get(name))
-                            .map(|s| s.expose().to_owned()),
-                    };
+                    let credential = p.transport.settings().account(&*credentials);
                     let c = RedisCoordination::start(
                         &target,
                         &crate::coord::limit_key(&p.name, credential.as_deref()),
@@ -284,21 +251,21 @@ impl<S: Store> Dispatcher<S> {
                         rules.budget,
                         Arc::clone(&clock),
                     )
-                    .map_err(|e| crate::Error::Config {
-                        provider: "<all>".into(),
-                        field: "redis_url".into(),
-                        message: format!(
-                            "{}: {}",
+                    .map_err(|e| {
+                        crate::Error::Coordination(format!(
+                            "redis_url {}: {}",
                             crate::echo::redact_url(url),
                             crate::echo::redact_url(&e.to_string())
-                        ),
+                        ))
                     })?;
                     Arc::new(c)
                 }
             };
+            let transport = transport(p);
+            transport.preflight()?;
             providers.push(Arc::new(ProviderRuntime {
                 session: Arc::new(Session::with_coordination(rules, mono, coordination)),
-                transport: transport(p),
+                transport,
                 stats: Stats::default(),
                 cfg: p.clone(),
             }));
@@ -361,10 +328,10 @@ impl<S: Store> Dispatcher<S> {
         self.runtime(name).map(|rt| Arc::clone(rt.session.budget()))
     }
 
-    /// What the SMPP transport of provider `name` has seen (binds, drops, timeouts,
-    /// receipts); `None` for other transports.
-    pub fn smpp_stats(&self, name: &str) -> Option<crate::transport::SmppStats> {
-        self.runtime(name).and_then(|rt| rt.transport.smpp_stats())
+    /// What the transport of provider `name` has seen beyond the answers (an SMPP bind's
+    /// binds, drops, timeouts, receipts); `None` for transports with nothing to add.
+    pub fn transport_stats(&self, name: &str) -> Option<TransportStats> {
+        self.runtime(name).and_then(|rt| rt.transport.stats())
     }
 
     /// The providers that will not send again this run, each with why (an SMPP bind
@@ -451,9 +418,9 @@ impl<S: Store> Dispatcher<S> {
                 throttle_rate: pacer.throttle_rate(mono),
                 last_pause: rt.stats.last_pause(),
                 sunset: rt.stats.sunset(),
-                limited_by_concurrency: t.on_wire >= rt.cfg.concurrency as u64
+                limited_by_concurrency: t.on_wire >= rt.cfg.concurrency() as u64
                     && pacer.next_slot(mono) <= mono,
-                concurrency: rt.cfg.concurrency,
+                concurrency: rt.cfg.concurrency(),
                 slots: pacer.slot_counts(),
                 host_in_flight: rt.session.in_flight(),
                 coordination: {
@@ -463,7 +430,7 @@ impl<S: Store> Dispatcher<S> {
                 },
                 counts: inner.store.counts_by_state(Some(&rt.cfg.name)).await?,
                 receipts: inner.store.receipt_counts(Some(&rt.cfg.name)).await?,
-                smpp: rt.transport.smpp_stats(),
+                transport: rt.transport.stats(),
                 suspended: rt.transport.suspended(),
                 totals: t,
             });
@@ -526,7 +493,7 @@ impl<S: Store> Dispatcher<S> {
         let (mark_tx, mark_rx) = mpsc::channel::<mark::MarkRequest>(1024);
         let mut workers = JoinSet::new();
         for (idx, rt) in self.inner.providers.iter().enumerate() {
-            let cap = (rt.cfg.concurrency * 2).max(self.inner.opts.claim_batch.min(256));
+            let cap = (rt.cfg.concurrency() * 2).max(self.inner.opts.claim_batch.min(256));
             let (item_tx, item_rx) = mpsc::channel::<Item>(cap);
             let item_rx = Arc::new(Mutex::new(item_rx));
             if let Some(inbox) = rt.transport.receipts() {
@@ -543,7 +510,7 @@ impl<S: Store> Dispatcher<S> {
                 item_tx,
                 stop_rx.clone(),
             ));
-            for w in 0..rt.cfg.concurrency {
+            for w in 0..rt.cfg.concurrency() {
                 let seed = self
                     .inner
                     .opts
@@ -589,6 +556,60 @@ impl<S: Store> Dispatcher<S> {
         }
         self.progress().await
     }
+}
+
+/// Check, without a store, what [`Dispatcher::new`] checks before it starts: every
+/// provider's lease rule (the lease outlasts its longest attempt by [`MIN_LEASE_MARGIN`])
+/// and its transport's preflight (its credential set, and fit for the protocol). For a
+/// caller that would rather refuse a run before it opens or creates a database.
+///
+/// # Errors
+/// [`crate::Error::Preflight`] naming the first provider that cannot send.
+pub fn preflight(config: &Config, opts: &DispatcherOptions) -> Result<()> {
+    let credentials = credentials(opts);
+    for p in &config.providers {
+        lease_rule(p, opts.lease)?;
+        p.transport.settings().preflight(&p.name, &*credentials)?;
+    }
+    Ok(())
+}
+
+/// Where the transports read credentials: `opts.credentials`, else the environment.
+fn credentials(opts: &DispatcherOptions) -> Arc<dyn CredentialSource> {
+    opts.credentials
+        .clone()
+        .unwrap_or_else(|| Arc::new(EnvCredentials))
+}
+
+/// What the transports of a dispatcher are built with.
+fn build_env(
+    opts: &DispatcherOptions,
+    client: reqwest::Client,
+    clock: &Arc<dyn Clock>,
+) -> BuildEnv {
+    BuildEnv {
+        client,
+        credentials: credentials(opts),
+        max_response_body: opts.max_response_body,
+        clock: Arc::clone(clock),
+    }
+}
+
+/// A lease that ends while the request may still be on the wire lets a second worker
+/// send the item again while the first still waits for its answer (and a sender hands
+/// back, unsent, an item whose lease would end during its request).
+fn lease_rule(p: &ProviderConfig, lease: Duration) -> std::result::Result<(), Preflight> {
+    let attempt_timeout = p.attempt_timeout();
+    let least = attempt_timeout + MIN_LEASE_MARGIN;
+    if lease < least {
+        return Err(Preflight::LeaseTooShort {
+            provider: p.name.clone(),
+            lease,
+            attempt_timeout,
+            least,
+        });
+    }
+    Ok(())
 }
 
 fn add_totals(sum: &mut Totals, t: &Totals) {

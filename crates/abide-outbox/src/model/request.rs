@@ -8,8 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::echo::clip;
 use crate::error::Error;
 
-/// Longest accepted request path, in bytes.
-pub const MAX_PATH_LEN: usize = 2048;
+pub use crate::transport::http::path::MAX_PATH_LEN;
 /// Longest accepted method, in bytes (the longest in the IANA HTTP Method Registry,
 /// `UPDATEREDIRECTREF`, has 17).
 pub const MAX_METHOD_LEN: usize = 32;

@@ -1,9 +1,17 @@
 //! Pick a backend at run time from a URL.
 
+// A build without any store driver keeps the type (it has no value): its methods' arguments
+// go unused.
+#![cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(unused_variables))]
+
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use super::{PostgresStore, SqliteStore, Store};
+#[cfg(feature = "postgres")]
+use super::PostgresStore;
+#[cfg(feature = "sqlite")]
+use super::SqliteStore;
+use super::Store;
 use crate::error::{Error, Result};
 use crate::model::{
     Completion, Counts, Enqueued, Item, ListFilter, NewItem, RemoteCode, RequeueFilter, SendMark,
@@ -19,9 +27,11 @@ use crate::state::State;
 /// Clones share the connection pool.
 #[derive(Debug, Clone)]
 pub enum AnyStore {
-    /// Embedded SQLite.
+    /// Embedded SQLite (feature `sqlite`).
+    #[cfg(feature = "sqlite")]
     Sqlite(SqliteStore),
-    /// PostgreSQL.
+    /// PostgreSQL (feature `postgres`).
+    #[cfg(feature = "postgres")]
     Postgres(PostgresStore),
 }
 
@@ -53,12 +63,19 @@ impl AnyStore {
             }
         }
         if url_or_path.starts_with("postgres://") || url_or_path.starts_with("postgresql://") {
-            Ok(Self::Postgres(PostgresStore::connect(url_or_path).await?))
-        } else if url_or_path.starts_with("sqlite:") {
+            #[cfg(feature = "postgres")]
+            return Ok(Self::Postgres(PostgresStore::connect(url_or_path).await?));
+            #[cfg(not(feature = "postgres"))]
+            return Err(not_built("postgres"));
+        }
+        #[cfg(feature = "sqlite")]
+        if url_or_path.starts_with("sqlite:") {
             Ok(Self::Sqlite(SqliteStore::connect(url_or_path).await?))
         } else {
             Ok(Self::Sqlite(SqliteStore::open(url_or_path).await?))
         }
+        #[cfg(not(feature = "sqlite"))]
+        Err(not_built("sqlite"))
     }
 }
 
@@ -85,9 +102,11 @@ impl AnyStore {
     /// # Errors
     /// Database errors from the SQLite checkpoint.
     pub async fn close(&self) -> Result<()> {
-        match self {
-            AnyStore::Sqlite(s) => s.close().await,
-            AnyStore::Postgres(s) => {
+        match *self {
+            #[cfg(feature = "sqlite")]
+            AnyStore::Sqlite(ref s) => s.close().await,
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(ref s) => {
                 s.close().await;
                 Ok(())
             }
@@ -95,11 +114,22 @@ impl AnyStore {
     }
 }
 
+/// The error for a database this build has no driver for.
+#[cfg(not(all(feature = "sqlite", feature = "postgres")))]
+fn not_built(feature: &str) -> Error {
+    Error::DatabaseUrl(format!(
+        "needs the {feature} store, which this build leaves out (abide-outbox feature \
+         `{feature}`)"
+    ))
+}
+
 macro_rules! delegate {
     ($self:ident, $s:ident => $call:expr) => {
-        match $self {
-            AnyStore::Sqlite($s) => $call.await,
-            AnyStore::Postgres($s) => $call.await,
+        match *$self {
+            #[cfg(feature = "sqlite")]
+            AnyStore::Sqlite(ref $s) => $call.await,
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(ref $s) => $call.await,
         }
     };
 }

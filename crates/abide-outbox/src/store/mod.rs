@@ -37,18 +37,22 @@ use crate::state::State;
 mod any;
 mod backend;
 mod plan;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod rows;
 mod sql;
 mod sql_store;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 mod store_impl;
 
 pub use any::AnyStore;
 pub use backend::SqlBackend;
+#[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, POSTGRES_CONNECT_TIMEOUT};
 pub use sql::Placeholders;
 pub use sql_store::SqlStore;
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 
 /// Storage for the outbox. Cheap to clone (a connection pool inside); clones share it.

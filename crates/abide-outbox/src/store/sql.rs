@@ -19,6 +19,7 @@ macro_rules! item_cols {
 /// one writer. The outer state check is written `+state` so that the planner cannot use
 /// `items_state` for it: with a plain `state = $6` it walked every `QUEUED` row and tested
 /// `id IN (…)` on each, one full pass over the queue per claim (O(queue length)).
+#[cfg(feature = "sqlite")]
 pub(crate) const CLAIM_SQLITE: &str = concat!(
     "UPDATE items SET state = $1, lease_owner = $2, lease_expires_at_ms = $3, \
      updated_at_ms = $4 \
@@ -30,6 +31,7 @@ pub(crate) const CLAIM_SQLITE: &str = concat!(
 
 /// The Postgres claim statement. The rows are picked in a CTE with `FOR UPDATE SKIP
 /// LOCKED` (a `LIMIT` inside `IN (…)` may be re-evaluated per row and over-claim).
+#[cfg(feature = "postgres")]
 pub(crate) const CLAIM_POSTGRES: &str = concat!(
     "WITH picked AS (SELECT id AS picked_id FROM items WHERE current_provider = $5 \
      AND state = $6 AND next_attempt_at_ms <= $4 ORDER BY next_attempt_at_ms \

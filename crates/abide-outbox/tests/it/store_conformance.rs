@@ -190,7 +190,7 @@ pub async fn enqueue_is_idempotent_and_all_or_nothing<S: ByHand>(s: S) {
     let mut bad = item("p", "k4");
     bad.request.path = "https://elsewhere.example/x".into();
     let err = s.enqueue(&[item("p", "k5"), bad], t0()).await;
-    assert!(matches!(err, Err(Error::InvalidRequest(_))), "{err:?}");
+    assert!(matches!(err, Err(Error::Path(_))), "{err:?}");
     let c = s.counts_by_state(None).await.unwrap();
     assert_eq!(c.queued, 3, "nothing of the bad batch was stored");
 

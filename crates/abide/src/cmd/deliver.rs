@@ -218,7 +218,12 @@ async fn drained<S: Store>(d: &Dispatcher<S>) -> bool {
 /// Every SMPP provider has as many items with a receipt as `SUBMITTED` items (true
 /// without SMPP providers). A database error reads as "not yet".
 async fn receipts_in<S: Store>(d: &Dispatcher<S>) -> bool {
-    for p in d.config().providers.iter().filter(|p| p.smpp.is_some()) {
+    for p in d
+        .config()
+        .providers
+        .iter()
+        .filter(|p| matches!(p.transport, abide_outbox::TransportConfig::Smpp(_)))
+    {
         let (Ok(c), Ok(r)) = (
             d.store().counts_by_state(Some(&p.name)).await,
             d.store().receipt_counts(Some(&p.name)).await,

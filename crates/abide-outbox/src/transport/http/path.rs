@@ -32,8 +32,9 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::echo;
-use crate::error::Error;
-use crate::model::MAX_PATH_LEN;
+
+/// Longest accepted request path, in bytes.
+pub const MAX_PATH_LEN: usize = 2048;
 
 /// How many times a segment is percent-decoded before it is judged: a proxy and a server
 /// may each decode once, and a third layer is cheap to rule out.
@@ -128,13 +129,15 @@ impl Rule {
     }
 }
 
-/// A refused path: which rule, and the path (clipped, see [`echo::clip`]).
+/// A refused path: which rule, the path (clipped, see [`echo::clip`]), and the provider
+/// whose base path it was judged against, when it was.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathError {
     /// The rule that refused it.
     pub rule: Rule,
     path: String,
     detail: Option<String>,
+    below: Option<(String, String)>,
 }
 
 impl PathError {
@@ -143,7 +146,15 @@ impl PathError {
             rule,
             path: echo::clip(path),
             detail: None,
+            below: None,
         }
+    }
+
+    /// The same refusal, said of provider `provider`, which sends below `base` (shown as
+    /// given: clipped and without a password).
+    pub fn below(mut self, provider: &str, base: String) -> Self {
+        self.below = Some((provider.to_owned(), base));
+        self
     }
 
     fn detail(mut self, detail: String) -> Self {
@@ -164,17 +175,14 @@ impl fmt::Display for PathError {
         if let Some(d) = &self.detail {
             write!(f, " ({d})")?;
         }
+        if let Some((provider, base)) = &self.below {
+            write!(f, "; provider {provider:?} sends below {base}")?;
+        }
         Ok(())
     }
 }
 
 impl std::error::Error for PathError {}
-
-impl From<PathError> for Error {
-    fn from(e: PathError) -> Self {
-        Error::InvalidRequest(e.to_string())
-    }
-}
 
 /// Check `path` against every rule that needs no provider.
 ///

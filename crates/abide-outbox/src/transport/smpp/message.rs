@@ -37,7 +37,7 @@ use rusmpp::types::{AnyOctetString, COctetString, OctetString};
 use rusmpp::values::{DataCoding, MessagePayload, Npi, RegisteredDelivery, Ton};
 use serde::Deserialize;
 
-use crate::config::{SmppConfig, MAX_ADDR_LEN, MAX_TEXT_OCTETS};
+use super::config::{SmppConfig, MAX_ADDR_LEN, MAX_TEXT_OCTETS};
 use crate::echo::clip;
 use crate::model::{Body, Request};
 

@@ -79,7 +79,7 @@ impl<S: Store> Store for StillStore<S> {
         let write = self.0.complete(completions, now);
         still(async move {
             if fail {
-                return Err(abide_outbox::Error::Database(sqlx::Error::Io(
+                return Err(abide_outbox::Error::from(sqlx::Error::Io(
                     std::io::Error::other("database or disk is full (injected)"),
                 )));
             }
@@ -91,7 +91,7 @@ impl<S: Store> Store for StillStore<S> {
         let write = self.0.mark_sent(sends);
         still(async move {
             if fail {
-                return Err(abide_outbox::Error::Database(sqlx::Error::Io(
+                return Err(abide_outbox::Error::from(sqlx::Error::Io(
                     std::io::Error::other("database or disk is full (injected)"),
                 )));
             }
