@@ -137,6 +137,15 @@ pub enum Error {
         /// What the operating system said.
         source: std::io::Error,
     },
+    /// The first write of a run that sends from an SQLite file under its sender lock
+    /// failed: moving the items an earlier run left `IN_FLIGHT` back to `PENDING`
+    /// ([`crate::open_for_sending`]). A read-only or full database fails here, whether or
+    /// not an earlier run left anything.
+    #[error(
+        "preparing the outbox database for sending (its first write: items an earlier run \
+         left IN_FLIGHT go back to PENDING): {0}"
+    )]
+    PrepareForSending(#[source] Box<Error>),
     /// The database failed (a query, a connection, applying the migrations).
     #[error("database: {0}")]
     Database(DatabaseError),
@@ -217,6 +226,7 @@ impl Error {
             Error::Locked { .. } | Error::LockFile { .. } => ErrorKind::Locked,
             Error::Unreachable { .. } | Error::ResultsNotRecorded { .. } => ErrorKind::Unavailable,
             Error::Database(e) => e.kind(),
+            Error::PrepareForSending(e) => e.kind(),
             Error::Corrupt(_) => ErrorKind::Database,
         }
     }

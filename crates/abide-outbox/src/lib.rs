@@ -26,7 +26,8 @@
 //!   Stores enforce the table in SQL.
 //! - [`lock`]: one sender per SQLite file ([`SenderLock`]) and the start-up reclaim of a
 //!   dead run's leases ([`open_for_sending`]).
-//! - [`keys`]: idempotency keys derived from content ([`assign_content_keys`]).
+//! - [`keys`]: idempotency keys derived from content ([`assign_content_keys`], streamed
+//!   [`ContentKeys`]) and one key per message over a stream ([`KeyUses`]).
 //! - [`config`]: providers from TOML ([`Config`]); the file names credentials, never holds them.
 //! - [`dispatcher`]: [`Dispatcher`]: per provider a claimer, N senders sharing one
 //!   [`abide_core::Session`] (pace, pauses, retry budget, rules), and a completer;
@@ -68,9 +69,11 @@ mod toml_keys;
 pub use config::{Config, FailoverConfig, PacerSettings, ProviderConfig, RetryConfig};
 pub use coord::{CoordinationTarget, ProbeError, RedisCoordination, SharedLimit};
 pub use credentials::{CredentialSource, EnvCredentials, Secret, StaticCredentials};
-pub use dispatcher::{preflight, Dispatcher, DispatcherOptions, MIN_LEASE_MARGIN};
+pub use dispatcher::{
+    preflight, Dispatcher, DispatcherOptions, Ending, Feed, FeedCloser, FeedState, MIN_LEASE_MARGIN,
+};
 pub use error::{DatabaseError, Error, ErrorKind, Result};
-pub use keys::{assign_content_keys, content_digest_hex, content_key};
+pub use keys::{assign_content_keys, content_digest_hex, content_key, ContentKeys, KeyUses};
 pub use lock::{open_for_sending, SenderLock, SendingStore};
 pub use model::{
     AttemptRecord, Body, Completion, Counts, Enqueued, Item, ListFilter, NewItem, Outcome,

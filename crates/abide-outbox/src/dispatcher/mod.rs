@@ -22,6 +22,7 @@
 
 mod claim;
 mod complete;
+mod drain;
 mod health;
 mod maintain;
 mod mark;
@@ -48,6 +49,8 @@ use crate::sleep::{Sleeper, TokioSleeper};
 use crate::store::Store;
 use crate::transport::{BuildEnv, HttpTransport, Preflight, Transport, TransportStats};
 use runtime::ProviderRuntime;
+
+pub use drain::{Ending, Feed, FeedCloser, FeedState};
 
 /// How much longer than a provider's request timeout the lease must be: an attempt that
 /// runs to its timeout still completes (and writes its result) before the lease ends and
@@ -443,36 +446,6 @@ impl<S: Store> Dispatcher<S> {
             elapsed: mono.saturating_duration_since(inner.started),
             oldest_pending_age: inner.store.oldest_pending_age(now).await?,
         })
-    }
-
-    /// Deliver until no item of a configured provider is `QUEUED`, `IN_FLIGHT` or
-    /// `PENDING` (deferred and failed items do not keep it running), then return the
-    /// final [`Progress`].
-    ///
-    /// # Errors
-    /// Database errors from the final snapshot; errors during the run are logged and
-    /// retried, never fatal.
-    pub async fn run_until_drained(&self) -> Result<Progress> {
-        let this = self.clone();
-        self.run_until(async move {
-            loop {
-                let deadline = this.inner.clock.monotonic() + this.inner.opts.maintenance_interval;
-                this.inner.sleeper.sleep_until(deadline).await;
-                if this.drained().await.unwrap_or(false) {
-                    return;
-                }
-            }
-        })
-        .await
-    }
-
-    async fn drained(&self) -> Result<bool> {
-        for rt in &self.inner.providers {
-            if self.inner.store.has_active(&rt.cfg.name).await? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
     }
 
     /// Deliver until `shutdown` resolves, then stop claiming, hand unsent claimed items

@@ -2,7 +2,10 @@
 
 // A build without any store driver keeps the type (it has no value): its methods' arguments
 // go unused.
-#![cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(unused_variables))]
+#![cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(unused_variables)
+)]
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -206,8 +209,8 @@ impl Store for AnyStore {
     async fn expired_leases(&self, now: SystemTime) -> Result<u64> {
         delegate!(self, s => s.expired_leases(now))
     }
-    async fn has_active(&self, provider: &str) -> Result<bool> {
-        delegate!(self, s => s.has_active(provider))
+    async fn has_active(&self, providers: &[&str]) -> Result<bool> {
+        delegate!(self, s => s.has_active(providers))
     }
     async fn next_due(&self, provider: &str) -> Result<Option<SystemTime>> {
         delegate!(self, s => s.next_due(provider))

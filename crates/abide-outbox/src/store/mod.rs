@@ -253,15 +253,14 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Database errors.
     fn expired_leases(&self, now: SystemTime) -> impl Future<Output = Result<u64>> + Send;
 
-    /// Whether `provider` still has an item `QUEUED`, `IN_FLIGHT` or `PENDING`: what
-    /// [`crate::Dispatcher::run_until_drained`] polls. The backends answer with an index
-    /// probe; the default counts every item, which reads the whole queue.
+    /// Whether any of `providers` still has an item `QUEUED`, `IN_FLIGHT` or `PENDING`, in
+    /// one read (one statement, one snapshot): an item moving from one of them to another
+    /// meanwhile (a fail-over) is seen on one side. What [`crate::Dispatcher::is_drained`]
+    /// asks; the backends answer with index probes.
     ///
     /// # Errors
     /// Database errors.
-    fn has_active(&self, provider: &str) -> impl Future<Output = Result<bool>> + Send {
-        async move { Ok(self.counts_by_state(Some(provider)).await?.active() > 0) }
-    }
+    fn has_active(&self, providers: &[&str]) -> impl Future<Output = Result<bool>> + Send;
 
     /// Earliest `next_attempt_at` among `provider`'s waiting items (`QUEUED`/`PENDING`);
     /// tells an idle worker how long it may sleep.

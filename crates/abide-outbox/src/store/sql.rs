@@ -153,8 +153,27 @@ pub(crate) const OLDEST_WAITING: &str =
 pub(crate) const EXPIRED_LEASES: &str = "SELECT COUNT(*) FROM items \
     WHERE state = $1 AND lease_expires_at_ms <= $2";
 
-pub(crate) const ANY_ACTIVE: &str = "SELECT CAST(1 AS BIGINT) FROM items \
-    WHERE current_provider = $1 AND state IN ($2, $3, $4) LIMIT 1";
+/// Whether any of `providers` providers has an active item: bind the three active
+/// states, then the providers. One statement: one snapshot of the whole outbox. Probes
+/// `items_claim` (provider, state) per pair.
+pub(crate) fn any_active_sql(providers: usize, p: Placeholders) -> String {
+    let mut sql = String::from("SELECT CAST(1 AS BIGINT) FROM items WHERE state IN (");
+    for n in 1..=3 {
+        if n > 1 {
+            sql.push_str(", ");
+        }
+        p.push(&mut sql, n);
+    }
+    sql.push_str(") AND current_provider IN (");
+    for n in 4..4 + providers {
+        if n > 4 {
+            sql.push_str(", ");
+        }
+        p.push(&mut sql, n);
+    }
+    sql.push_str(") LIMIT 1");
+    sql
+}
 
 pub(crate) const NEXT_DUE: &str = "SELECT MIN(next_attempt_at_ms) FROM items \
     WHERE current_provider = $1 AND state IN ($2, $3)";

@@ -128,6 +128,13 @@ pub trait TransportSettings: Debug + Send + Sync {
         Ok(())
     }
 
+    /// Whether the remote sends delivery receipts for the messages it accepts (SMPP
+    /// `deliver_sm`): a drained run may wait for them ([`crate::Dispatcher::run_drained`]).
+    /// `false` by default.
+    fn delivers_receipts(&self) -> bool {
+        false
+    }
+
     /// Who the provider's limit belongs to (the account a credential names): several
     /// nodes share one limit per account, so it is part of the coordination key. `None`
     /// when the provider has no account.

@@ -975,17 +975,35 @@ pub async fn large_batches_match_one_by_one_completion<S: ByHand>(s: S) {
     assert!(s.attempts(&ids[7]).await.unwrap().is_empty());
 }
 
-/// `has_active` (an index probe) agrees with counting, for an item in every state.
+/// `has_active` (index probes) agrees with counting, for an item in every state, and
+/// answers for several providers at once: any of them active.
 pub async fn has_active_agrees_with_counts<S: ByHand>(s: S) {
+    let mut idle = Vec::new();
     for (n, target) in State::ALL.into_iter().enumerate() {
         let provider = format!("ha{n}");
         drive_to(&s, &provider, target).await;
         let active = matches!(target, State::Queued | State::InFlight | State::Pending);
         let counted = s.counts_by_state(Some(&provider)).await.unwrap().active() > 0;
         assert_eq!(counted, active, "{target:?}");
-        assert_eq!(s.has_active(&provider).await.unwrap(), active, "{target:?}");
+        assert_eq!(
+            s.has_active(&[&provider]).await.unwrap(),
+            active,
+            "{target:?}"
+        );
+        assert_eq!(
+            s.has_active(&["nobody", &provider, "none"]).await.unwrap(),
+            active,
+            "{target:?} among others"
+        );
+        if !active {
+            idle.push(provider);
+        }
     }
-    assert!(!s.has_active("nobody").await.unwrap());
+    let idle: Vec<&str> = idle.iter().map(String::as_str).collect();
+    assert!(idle.len() >= 3, "{idle:?}");
+    assert!(!s.has_active(&idle).await.unwrap());
+    assert!(!s.has_active(&["nobody"]).await.unwrap());
+    assert!(!s.has_active(&[]).await.unwrap());
 }
 
 /// `reason_counts` says why items are where they are; `list` is newest first, filtered and

@@ -11,7 +11,7 @@ use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, TransportConf
 use anyhow::Context;
 
 use super::db;
-use super::deliver::{deliver, init_logs, Ending, Feed, FeedState, Interrupt, Outbox};
+use super::deliver::{deliver, init_logs, Ending, Feed, Interrupt, Outbox, Said as _};
 use super::input;
 use super::input_stream;
 use super::progress::{Display, Mode};
@@ -389,7 +389,7 @@ async fn send(
     // Delivery starts with the first committed chunk, not after the last one: the rest
     // of the input is enqueued meanwhile (a million lines take minutes to enqueue), and
     // the run is drained only once it is all in. Enqueueing wakes the claimers.
-    let (feed_tx, feed) = Feed::open();
+    let (feed_closer, feed) = Feed::open();
     let enqueueing = async {
         let done = match checked {
             None => Ok(None),
@@ -401,10 +401,10 @@ async fn send(
                     .map(Some)
             }
         };
-        let _ = feed_tx.send(match &done {
-            Ok(_) => FeedState::Complete,
-            Err(_) => FeedState::Broken,
-        });
+        match &done {
+            Ok(_) => feed_closer.complete(),
+            Err(_) => feed_closer.broken(),
+        }
         done
     };
     let delivering = deliver(&d, display, args.receipt_wait, &interrupt, feed);
@@ -432,7 +432,7 @@ async fn send(
         },
     };
     let snap = Snapshot::load(&outbox.store, clock.now()).await?;
-    let report = RunReport::new(&p, ending.as_str(), input, snap);
+    let report = RunReport::new(&p, ending.outcome(), input, snap);
     // A reader that went away (`| head`) does not change the exit code nor skip the
     // clean close below; any other write error is reported after it.
     let printed = if args.json {

@@ -289,6 +289,11 @@ impl TransportSettings for SmppConfig {
         Ok(())
     }
 
+    /// `deliver_sm` receipts, asked for on every `submit_sm`.
+    fn delivers_receipts(&self) -> bool {
+        true
+    }
+
     /// The `system_id`: the SMSC's limit is per account.
     fn account(&self, _credentials: &dyn CredentialSource) -> Option<String> {
         Some(self.system_id.clone())

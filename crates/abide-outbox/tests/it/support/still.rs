@@ -157,8 +157,8 @@ impl<S: Store> Store for StillStore<S> {
     ) -> impl Future<Output = R<Option<Duration>>> + Send {
         still(self.0.oldest_pending_age(now))
     }
-    fn has_active(&self, provider: &str) -> impl Future<Output = R<bool>> + Send {
-        still(self.0.has_active(provider))
+    fn has_active(&self, providers: &[&str]) -> impl Future<Output = R<bool>> + Send {
+        still(self.0.has_active(providers))
     }
     fn next_due(&self, provider: &str) -> impl Future<Output = R<Option<SystemTime>>> + Send {
         still(self.0.next_due(provider))
