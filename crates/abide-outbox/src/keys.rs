@@ -255,7 +255,7 @@ mod tests {
         NewItem::new(
             "sms",
             Request {
-                method: "PUT".into(),
+                method: http::Method::PUT,
                 path: "/v1/x".into(),
                 headers: [("X-Tenant", "t1"), ("accept", "a/b")]
                     .into_iter()
@@ -270,7 +270,7 @@ mod tests {
         NewItem::new(
             "mail",
             Request {
-                method: "POST".into(),
+                method: http::Method::POST,
                 path: "/send".into(),
                 headers: Default::default(),
                 body: None,
@@ -325,7 +325,7 @@ mod tests {
             },
             {
                 let mut x = sms();
-                x.request.method = "PUT".into();
+                x.request.method = http::Method::PUT;
                 x
             },
             {

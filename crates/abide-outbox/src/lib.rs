@@ -76,8 +76,8 @@ pub use error::{DatabaseError, Error, ErrorKind, Result};
 pub use keys::{assign_content_keys, content_digest_hex, content_key, ContentKeys, KeyUses};
 pub use lock::{open_for_sending, SenderLock, SendingStore};
 pub use model::{
-    AttemptRecord, Body, Completion, Counts, Enqueued, Item, ListFilter, NewItem, Outcome,
-    RemoteCode, Request, RequeueFilter, SendMark, StoredAttempt,
+    parse_method, AttemptRecord, Body, Completion, Counts, DelayReason, Enqueued, Item, ListFilter,
+    NewItem, Outcome, RemoteCode, Request, RequeueFilter, SendMark, StoredAttempt,
 };
 pub use progress::{LastPause, Progress, ProviderProgress, Totals};
 pub use receipt::{InboundReceipt, Receipt, ReceiptCounts, ReceiptInbox, ReceiptState};

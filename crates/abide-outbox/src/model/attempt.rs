@@ -2,8 +2,10 @@
 //! ([`Completion`]), and the mark written before a request goes out ([`SendMark`]).
 
 use std::fmt;
+use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
+use abide_core::VerdictClass;
 use serde::Serialize;
 
 use super::ser;
@@ -22,12 +24,105 @@ pub enum RemoteCode {
 }
 
 impl fmt::Display for RemoteCode {
+    /// `http_429`, `smpp_0x58`, `no_response`: the text stored as an item's
+    /// `last_provider_code`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RemoteCode::Http(s) => write!(f, "http_{s}"),
             RemoteCode::Smpp(c) => write!(f, "smpp_0x{c:02x}"),
             RemoteCode::NoResponse => f.write_str("no_response"),
         }
+    }
+}
+
+impl FromStr for RemoteCode {
+    type Err = String;
+
+    /// The text [`RemoteCode`]'s `Display` writes.
+    ///
+    /// # Errors
+    /// Any other text, quoted.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let code = if s == "no_response" {
+            Some(RemoteCode::NoResponse)
+        } else if let Some(n) = s.strip_prefix("http_") {
+            n.parse().ok().map(RemoteCode::Http)
+        } else if let Some(n) = s.strip_prefix("smpp_0x") {
+            u32::from_str_radix(n, 16).ok().map(RemoteCode::Smpp)
+        } else {
+            None
+        };
+        code.ok_or_else(|| format!("unknown remote code {s:?}"))
+    }
+}
+
+/// Why the delay before the next attempt was chosen: what the remote's `Retry-After` led
+/// to ([`abide_core::DelayReason`]), or a lease that ran out (the answer was never seen).
+/// Stored and serialised as [`DelayReason::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DelayReason {
+    /// The remote's value lay within the floor and cap and was used as is.
+    Honoured,
+    /// The remote asked for less than the floor; the floor was used.
+    Floored,
+    /// The remote asked for more than the cap; the cap was used.
+    Capped,
+    /// The remote's value could not be parsed; a long jittered wait was used.
+    Unparseable,
+    /// The remote named no delay; it came from our backoff.
+    Absent,
+    /// The lease ran out without an answer ([`super::LEASE_EXPIRED_REASON`]): due at once.
+    LeaseExpired,
+}
+
+impl DelayReason {
+    /// Every value.
+    pub const ALL: [DelayReason; 6] = [
+        DelayReason::Honoured,
+        DelayReason::Floored,
+        DelayReason::Capped,
+        DelayReason::Unparseable,
+        DelayReason::Absent,
+        DelayReason::LeaseExpired,
+    ];
+
+    /// The stored name: `honoured`, `floored`, `capped`, `unparseable`, `absent`,
+    /// `lease_expired`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DelayReason::Honoured => "honoured",
+            DelayReason::Floored => "floored",
+            DelayReason::Capped => "capped",
+            DelayReason::Unparseable => "unparseable",
+            DelayReason::Absent => "absent",
+            DelayReason::LeaseExpired => super::LEASE_EXPIRED_REASON,
+        }
+    }
+}
+
+impl From<abide_core::DelayReason> for DelayReason {
+    fn from(r: abide_core::DelayReason) -> Self {
+        match r {
+            abide_core::DelayReason::Honoured => DelayReason::Honoured,
+            abide_core::DelayReason::Floored => DelayReason::Floored,
+            abide_core::DelayReason::Capped => DelayReason::Capped,
+            abide_core::DelayReason::Unparseable => DelayReason::Unparseable,
+            abide_core::DelayReason::Absent => DelayReason::Absent,
+        }
+    }
+}
+
+impl FromStr for DelayReason {
+    type Err = String;
+
+    /// # Errors
+    /// A name other than those of [`DelayReason::as_str`], quoted.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DelayReason::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| format!("unknown delay reason {s:?}"))
     }
 }
 
@@ -42,14 +137,13 @@ pub struct AttemptRecord {
     pub provider: String,
     /// What the remote side said.
     pub remote: RemoteCode,
-    /// Our classification, e.g. `"throttle"` ([`abide_core::VerdictClass::as_str`]).
-    pub verdict_class: String,
+    /// Our classification (stored as [`VerdictClass::as_str`], e.g. `throttle`).
+    pub verdict_class: VerdictClass,
     /// The delay chosen before the next attempt, if any.
     #[serde(rename = "delay_ms", serialize_with = "ser::millis_opt")]
     pub delay: Option<Duration>,
-    /// Why that delay (`"honoured"`, `"floored"`, `"capped"`, `"unparseable"`, `"absent"`,
-    /// `"budget_exhausted"`).
-    pub delay_reason: Option<String>,
+    /// Why that delay.
+    pub delay_reason: Option<DelayReason>,
     /// Time from send to response.
     #[serde(rename = "latency_ms", serialize_with = "ser::millis")]
     pub latency: Duration,
@@ -121,7 +215,7 @@ pub struct Completion {
     /// The attempts made under this lease (usually one; two after a credential refresh).
     pub attempts: Vec<AttemptRecord>,
     /// The last thing the provider said, stored on the item.
-    pub last_provider_code: Option<String>,
+    pub last_provider_code: Option<RemoteCode>,
     /// The remote's id of the message, stored on the item with an accepting outcome
     /// ([`Outcome::Submitted`]); ignored otherwise.
     pub message_id: Option<String>,

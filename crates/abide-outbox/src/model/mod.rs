@@ -17,11 +17,14 @@ mod query;
 mod request;
 mod ser;
 
-pub use attempt::{AttemptRecord, Completion, Outcome, RemoteCode, SendMark, StoredAttempt};
+pub use attempt::{
+    AttemptRecord, Completion, DelayReason, Outcome, RemoteCode, SendMark, StoredAttempt,
+};
 pub use query::{Counts, ListFilter, RequeueFilter};
 pub use request::{
-    Body, Request, MAX_BODY_BYTES, MAX_HEADERS, MAX_HEADER_NAME_LEN, MAX_HEADER_VALUE_LEN,
-    MAX_IDEMPOTENCY_KEY_LEN, MAX_METHOD_LEN, MAX_PATH_LEN, MAX_PROVIDER_NAME_LEN,
+    parse_method, Body, Request, MAX_BODY_BYTES, MAX_HEADERS, MAX_HEADER_NAME_LEN,
+    MAX_HEADER_VALUE_LEN, MAX_IDEMPOTENCY_KEY_LEN, MAX_METHOD_LEN, MAX_PATH_LEN,
+    MAX_PROVIDER_NAME_LEN,
 };
 
 /// An item to enqueue.
@@ -135,8 +138,10 @@ pub struct Item {
     /// Earliest time of the next attempt (UTC; RFC 3339).
     #[serde(serialize_with = "ser::rfc3339")]
     pub next_attempt_at: SystemTime,
-    /// What the provider said last, e.g. `"http_429"` or `"smpp_0x58"`.
-    pub last_provider_code: Option<String>,
+    /// What the provider said last; serialised (and stored) as its text, e.g. `http_429`
+    /// or `smpp_0x58`.
+    #[serde(serialize_with = "ser::display_opt")]
+    pub last_provider_code: Option<RemoteCode>,
     /// Why it is in its state (failure reason, deferral reason, ...): free text for
     /// people, never decided on (see [`Item::moved_by`] for what the outbox decides on).
     pub reason: Option<String>,

@@ -57,6 +57,41 @@ const SECRET_HEADERS: &[&str] = &[
     "api-key",
 ];
 
+/// `name` as an HTTP method: at most [`MAX_METHOD_LEN`] bytes, an RFC 9110 §9.1 token,
+/// in upper case (`POST`, `PUT`, an extension method such as `UPDATEREDIRECTREF`).
+///
+/// # Errors
+/// [`Error::InvalidRequest`] saying which rule `name` breaks, quoting it clipped.
+pub fn parse_method(name: &str) -> Result<http::Method, Error> {
+    if name.len() > MAX_METHOD_LEN {
+        return Err(Error::InvalidRequest(format!(
+            "method {} is longer than {MAX_METHOD_LEN} bytes",
+            clip(name)
+        )));
+    }
+    match http::Method::from_bytes(name.as_bytes()) {
+        Ok(m) if !name.is_empty() && name == name.to_ascii_uppercase() => Ok(m),
+        _ => Err(Error::InvalidRequest(format!(
+            "method {} is not an upper-case HTTP method",
+            clip(name)
+        ))),
+    }
+}
+
+/// [`Request::method`] as its name.
+mod method_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(m: &http::Method, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(m.as_str())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<http::Method, D::Error> {
+        let name = String::deserialize(d)?;
+        super::parse_method(&name).map_err(serde::de::Error::custom)
+    }
+}
+
 /// A request body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -70,8 +105,10 @@ pub enum Body {
 /// The call to make: relative to the provider's base URL, never a full URL.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Request {
-    /// HTTP method, upper case (e.g. `"POST"`).
-    pub method: String,
+    /// HTTP method, upper case (e.g. `POST`); serialised (and stored) as its name, read
+    /// back through [`parse_method`].
+    #[serde(with = "method_name")]
+    pub method: http::Method,
     /// Path (and optional query) below the provider's base URL, starting with `/`.
     pub path: String,
     /// Non-secret headers. `Authorization`, cookies and API keys are refused.
@@ -86,7 +123,7 @@ impl Request {
     /// A `POST` of a JSON body to `path`.
     pub fn post_json(path: impl Into<String>, body: serde_json::Value) -> Self {
         Self {
-            method: "POST".into(),
+            method: http::Method::POST,
             path: path.into(),
             headers: BTreeMap::new(),
             body: Some(Body::Json(body)),
@@ -108,21 +145,7 @@ impl Request {
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |why: String| Err(Error::InvalidRequest(why));
         crate::transport::http::path::check(&self.path)?;
-        if self.method.len() > MAX_METHOD_LEN {
-            return bad(format!(
-                "method {} is longer than {MAX_METHOD_LEN} bytes",
-                clip(&self.method)
-            ));
-        }
-        if http::Method::from_bytes(self.method.as_bytes()).is_err()
-            || self.method.is_empty()
-            || self.method != self.method.to_ascii_uppercase()
-        {
-            return bad(format!(
-                "method {} is not an upper-case HTTP method",
-                clip(&self.method)
-            ));
-        }
+        parse_method(self.method.as_str())?;
         if self.headers.len() > MAX_HEADERS {
             return bad(format!("more than {MAX_HEADERS} headers"));
         }

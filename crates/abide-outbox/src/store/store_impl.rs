@@ -194,7 +194,7 @@ where
                             .bind(p.target.as_str())
                             .bind(p.n)
                             .bind(p.next)
-                            .bind(p.code)
+                            .bind(p.code.as_deref())
                             .bind(p.reason)
                             .bind(p.owner)
                             .bind(p.message_id);
@@ -452,7 +452,7 @@ where
             .bind(id)
             .fetch_all(&self.reads)
             .await?;
-        Ok(rows.into_iter().map(RawAttempt::into_attempt).collect())
+        rows.into_iter().map(RawAttempt::into_attempt).collect()
     }
 
     async fn remote_counts(&self, provider: Option<&str>) -> Result<Vec<(RemoteCode, u64)>> {

@@ -353,12 +353,12 @@ async fn a_backlog_of_retries_drains_at_the_pacers_rate_once_the_provider_answer
                 at: now,
                 provider: "fake".into(),
                 remote: RemoteCode::Http(503),
-                verdict_class: "retry".into(),
+                verdict_class: abide_core::VerdictClass::Retry,
                 delay: None,
                 delay_reason: None,
                 latency: Duration::from_millis(1),
             }],
-            last_provider_code: Some("http_503".into()),
+            last_provider_code: Some(abide_outbox::RemoteCode::Http(503)),
             message_id: None,
         })
         .collect();

@@ -116,8 +116,12 @@ impl Line {
             (None, Some(t)) => Some(Body::Text(t)),
             (None, None) => None,
         };
+        let method = match self.method {
+            Some(m) => abide_outbox::parse_method(&m).map_err(|e| e.to_string())?,
+            None => http::Method::POST,
+        };
         let request = Request {
-            method: self.method.unwrap_or_else(|| "POST".into()),
+            method,
             path: self.path,
             headers: self.headers,
             body,

@@ -77,8 +77,7 @@ impl HttpTransport {
             // Refused before the send (`unsendable`); kept for direct callers. Never sent.
             return Response::Transport(TransportFailure::Connect);
         };
-        let method =
-            http::Method::from_bytes(item.request.method.as_bytes()).unwrap_or(http::Method::POST);
+        let method = item.request.method.clone();
         let mut req = self.client.request(method, url).timeout(self.cfg.timeout);
         for (k, v) in &item.request.headers {
             req = req.header(k.as_str(), v.as_str());

@@ -89,10 +89,10 @@ pub fn check(request: &Request, cfg: &SmppConfig) -> Result<(), String> {
 /// # Errors
 /// As [`check`].
 pub fn encode(request: &Request, cfg: &SmppConfig) -> Result<Sms, String> {
-    if request.method != "POST" || request.path != "/" {
+    if request.method != http::Method::POST || request.path != "/" {
         return Err(format!(
             "an SMPP item is POST / (got {} {}); the message goes in the JSON body",
-            clip(&request.method),
+            clip(request.method.as_str()),
             clip(&request.path)
         ));
     }
