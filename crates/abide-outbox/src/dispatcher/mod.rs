@@ -26,6 +26,7 @@ mod drain;
 mod health;
 mod maintain;
 mod mark;
+mod preflight;
 mod receipts;
 mod runtime;
 mod send;
@@ -41,16 +42,18 @@ use tokio::task::JoinSet;
 
 use crate::config::{Config, ProviderConfig};
 use crate::coord::{CoordinationTarget, RedisCoordination};
-use crate::credentials::{CredentialSource, EnvCredentials};
+use crate::credentials::CredentialSource;
 use crate::error::Result;
 use crate::model::{Completion, Enqueued, Item, NewItem};
 use crate::progress::{Progress, ProviderProgress, Stats, Totals};
 use crate::sleep::{Sleeper, TokioSleeper};
 use crate::store::Store;
-use crate::transport::{BuildEnv, HttpTransport, Preflight, Transport, TransportStats};
+use crate::transport::{HttpTransport, Transport, TransportStats};
 use runtime::ProviderRuntime;
 
 pub use drain::{Ending, Feed, FeedCloser, FeedState};
+pub use preflight::preflight;
+use preflight::{build_env, credentials, lease_rule};
 
 /// How much longer than a provider's request timeout the lease must be: an attempt that
 /// runs to its timeout still completes (and writes its result) before the lease ends and
@@ -70,7 +73,7 @@ pub const MIN_LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// - `max_response_body`: 64 KiB read from each response, the rest discarded
 /// - `seed`: `None` (jitter from the OS RNG); set it for reproducible schedules
 /// - `sleeper`: `None` = [`TokioSleeper`] on the dispatcher's clock
-/// - `credentials`: `None` = [`EnvCredentials`] (each provider's `credentials_env`)
+/// - `credentials`: `None` = [`crate::EnvCredentials`] (each provider's `credentials_env`)
 /// - `store_fault_limit`: 60 s (results failing to be written this long stop the run)
 /// - `redis_url`: `None` (each provider's limit is this node's alone, in memory)
 /// - `coordination_prefix`: `abide:coord`
@@ -529,60 +532,6 @@ impl<S: Store> Dispatcher<S> {
         }
         self.progress().await
     }
-}
-
-/// Check, without a store, what [`Dispatcher::new`] checks before it starts: every
-/// provider's lease rule (the lease outlasts its longest attempt by [`MIN_LEASE_MARGIN`])
-/// and its transport's preflight (its credential set, and fit for the protocol). For a
-/// caller that would rather refuse a run before it opens or creates a database.
-///
-/// # Errors
-/// [`crate::Error::Preflight`] naming the first provider that cannot send.
-pub fn preflight(config: &Config, opts: &DispatcherOptions) -> Result<()> {
-    let credentials = credentials(opts);
-    for p in &config.providers {
-        lease_rule(p, opts.lease)?;
-        p.transport.settings().preflight(&p.name, &*credentials)?;
-    }
-    Ok(())
-}
-
-/// Where the transports read credentials: `opts.credentials`, else the environment.
-fn credentials(opts: &DispatcherOptions) -> Arc<dyn CredentialSource> {
-    opts.credentials
-        .clone()
-        .unwrap_or_else(|| Arc::new(EnvCredentials))
-}
-
-/// What the transports of a dispatcher are built with.
-fn build_env(
-    opts: &DispatcherOptions,
-    client: reqwest::Client,
-    clock: &Arc<dyn Clock>,
-) -> BuildEnv {
-    BuildEnv {
-        client,
-        credentials: credentials(opts),
-        max_response_body: opts.max_response_body,
-        clock: Arc::clone(clock),
-    }
-}
-
-/// A lease that ends while the request may still be on the wire lets a second worker
-/// send the item again while the first still waits for its answer (and a sender hands
-/// back, unsent, an item whose lease would end during its request).
-fn lease_rule(p: &ProviderConfig, lease: Duration) -> std::result::Result<(), Preflight> {
-    let attempt_timeout = p.attempt_timeout();
-    let least = attempt_timeout + MIN_LEASE_MARGIN;
-    if lease < least {
-        return Err(Preflight::LeaseTooShort {
-            provider: p.name.clone(),
-            lease,
-            attempt_timeout,
-            least,
-        });
-    }
-    Ok(())
 }
 
 fn add_totals(sum: &mut Totals, t: &Totals) {
