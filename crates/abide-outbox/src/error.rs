@@ -5,7 +5,6 @@
 //! [`DatabaseError`], which says its [`ErrorKind`] and shows the driver's message (its
 //! [`std::error::Error::source`]) without naming the driver's type.
 
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -232,7 +231,10 @@ impl Error {
     }
 }
 
-/// A failure of the database driver: its message, and its [`ErrorKind`].
+/// A failure of the database driver: its message (the driver's error is the source), and
+/// its [`ErrorKind`].
+#[derive(Debug, thiserror::Error)]
+#[error("{source}")]
 pub struct DatabaseError {
     kind: ErrorKind,
     source: Box<dyn std::error::Error + Send + Sync>,
@@ -243,27 +245,6 @@ impl DatabaseError {
     /// [`ErrorKind::Database`].
     pub fn kind(&self) -> ErrorKind {
         self.kind
-    }
-}
-
-impl fmt::Debug for DatabaseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DatabaseError")
-            .field("kind", &self.kind)
-            .field("source", &self.source)
-            .finish()
-    }
-}
-
-impl fmt::Display for DatabaseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.source, f)
-    }
-}
-
-impl std::error::Error for DatabaseError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&*self.source)
     }
 }
 

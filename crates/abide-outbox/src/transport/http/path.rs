@@ -308,36 +308,21 @@ fn check_form(form: &str) -> Result<(), Rule> {
     Ok(())
 }
 
-/// Percent-decode `s` (UTF-8). With `strict`, a `%` not followed by two hex digits is an
-/// error; otherwise it is kept as is.
+/// Percent-decode `s` (UTF-8; the `percent-encoding` crate of rust-url, which keeps a `%`
+/// not followed by two hex digits as is). With `strict`, such a `%` is an error.
 fn percent_decode(s: &str, strict: bool) -> Result<String, Rule> {
     let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = match b.get(i + 1..i + 3) {
-                Some(&[h, l]) => hex_value(h).zip(hex_value(l)).map(|(h, l)| h << 4 | l),
-                _ => None,
-            };
-            match hex {
-                Some(v) => {
-                    out.push(v);
-                    i += 3;
-                    continue;
-                }
-                None if strict => return Err(Rule::BadEscape),
-                None => {}
-            }
-        }
-        out.push(b[i]);
-        i += 1;
+    let stray = |i: usize| {
+        !b.get(i + 1..i + 3)
+            .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+    };
+    if strict && b.iter().enumerate().any(|(i, &c)| c == b'%' && stray(i)) {
+        return Err(Rule::BadEscape);
     }
-    String::from_utf8(out).map_err(|_| Rule::BadEscape)
-}
-
-fn hex_value(b: u8) -> Option<u8> {
-    (b as char).to_digit(16).and_then(|d| u8::try_from(d).ok())
+    percent_encoding::percent_decode(b)
+        .decode_utf8()
+        .map(Cow::into_owned)
+        .map_err(|_| Rule::BadEscape)
 }
 
 #[cfg(test)]
