@@ -43,7 +43,7 @@
 //! - [`receipt`]: delivery receipts ([`Receipt`], [`ReceiptState`], [`ReceiptCounts`]),
 //!   stored apart from items and matched to them by `message_id`.
 //! - [`echo`]: what may be shown of input: bounded ([`echo::clip`]), without credentials
-//!   ([`echo::redact_url`]).
+//!   ([`echo::redact_url`]); abide-core's, re-exported.
 //! - [`sleep`]: how waiting is done ([`TokioSleeper`], [`ManualSleeper`] for tests).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
@@ -52,7 +52,6 @@ pub mod config;
 pub mod coord;
 pub mod credentials;
 pub mod dispatcher;
-pub mod echo;
 pub mod error;
 pub mod keys;
 pub mod lock;
@@ -65,6 +64,7 @@ pub mod state;
 pub mod store;
 pub mod transport;
 
+pub use abide_core::echo;
 pub use config::{Config, FailoverConfig, PacerSettings, ProviderConfig, RetryConfig, Secret};
 pub use coord::{CoordinationTarget, ProbeError, RedisCoordination, SharedLimit};
 pub use credentials::{CredentialSource, EnvCredentials, StaticCredentials};
