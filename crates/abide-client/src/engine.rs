@@ -5,8 +5,8 @@
 //! stop) is the session's; this loop only waits where the session says, sends, reports
 //! the answer, and turns the session's "hand back" into a wait (an in-process caller has no
 //! queue to hand an item back to) or, past `max_wait` or `max_age`, into a [`Stopped`].
-//! [`AbideService`](crate::AbideService) and the `abide-reqwest` middleware both drive it;
-//! implement [`Attempts`] to drive it from another client.
+//! abide-tower's service and abide-reqwest's middleware both drive it; implement
+//! [`Attempts`] to drive it from another client (see the [crate docs](crate)).
 
 use std::future::Future;
 use std::time::{Duration, Instant};
