@@ -67,12 +67,19 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Across processes
+//! With the feature `redis`, [`PolicyBuilder::with_coordination`] shares each host's limit
+//! with the policies of other processes through Redis (abide-redis), as outbox nodes share
+//! a provider's: one send schedule, one pause, one learned rate, one retry budget.
+//!
 //! # Map
 //! [`policy`] (the rules, the shared hosts), [`engine`] (the driver), [`sleep`] (injected
 //! waiting), [`error`].
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+#[cfg(feature = "redis")]
+mod coordination;
 pub mod engine;
 pub mod error;
 pub mod policy;
@@ -80,6 +87,8 @@ mod registry;
 pub mod sleep;
 
 pub use abide_core::VerdictClass;
+#[cfg(feature = "redis")]
+pub use abide_redis::CoordinationConfig;
 pub use engine::{drive, Attempts, Outgoing, Reply, SendFailure};
 pub use error::{BoxError, ConfigError, LastAnswer, StopReason, Stopped, WaitCause};
 pub use policy::{Policy, PolicyBuilder, RefreshFuture, RequestInfo, IDEMPOTENCY_KEY};

@@ -58,6 +58,25 @@ impl RedisUrl {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// Check that the redis crate can read the whole URL (host, port, database, user),
+    /// without connecting: a URL that passes starts [`RedisCoordination`](crate::RedisCoordination)
+    /// (whether the server answers is found out later, and only ever means fallback).
+    ///
+    /// # Errors
+    /// [`ConfigError`] for `redis_url`: what the redis crate refused, password redacted.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        redis::Client::open(self.0.as_str())
+            .map(drop)
+            .map_err(|e| ConfigError {
+                setting: "redis_url",
+                problem: format!(
+                    "{}: {}",
+                    clip(&echo::redact_url(&self.0)),
+                    echo::redact_text(&e.to_string())
+                ),
+            })
+    }
 }
 
 impl fmt::Debug for RedisUrl {
@@ -237,6 +256,11 @@ mod tests {
         let url = c.redis_url.as_ref().unwrap();
         assert_eq!(url.expose(), "redis://:PASS@127.0.0.1:6379/2");
         assert!(!format!("{url} {url:?} {c:?}").contains("PASS"));
+        assert_eq!(url.check(), Ok(()));
+        let bad = RedisUrl::parse("redis://:PASS@127.0.0.1:99999999").unwrap();
+        let e = bad.check().unwrap_err();
+        assert_eq!(e.setting, "redis_url");
+        assert!(!e.to_string().contains("PASS"), "{e}");
         let t = c.target("node-1").unwrap();
         assert_eq!(
             (t.prefix.as_str(), t.node.as_str(), t.expected_nodes),

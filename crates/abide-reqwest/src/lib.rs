@@ -63,6 +63,8 @@ use http::{Extensions, HeaderMap, StatusCode};
 use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_middleware::{Middleware, Next};
 
+#[cfg(feature = "redis")]
+pub use abide_client::CoordinationConfig;
 use abide_client::{drive, Attempts, Outgoing, Reply, SendFailure};
 pub use abide_client::{
     BoxError, ConfigError, LastAnswer, ManualSleeper, Policy, PolicyBuilder, RequestInfo, Sleeper,

@@ -32,6 +32,8 @@ mod body;
 mod layer;
 mod service;
 
+#[cfg(feature = "redis")]
+pub use abide_client::CoordinationConfig;
 pub use abide_client::{
     BoxError, ConfigError, LastAnswer, ManualSleeper, Policy, PolicyBuilder, RequestInfo, Sleeper,
     StopReason, Stopped, TokioSleeper, VerdictClass, WaitCause, IDEMPOTENCY_KEY,

@@ -7,7 +7,8 @@ mod script;
 
 use std::time::Duration;
 
-use abide_client::{drive, StopReason};
+use abide_client::{drive, CoordinationConfig, StopReason};
+use abide_core::CoordinationMode;
 use script::{clock, get, policy, Script};
 
 const SECS: fn(u64) -> Duration = Duration::from_secs;
@@ -52,4 +53,26 @@ async fn a_wait_longer_than_max_wait_stops_naming_it() {
         "{e}"
     );
     assert_eq!(script.sent(), 1);
+}
+
+#[tokio::test]
+async fn coordination_without_a_redis_url_keeps_hosts_local_and_a_bad_url_is_refused() {
+    let clock = clock();
+    let p = policy(&clock)
+        .with_coordination(&CoordinationConfig::default())
+        .build()
+        .unwrap();
+    let out = get(&p);
+    let key = out.key.clone();
+    assert!(p.coordination_status(&key).is_none(), "no request yet");
+    drive(&p, out, Script::new([(200, None)])).await.unwrap();
+    assert_eq!(
+        p.coordination_status(&key).unwrap().mode,
+        CoordinationMode::Local
+    );
+    let url = "redis://:PASS@127.0.0.1:99999999";
+    let bad = CoordinationConfig::new(Some(url.into()), None, None).unwrap();
+    let e = policy(&clock).with_coordination(&bad).build().unwrap_err();
+    assert_eq!(e.setting, "redis_url");
+    assert!(!e.to_string().contains("PASS"), "{e}");
 }
