@@ -68,7 +68,7 @@
 //! ```
 //!
 //! # Across processes
-//! With the feature `redis`, [`PolicyBuilder::with_coordination`] shares each host's limit
+//! With the feature `redis`, `PolicyBuilder::with_coordination` shares each host's limit
 //! with the policies of other processes through Redis (abide-redis), as outbox nodes share
 //! a provider's: one send schedule, one pause, one learned rate, one retry budget.
 //!

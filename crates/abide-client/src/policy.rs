@@ -53,7 +53,7 @@ type KeyFn = Arc<dyn Fn(&RequestInfo<'_>) -> String + Send + Sync>;
 /// (draft-ietf-httpapi-idempotency-key-header).
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
-/// The rules, the clock and one shared [`Session`](abide_core::Session) per host.
+/// The rules, the clock and one shared [`Session`] per host.
 ///
 /// # Clone
 /// Cheap (an `Arc`). Every clone, and every layer, middleware and task built from it, shares
