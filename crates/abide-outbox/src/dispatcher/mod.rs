@@ -41,7 +41,6 @@ use tokio::sync::{mpsc, watch, Mutex};
 use tokio::task::JoinSet;
 
 use crate::config::{Config, ProviderConfig};
-use crate::coord::{CoordinationTarget, RedisCoordination};
 use crate::credentials::CredentialSource;
 use crate::error::Result;
 use crate::model::{Completion, Enqueued, Item, NewItem};
@@ -49,11 +48,15 @@ use crate::progress::{Progress, ProviderProgress, Stats, Totals};
 use crate::sleep::{Sleeper, TokioSleeper};
 use crate::store::Store;
 use crate::transport::{HttpTransport, Transport, TransportStats};
+#[cfg(feature = "redis")]
+use abide_redis::{CoordinationTarget, RedisCoordination};
 use runtime::ProviderRuntime;
 
 pub use drain::{Ending, Feed, FeedCloser, FeedState};
+#[cfg(feature = "redis")]
+use preflight::credentials;
 pub use preflight::preflight;
-use preflight::{build_env, credentials, lease_rule};
+use preflight::{build_env, lease_rule};
 
 /// How much longer than a provider's request timeout the lease must be: an attempt that
 /// runs to its timeout still completes (and writes its result) before the lease ends and
@@ -75,8 +78,9 @@ pub const MIN_LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// - `sleeper`: `None` = [`TokioSleeper`] on the dispatcher's clock
 /// - `credentials`: `None` = [`crate::EnvCredentials`] (each provider's `credentials_env`)
 /// - `store_fault_limit`: 60 s (results failing to be written this long stop the run)
-/// - `redis_url`: `None` (each provider's limit is this node's alone, in memory)
-/// - `coordination_prefix`: `abide:coord`
+/// - `redis_url` (feature `redis`): `None` (each provider's limit is this node's alone,
+///   in memory)
+/// - `coordination_prefix` (feature `redis`): `abide:coord`
 #[derive(Debug, Clone)]
 pub struct DispatcherOptions {
     /// Lease on claimed items; at least every provider's attempt timeout +
@@ -105,10 +109,12 @@ pub struct DispatcherOptions {
     /// sent while they fail.
     pub store_fault_limit: Duration,
     /// Share each provider's schedule, pauses, learned rate and retry budget with the
-    /// other nodes on this Redis ([`crate::coord`]); the node id is the lease owner. May
-    /// hold a password: it is shown only redacted.
+    /// other nodes on this Redis ([`abide_redis::RedisCoordination`]); the node id is the
+    /// lease owner. May hold a password: it is shown only redacted.
+    #[cfg(feature = "redis")]
     pub redis_url: Option<String>,
     /// Prefix of the Redis keys (nodes that share limits use the same one).
+    #[cfg(feature = "redis")]
     pub coordination_prefix: String,
 }
 
@@ -126,7 +132,9 @@ impl Default for DispatcherOptions {
             owner: None,
             credentials: None,
             store_fault_limit: Duration::from_secs(60),
+            #[cfg(feature = "redis")]
             redis_url: None,
+            #[cfg(feature = "redis")]
             coordination_prefix: "abide:coord".into(),
         }
     }
@@ -229,6 +237,7 @@ impl<S: Store> Dispatcher<S> {
             lease_rule(p, opts.lease)?;
         }
         let mono = clock.monotonic();
+        #[cfg(feature = "redis")]
         let credentials = credentials(&opts);
         let owner = opts
             .owner
@@ -238,6 +247,9 @@ impl<S: Store> Dispatcher<S> {
         for p in &config.providers {
             let mut rules = p.session_config();
             rules.budget_denied_delay = opts.budget_denied_delay;
+            #[cfg(not(feature = "redis"))]
+            let coordination: Arc<dyn Coordination> = Arc::new(Local);
+            #[cfg(feature = "redis")]
             let coordination: Arc<dyn Coordination> = match &opts.redis_url {
                 None => Arc::new(Local),
                 Some(url) => {
@@ -245,13 +257,13 @@ impl<S: Store> Dispatcher<S> {
                         url: url.clone(),
                         prefix: opts.coordination_prefix.clone(),
                         node: owner.clone(),
-                        expected_nodes: config.expected_nodes,
+                        expected_nodes: config.coordination.expected_nodes,
                     };
                     // The limit belongs to the credential: its digest is in the key.
                     let credential = p.transport.settings().account(&*credentials);
                     let c = RedisCoordination::start(
                         &target,
-                        &crate::coord::limit_key(&p.name, credential.as_deref()),
+                        &abide_redis::limit_key(&p.name, credential.as_deref()),
                         rules.pacer.initial_rate,
                         rules.pacer.burst,
                         rules.budget,
