@@ -299,6 +299,7 @@ mod tests {
                 retry_after: Some(Duration::from_secs(7)),
             }),
             rate_limit: None,
+            secondary_limit: false,
         }
     }
 

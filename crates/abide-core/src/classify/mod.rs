@@ -118,6 +118,11 @@ pub struct Verdict {
     pub retry_after: Option<RetryDelay>,
     /// Rate-limit headers, when present (on any class, successes included).
     pub rate_limit: Option<RateLimitInfo>,
+    /// A GitHub secondary rate limit (told by the body text, dialect `github`; see
+    /// [`crate::ratelimit::github`]): the item waits at least
+    /// [`SECONDARY_MIN_WAIT`](crate::ratelimit::github::SECONDARY_MIN_WAIT), doubling per
+    /// attempt. False for every other verdict, and when an override decided the class.
+    pub secondary_limit: bool,
 }
 
 mod codes;
@@ -346,6 +351,8 @@ impl Classifier {
             reason,
             retry_after,
             rate_limit,
+            // An override decides the class outright: its verdict is no secondary limit.
+            secondary_limit: secondary && !self.overrides.http.contains_key(&code),
         }
     }
 
@@ -363,6 +370,7 @@ impl Classifier {
             reason: format!("smpp_0x{code:02x}_{suffix}{tail}"),
             retry_after: None,
             rate_limit: None,
+            secondary_limit: false,
         }
     }
 }
@@ -412,6 +420,7 @@ fn transport(t: TransportFailure) -> Verdict {
         reason: reason.to_owned(),
         retry_after: None,
         rate_limit: None,
+        secondary_limit: false,
     }
 }
 

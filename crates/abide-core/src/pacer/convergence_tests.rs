@@ -24,6 +24,7 @@ fn answer(class: VerdictClass) -> Verdict {
             retry_after: Some(delay),
         }),
         rate_limit: None,
+        secondary_limit: false,
     }
 }
 

@@ -140,6 +140,7 @@ impl Host {
             reason: class.as_str().to_owned(),
             retry_after,
             rate_limit,
+            secondary_limit: false,
         };
         (ok, verdict)
     }

@@ -11,6 +11,7 @@ fn verdict(class: VerdictClass) -> Verdict {
         reason: class.as_str().to_owned(),
         retry_after: None,
         rate_limit: None,
+        secondary_limit: false,
     }
 }
 

@@ -214,7 +214,7 @@ fn retry_delay(
     };
     // GitHub's secondary limit: "wait at least one minute", longer on repeats
     // (docs.github.com, "Rate limits for the REST API", "Exceeding the rate limit").
-    if verdict.reason.ends_with("_secondary_rate_limit") {
+    if verdict.secondary_limit {
         let repeat = capped_doubling(
             github::SECONDARY_MIN_WAIT,
             github::SECONDARY_MAX_WAIT.min(clamp.cap),
@@ -266,6 +266,7 @@ mod tests {
                 retry_after: Some(d),
             }),
             rate_limit: None,
+            secondary_limit: false,
         }
     }
 
@@ -351,7 +352,7 @@ mod tests {
     #[test]
     fn a_repeated_secondary_limit_waits_longer_each_time() {
         let mut v = verdict(VerdictClass::Throttle, Some(Duration::from_secs(60)));
-        v.reason = "http_403_secondary_rate_limit".into();
+        v.secondary_limit = true;
         let waits: Vec<_> = (0..3)
             .map(|n| match run(&item(n), 1, 10, None, &v).0 {
                 Decision::Retry { after } => after.as_secs(),

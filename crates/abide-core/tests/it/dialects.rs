@@ -97,6 +97,7 @@ fn github_secondary_limit_rules() {
     );
     assert_eq!(v.class, VerdictClass::Throttle);
     assert_eq!(v.reason, "http_403_secondary_rate_limit");
+    assert!(v.secondary_limit);
     assert_eq!(v.retry_after.unwrap().delay, SECS(60));
     let v = classify(
         Dialect::Github,
@@ -126,6 +127,19 @@ fn github_secondary_limit_rules() {
         classify(Dialect::Github, 403, &h, b"Bad credentials").class,
         VerdictClass::Terminal
     );
+    assert!(!classify(Dialect::Auto, 403, &h, body).secondary_limit);
+    // An override decides the class: no secondary-limit wait is added to its retries.
+    let c = abide_core::Classifier::default()
+        .with_dialect(Dialect::Github)
+        .with_http(403, VerdictClass::Retry);
+    let obs = abide_core::Observation::Http {
+        status: http::StatusCode::FORBIDDEN,
+        headers: &h,
+        body,
+    };
+    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(1);
+    let v = c.classify(&obs, now(), &mut rng);
+    assert_eq!((v.class, v.secondary_limit), (VerdictClass::Retry, false));
 }
 
 #[test]
