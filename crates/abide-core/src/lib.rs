@@ -42,6 +42,7 @@ pub mod budget;
 pub mod classify;
 pub mod clock;
 pub mod coordination;
+pub mod names;
 pub mod pacer;
 pub mod ratelimit;
 pub mod retry_after;
@@ -61,8 +62,9 @@ pub use coordination::{
     Coordination, CoordinationMode, CoordinationStatus, Local, NodeSeen, Reservation,
     MAX_NODES_SHOWN,
 };
+pub use names::UnknownName;
 pub use pacer::{NotYet, Pacer, PacerConfig, PacerSnapshot, SlotCounts};
-pub use ratelimit::{parse_rate_limit, Dialect, RateLimitInfo, RateLimitSource};
+pub use ratelimit::{parse_rate_limit, Dialect, RateLimitInfo, RateLimitSource, Reader};
 pub use retry_after::{DelayReason, RetryAfter, RetryAfterError, RetryAfterPolicy, RetryDelay};
 pub use session::{
     Answer, BudgetRole, Decision, DeferReason, Delivery, HandBackReason, ItemContext, RetryConfig,

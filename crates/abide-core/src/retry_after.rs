@@ -56,7 +56,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::HeaderMap;
 use rand::{Rng, RngCore};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A parsed `Retry-After` value, before any floor or cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,32 +92,27 @@ pub enum RetryAfterError {
     Conflicting,
 }
 
-/// Why a delay was chosen. Serialised in snake_case for `abide inspect`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DelayReason {
-    /// The server's value lay within [floor, cap] and was used as is.
-    Honoured,
-    /// The server asked for less than the floor (e.g. `0`, a past date); the floor was used.
-    Floored,
-    /// The server asked for more than the cap (e.g. `86400`); the cap was used.
-    Capped,
-    /// The value could not be parsed; a long jittered wait was used and the raw value kept.
-    Unparseable,
-    /// No `Retry-After` was sent; the delay came from our own backoff.
-    Absent,
-}
-
-impl DelayReason {
-    /// Stable name, as serialised.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DelayReason::Honoured => "honoured",
-            DelayReason::Floored => "floored",
-            DelayReason::Capped => "capped",
-            DelayReason::Unparseable => "unparseable",
-            DelayReason::Absent => "absent",
-        }
+crate::named_enum! {
+    /// Why a delay was chosen. `as_str` is the stable name stored with an attempt and
+    /// shown by `abide inspect` (serialised the same, snake_case); `FromStr` reads it back.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    #[non_exhaustive]
+    pub enum DelayReason("delay reason") {
+        /// The server's value lay within [floor, cap] and was used as is.
+        Honoured = "honoured",
+        /// The server asked for less than the floor (e.g. `0`, a past date); the floor was used.
+        Floored = "floored",
+        /// The server asked for more than the cap (e.g. `86400`); the cap was used.
+        Capped = "capped",
+        /// The value could not be parsed; a long jittered wait was used and the raw value kept.
+        Unparseable = "unparseable",
+        /// No `Retry-After` was sent; the delay came from our own backoff.
+        Absent = "absent",
+        /// No answer was seen: the item's lease ran out (its worker crashed or hung) and it
+        /// was taken back with no wait. Never chosen by a [`RetryAfterPolicy`]; a queue
+        /// records it for the attempts its reclaim accounts for.
+        LeaseExpired = "lease_expired",
     }
 }
 

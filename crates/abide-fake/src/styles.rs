@@ -76,6 +76,7 @@ fn ceil_secs(d: Duration) -> u64 {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use abide_core::ratelimit::Reader;
 
     fn gate_headers() -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -91,16 +92,16 @@ mod tests {
     #[test]
     fn each_style_reads_back_as_the_same_limit() {
         let wall = UNIX_EPOCH + Duration::from_secs(1_767_225_600);
-        for (style, dialect) in [
-            (HeaderStyle::Ietf, Dialect::Ietf),
-            (HeaderStyle::Draft6, Dialect::Ietf),
-            (HeaderStyle::XRateLimit, Dialect::XRateLimit),
+        for (style, reader) in [
+            (HeaderStyle::Ietf, Reader::Ietf),
+            (HeaderStyle::Draft6, Reader::Ietf),
+            (HeaderStyle::XRateLimit, Reader::XRateLimit),
         ] {
             let mut h = gate_headers();
             restyle(&mut h, style, wall);
             assert_eq!(h.get("retry-after").unwrap(), "2", "{style:?}");
             let r = ratelimit::read(&h, wall, Dialect::Auto);
-            assert_eq!(r.dialect, dialect, "{style:?}: {h:?}");
+            assert_eq!(r.reader, Some(reader), "{style:?}: {h:?}");
             let i = r.info.unwrap();
             assert_eq!((i.limit, i.remaining), (Some(10), Some(0)), "{style:?}");
             // Rewritten, 1.5 s is rounded up, never down.

@@ -72,36 +72,25 @@ pub enum TransportFailure {
     },
 }
 
-/// The class of a verdict; stable snake_case names appear in JSON, logs and the database.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VerdictClass {
-    /// Accepted.
-    Success,
-    /// The remote asked us to slow down (429, 503 with Retry-After, SMPP 0x58/0x14, ...).
-    /// Changes the sender: pause the provider and feed the pacer.
-    Throttle,
-    /// A transient failure; retry this item later.
-    Retry,
-    /// 401: refresh credentials once, then retry.
-    RefreshCredentials,
-    /// Never retry.
-    Terminal,
-    /// Not recognised: retry with a low attempt cap, and say so loudly.
-    Unknown,
-}
-
-impl VerdictClass {
-    /// Stable name, as serialised.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VerdictClass::Success => "success",
-            VerdictClass::Throttle => "throttle",
-            VerdictClass::Retry => "retry",
-            VerdictClass::RefreshCredentials => "refresh_credentials",
-            VerdictClass::Terminal => "terminal",
-            VerdictClass::Unknown => "unknown",
-        }
+crate::named_enum! {
+    /// The class of a verdict; stable snake_case names appear in JSON, logs and the database
+    /// (`as_str`, read back by `FromStr`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum VerdictClass("verdict class") {
+        /// Accepted.
+        Success = "success",
+        /// The remote asked us to slow down (429, 503 with Retry-After, SMPP 0x58/0x14, ...).
+        /// Changes the sender: pause the provider and feed the pacer.
+        Throttle = "throttle",
+        /// A transient failure; retry this item later.
+        Retry = "retry",
+        /// 401: refresh credentials once, then retry.
+        RefreshCredentials = "refresh_credentials",
+        /// Never retry.
+        Terminal = "terminal",
+        /// Not recognised: retry with a low attempt cap, and say so loudly.
+        Unknown = "unknown",
     }
 }
 
@@ -310,12 +299,12 @@ impl Classifier {
             tracing::warn!(
                 header = %m.header,
                 raw = %m.raw,
-                dialect = %reading.dialect,
+                dialect = %reading.reader.map_or(Dialect::Auto, Dialect::from),
                 "malformed rate-limit header ignored"
             );
         }
-        let secondary =
-            reading.dialect == Dialect::Github && github::is_secondary_limit(code, body);
+        let secondary = reading.reader == Some(ratelimit::Reader::Github)
+            && github::is_secondary_limit(code, body);
         let mut rate_limit = reading.info.clone();
         let exhausted = rate_limit.as_ref().is_some_and(RateLimitInfo::exhausted);
         let (class, reason) = match self.overrides.http.get(&code) {

@@ -293,7 +293,7 @@ fn build(
         now: format_now(now)?,
         status,
         smpp_command_status,
-        dialect: reading.dialect,
+        dialect: reading.reader.map_or(Dialect::Auto, Dialect::from),
         dialect_detected: reading.detected,
         rate_limit_warnings: reading.malformed,
     })
