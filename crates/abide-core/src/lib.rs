@@ -68,6 +68,6 @@ pub use ratelimit::{parse_rate_limit, Dialect, RateLimitInfo, RateLimitSource, R
 pub use retry_after::{DelayReason, RetryAfter, RetryAfterError, RetryAfterPolicy, RetryDelay};
 pub use session::{
     Answer, BudgetRole, Decision, DeferReason, Delivery, HandBackReason, ItemContext, RetryConfig,
-    Session, SessionConfig, Step,
+    Session, SessionConfig, SettingError, Step,
 };
 pub use warnings::{parse_warnings, Warning};

@@ -46,10 +46,12 @@ mod config;
 mod decide;
 mod delivery;
 mod in_flight;
+pub mod limits;
 mod outage;
 mod refusal;
 #[cfg(test)]
 mod tests;
+mod validate;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -58,6 +60,7 @@ pub use config::{RetryConfig, SessionConfig};
 pub use decide::{Decision, DeferReason};
 pub use delivery::{Answer, Delivery, HandBackReason, Step};
 pub use in_flight::{InFlightSnapshot, DECREASE as IN_FLIGHT_DECREASE, HELD_BACK_SHARE};
+pub use validate::SettingError;
 
 use crate::budget::RetryBudget;
 use crate::classify::Classifier;
