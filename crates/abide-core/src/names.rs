@@ -3,8 +3,8 @@
 //!
 //! [`named_enum!`](crate::named_enum) declares an enum together with its name table, so a
 //! variant and its spelling are written once: `as_str`, `ALL` (every variant, in order),
-//! `NAMES` (every accepted spelling), `Display`, and `FromStr` with an [`UnknownName`] that
-//! names the input and what was expected. A variant may accept aliases after its stable
+//! `NAMES` (every accepted spelling), `Display`, and `FromStr` (and `TryFrom<String>`, for
+//! serde's `try_from`) with an [`UnknownName`] that names the input and what was expected. A variant may accept aliases after its stable
 //! name (`ImfFixdate = "imf-fixdate" | "http-date"`); `as_str` gives the first.
 //!
 //! A macro rather than `strum`'s derives: the error must name the setting and list the
@@ -107,6 +107,15 @@ macro_rules! named_enum {
             fn from_str(s: &str) -> ::core::result::Result<Self, Self::Err> {
                 $crate::named_enum!(@lookup $($case)? s)
                     .ok_or_else(|| $crate::names::UnknownName::new($kind, s, Self::NAMES))
+            }
+        }
+
+        impl ::core::convert::TryFrom<::std::string::String> for $name {
+            type Error = $crate::names::UnknownName;
+
+            /// As `FromStr` (for `#[serde(try_from = "String")]`).
+            fn try_from(s: ::std::string::String) -> ::core::result::Result<Self, Self::Error> {
+                s.parse()
             }
         }
     };

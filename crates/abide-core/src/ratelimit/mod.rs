@@ -12,6 +12,9 @@
 //! | `discord` | `X-RateLimit-Bucket`, `-Global`, `-Scope`, `-Reset-After` | [`discord`] |
 //! | `github` | `X-RateLimit-Resource`, `-Used`, epoch `-Reset`; the 403 secondary limit (body text) | [`github`] |
 //!
+//! The IETF fields are also written here ([`RateLimitFields`]), in the form [`ietf`] reads,
+//! for servers: the gates, the fake provider, the simulator.
+//!
 //! # Detection
 //! [`Dialect::Auto`] decides only from names that mean one thing (compared
 //! case-insensitively; `HeaderMap` stores them lower-case, as HTTP/2 sends them):
@@ -42,7 +45,10 @@ mod fields;
 pub mod github;
 pub mod ietf;
 pub mod shopify;
+mod write;
 pub mod x_ratelimit;
+
+pub use write::{RateLimitFields, RATELIMIT, RATELIMIT_POLICY};
 
 use fields::Fields;
 
@@ -302,13 +308,6 @@ impl From<Reader> for Dialect {
             Reader::Discord => Dialect::Discord,
             Reader::Github => Dialect::Github,
         }
-    }
-}
-
-impl TryFrom<String> for Dialect {
-    type Error = UnknownDialect;
-    fn try_from(s: String) -> Result<Self, UnknownDialect> {
-        s.parse()
     }
 }
 

@@ -1,5 +1,6 @@
 //! `Retry-After` (RFC 9110 §10.2.3): parsing every form the spec allows and turning the
-//! result into a clamped delay with its reason.
+//! result into a clamped delay with its reason; and writing it ([`RetryAfter::after`],
+//! [`RetryAfter::at`], [`RetryAfter::to_header_value`]) as servers should.
 //!
 //! ```text
 //! Retry-After = HTTP-date / delay-seconds
@@ -55,8 +56,11 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::HeaderMap;
+
+mod write;
 use rand::{Rng, RngCore};
 use serde::{Deserialize, Serialize};
+pub use write::{ceil_secs, delay_seconds};
 
 /// A parsed `Retry-After` value, before any floor or cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
