@@ -5,65 +5,29 @@
 //! decision logic the outbox runs (see `abide_policy`).
 
 use std::fmt;
-use std::str::FromStr;
 use std::time::{Duration, Instant, SystemTime};
 
 use rand::RngCore;
 
 use crate::provider::Response;
 
-/// A client policy to compare.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PolicyKind {
-    /// One attempt; anything but success is written off (the "two-bucket" client).
-    NoRetry,
-    /// Five retries of every non-2xx on its own 1, 2, 4, 8, 16 s schedule, ignoring
-    /// `Retry-After`, holding the worker while it sleeps.
-    FixedRetries,
-    /// Honours `Retry-After` as seconds or an HTTP-date, unclamped; no pacer, no budget.
-    HonourRetryAfter,
-    /// Parses `Retry-After` only as an integer and falls back to zero otherwise.
-    IntegerOnly,
-    /// The real abide-core policy: classify, clamp, share a budget and a pacer.
-    Abide,
-}
-
-impl PolicyKind {
-    /// Every policy, in table order.
-    pub const ALL: [PolicyKind; 5] = [
-        PolicyKind::NoRetry,
-        PolicyKind::FixedRetries,
-        PolicyKind::HonourRetryAfter,
-        PolicyKind::IntegerOnly,
-        PolicyKind::Abide,
-    ];
-
-    /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            PolicyKind::NoRetry => "no-retry",
-            PolicyKind::FixedRetries => "fixed-retries",
-            PolicyKind::HonourRetryAfter => "honour-retry-after",
-            PolicyKind::IntegerOnly => "integer-only",
-            PolicyKind::Abide => "abide",
-        }
-    }
-}
-
-impl fmt::Display for PolicyKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for PolicyKind {
-    type Err = crate::SimError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| crate::SimError::UnknownPolicy(s.to_owned()))
+abide_core::named_enum! {
+    /// A client policy to compare; `as_str` is the name used on the command line and in
+    /// reports. `ALL` is the table order.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum PolicyKind("policy") {
+        /// One attempt; anything but success is written off (the "two-bucket" client).
+        NoRetry = "no-retry",
+        /// Five retries of every non-2xx on its own 1, 2, 4, 8, 16 s schedule, ignoring
+        /// `Retry-After`, holding the worker while it sleeps.
+        FixedRetries = "fixed-retries",
+        /// Honours `Retry-After` as seconds or an HTTP-date, unclamped; no pacer, no budget.
+        HonourRetryAfter = "honour-retry-after",
+        /// Parses `Retry-After` only as an integer and falls back to zero otherwise.
+        IntegerOnly = "integer-only",
+        /// The real abide-core policy: classify, clamp, share a budget and a pacer.
+        Abide = "abide",
     }
 }
 
