@@ -46,6 +46,7 @@ pub mod names;
 pub mod pacer;
 pub mod ratelimit;
 pub mod retry_after;
+pub mod rfc3339;
 mod serde_secs;
 pub mod session;
 pub mod sleep;

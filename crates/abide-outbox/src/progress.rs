@@ -4,8 +4,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use abide_core::rfc3339::{serialize as rfc3339, serialize_opt as rfc3339_opt};
 use abide_core::{Verdict, Warning};
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
 use crate::model::Counts;
 use crate::receipt::ReceiptCounts;
@@ -163,23 +164,6 @@ pub struct LastPause {
     /// When the pause it caused ends (or ended); `None` when the pacer did not pause.
     #[serde(serialize_with = "rfc3339_opt")]
     pub until: Option<SystemTime>,
-}
-
-fn format_rfc3339(t: SystemTime) -> String {
-    time::OffsetDateTime::from(t)
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| "9999-12-31T23:59:59Z".to_owned())
-}
-
-fn rfc3339<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&format_rfc3339(*t))
-}
-
-fn rfc3339_opt<S: Serializer>(t: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
-    match t {
-        Some(t) => rfc3339(t, s),
-        None => s.serialize_none(),
-    }
 }
 
 /// One provider's live state.

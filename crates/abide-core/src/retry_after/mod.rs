@@ -383,24 +383,13 @@ fn resolve_two_digit_year(yy: i64, current: i64) -> i64 {
     base + (yy - base).rem_euclid(100)
 }
 
-/// The proleptic Gregorian year of `t` (UTC); times before the epoch count as 1970.
+/// The proleptic Gregorian year of `t` (UTC); times before the epoch count as 1970, times
+/// beyond what `time` holds as 9999.
 pub(crate) fn year_of(t: SystemTime) -> i64 {
-    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    civil_from_days(i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2)).0
-}
-
-/// Days since 1970-01-01 to (year, month 1–12, day 1–31); H. Hinnant's algorithm.
-pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    if t < UNIX_EPOCH {
+        return 1970;
+    }
+    crate::rfc3339::to_utc(t).map_or(9999, |d| i64::from(d.year()))
 }
 
 /// Lossy, escaped, bounded copy of a raw header value for logs and JSON.
@@ -586,10 +575,15 @@ mod tests {
     }
 
     #[test]
-    fn civil_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_619), (2026, 6, 15));
+    fn years() {
+        assert_eq!(year_of(UNIX_EPOCH), 1970);
         assert_eq!(year_of(at("Mon, 15 Jun 2026 08:02:31 GMT")), 2026);
+        assert_eq!(year_of(at("Thu, 31 Dec 2099 23:59:59 GMT")), 2099);
+        assert_eq!(year_of(UNIX_EPOCH - Duration::from_secs(10)), 1970);
+        assert_eq!(
+            year_of(UNIX_EPOCH + Duration::from_secs(u64::MAX / 4)),
+            9999
+        );
     }
 
     #[test]
