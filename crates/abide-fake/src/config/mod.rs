@@ -495,31 +495,23 @@ pub enum ReceiptState("receipt state") {
     Rejected = "rejected",
 }}
 
-/// Parse `250ms`, `60s`, `2m`, `1h`, `1d` or a bare number of seconds.
+/// Parse a duration in `humantime`'s syntax (`250ms`, `60s`, `1.5s`, `2m`, `1h30m`, `1d`),
+/// or a bare number of seconds (`30`, `1.5`).
 ///
 /// # Errors
-/// [`Error::Config`] for anything else.
+/// [`Error::Config`] naming the input and what `humantime` could not read.
 pub fn parse_duration(s: &str) -> Result<Duration, Error> {
     let s = s.trim();
-    let bad = || {
+    let bad = |why: &dyn fmt::Display| {
         Error::Config(format!(
-            "duration {s:?}: expected e.g. 500ms, 60s, 2m, 1h, 1d"
+            "duration {s:?}: {why} (expected e.g. 500ms, 60s, 2m, 1h, 1d)"
         ))
     };
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "" | "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        "d" => n * 86400.0,
-        _ => return Err(bad()),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| bad())
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        let n: f64 = s.parse().map_err(|e| bad(&e))?;
+        return Duration::try_from_secs_f64(n).map_err(|e| bad(&e));
+    }
+    humantime::parse_duration(s).map_err(|e| bad(&e))
 }
 
 #[cfg(test)]
@@ -539,6 +531,28 @@ mod tests {
         let e = "10/x".parse::<Rate>().unwrap_err().to_string();
         assert!(e.contains("rate \"10/x\"") && !e.contains("1x"), "{e}");
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        // Everything accepted before humantime read them, and its compound forms.
+        for (s, want) in [
+            ("30", 30_000),
+            ("1.5", 1_500),
+            ("1.5s", 1_500),
+            ("0.5m", 30_000),
+            ("2m", 120_000),
+            ("1h", 3_600_000),
+            ("1d", 86_400_000),
+            ("1h30m", 5_400_000),
+            (" 0s ", 0),
+        ] {
+            assert_eq!(
+                parse_duration(s).unwrap(),
+                Duration::from_millis(want),
+                "{s}"
+            );
+        }
+        for s in ["", "-1s", "soon", "1.2.3", "5x"] {
+            let e = parse_duration(s).unwrap_err().to_string();
+            assert!(e.contains(&format!("{:?}", s.trim())), "{e}");
+        }
     }
 
     #[test]

@@ -266,8 +266,7 @@ fn opt_count(s: &str) -> anyhow::Result<Option<u32>> {
 /// Whole seconds, rounded up: `500ms` must not become 0 (a zero window or suspension
 /// silently switches abuse protection off).
 fn secs(s: &str) -> anyhow::Result<u64> {
-    let d = parse_duration(s)?;
-    Ok(d.as_secs() + u64::from(d.subsec_nanos() > 0))
+    Ok(abide_core::retry_after::ceil_secs(parse_duration(s)?))
 }
 
 /// The configuration: the file if given, then flags on top.
