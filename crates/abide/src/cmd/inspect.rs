@@ -315,12 +315,8 @@ fn format_now(now: SystemTime) -> anyhow::Result<String> {
 }
 
 fn parse_smpp(s: &str) -> anyhow::Result<u32> {
-    let t = s.trim();
-    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(hex) => u32::from_str_radix(hex, 16),
-        None => t.parse(),
-    };
-    parsed.with_context(|| format!("--smpp {s:?}: not a command_status (e.g. 0x58 or 88)"))
+    abide_core::classify::smpp::parse_command_status(s)
+        .with_context(|| format!("--smpp {s:?}: not a command_status (e.g. 0x58 or 88)"))
 }
 
 /// Largest header block read from stdin, in bytes (a real response head is a few KiB;

@@ -360,11 +360,8 @@ fn config(a: &Args) -> anyhow::Result<ProviderConfig> {
 
 /// A command_status written `0x14` or `20`.
 fn status(s: &str) -> anyhow::Result<u32> {
-    let n = match s.strip_prefix("0x") {
-        Some(hex) => u32::from_str_radix(hex, 16),
-        None => s.parse(),
-    };
-    n.with_context(|| format!("{s:?} is not a command_status (0x14, 0x58, or decimal)"))
+    abide_core::classify::smpp::parse_command_status(s)
+        .with_context(|| format!("{s:?} is not a command_status (0x14, 0x58, or decimal)"))
 }
 
 /// The listeners: HTTP unless `--listen off`, SMPP with `--smpp`.
