@@ -130,7 +130,7 @@ impl ClientPolicy for Naive {
         if attempt.retries >= NAIVE_MAX_RETRIES {
             return Decision::Lost;
         }
-        // Seed 004's loop: only these statuses are "retryable"; the rest raise.
+        // The incident client's loop: only these statuses are "retryable"; the rest raise.
         let retryable = matches!(resp.status.as_u16(), 403 | 429) || resp.status.is_server_error();
         let header = resp
             .headers
@@ -138,7 +138,7 @@ impl ClientPolicy for Naive {
             .and_then(|v| v.to_str().ok());
         match self.0 {
             NaiveKind::NoRetry => Decision::Lost,
-            // Seed 002: every non-200 retried, on our own schedule.
+            // The client that retried every non-200 on its own schedule, ignoring the server.
             NaiveKind::Fixed => Decision::Retry(own),
             _ if !retryable => Decision::Lost,
             NaiveKind::Honour => Decision::Retry(match header {
@@ -153,7 +153,8 @@ impl ClientPolicy for Naive {
                     })
                     .unwrap_or(own),
             }),
-            // Seed 000: `int(header)` in a try whose handler, "to be safe", waits zero.
+            // The client of the HTTP-date switch: `int(header)` in a try whose handler, "to be
+            // safe", waits zero.
             NaiveKind::IntegerOnly => Decision::Retry(match header {
                 None => own,
                 Some(v) => v

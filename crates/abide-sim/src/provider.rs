@@ -64,8 +64,8 @@ pub struct ProviderConfig {
     /// Requests the limiter accepts back to back (GCRA burst).
     pub burst: f64,
     /// When set, the limit is a quota of `rate × window` requests per fixed window instead
-    /// of a GCRA, and `Retry-After` names the window's reset (seed 001's "whole seconds until
-    /// the window resets").
+    /// of a GCRA, and `Retry-After` names the window's reset, in whole seconds until the
+    /// window resets, as fixed-window limiters answer.
     pub window: Option<Duration>,
     /// `Retry-After` form on throttles, switching at each virtual time.
     pub retry_after: Vec<(Duration, RetryAfterForm)>,

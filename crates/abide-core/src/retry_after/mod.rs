@@ -142,7 +142,9 @@ pub const MAX_RAW_LEN: usize = 256;
 ///
 /// The fields are public, so a floor of zero is representable; without this minimum it would
 /// turn `Retry-After: 0` (or a date in the past) back into "retry at once, with every worker",
-/// the very failure the clamp exists to prevent (seed 004). 100 ms is far below any delay a
+/// the very failure the clamp exists to prevent (an edge answering `403` with
+/// `Retry-After: 0` had every client that obeyed it retry at once until the account was
+/// suspended). 100 ms is far below any delay a
 /// server means and far above a busy loop.
 pub const MIN_FLOOR: Duration = Duration::from_millis(100);
 

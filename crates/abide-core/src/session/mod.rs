@@ -2,8 +2,9 @@
 //!
 //! # Why
 //! What happens to one request, from "may it go now?" to "what next, after this answer?",
-//! used to be spread over the outbox's dispatcher and worker and copied, with drift, into
-//! the simulator. A [`Session`] owns that whole decision for one host (one provider, one
+//! is one decision; spread over callers it drifts apart (a queue's dispatcher and workers,
+//! a simulator, in-process clients each deciding a little differently). A [`Session`] owns
+//! that whole decision for one host (one provider, one
 //! API key): classification → `Retry-After` clamp → retry budget → pacer → what to do. It
 //! does no I/O and reads no clock: callers pass `Instant`s and `SystemTime`s, send the
 //! request themselves, and wait themselves. The outbox, `abide sim` and in-process clients
