@@ -41,7 +41,7 @@ pub(crate) fn to_utc(t: SystemTime) -> Option<OffsetDateTime> {
     }
 }
 
-/// Serialise a `SystemTime` with [`format`] (serde `serialize_with`).
+/// Serialise a `SystemTime` with [`format()`] (serde `serialize_with`).
 ///
 /// # Errors
 /// Only the serializer's own.
@@ -49,7 +49,7 @@ pub fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error>
     s.serialize_str(&format(*t))
 }
 
-/// Serialise an `Option<SystemTime>` with [`format`], or `null`.
+/// Serialise an `Option<SystemTime>` with [`format()`], or `null`.
 ///
 /// # Errors
 /// Only the serializer's own.

@@ -7,13 +7,16 @@
 //! retry budget, the `Retry-After` floor), the range lies within that clamp, so a validated
 //! value is used exactly as written.
 //!
-//! Each constant is named after the setting's path in [`SessionConfig`]; the providers
+//! Each constant is named after the setting's path in [`SessionConfig`](super::SessionConfig); the providers
 //! file writes the same settings with a unit suffix (`retry.max_age_secs`,
 //! `retry.backoff_base_ms`, `pacer.throttle_pause_ms`).
 
 use std::fmt;
 use std::time::Duration;
 
+use std::borrow::Cow;
+
+use super::SettingError;
 use crate::budget::{MAX_RETRY_RATIO, MAX_TTL, MIN_TTL};
 use crate::pacer::{MAX_PAUSE, MAX_RATE, MIN_RATE};
 use crate::retry_after::MIN_FLOOR;
@@ -38,21 +41,62 @@ impl<T: PartialOrd> Limits<T> {
     }
 }
 
-impl fmt::Display for Limits<u32> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}..={}", self.min, self.max)
+impl<T: SettingValue> Limits<T> {
+    /// `v` checked against this range, for a setting kept outside [`SessionConfig`](super::SessionConfig)
+    /// (a rate hint, a sender count): the same error [`SessionConfig::validate`](super::SessionConfig::validate)
+    /// gives, naming `setting`.
+    ///
+    /// # Errors
+    /// [`SettingError::OutOfRange`] when `v` is outside (NaN included).
+    ///
+    /// # Examples
+    /// ```
+    /// use abide_core::session::limits::RATE_HINT;
+    ///
+    /// assert!(RATE_HINT.check("rate_hint", 200.0).is_ok());
+    /// let e = RATE_HINT.check("rate_hint", 1e9).unwrap_err();
+    /// assert_eq!(e.setting(), "rate_hint");
+    /// ```
+    pub fn check(&self, setting: &'static str, v: T) -> Result<(), SettingError> {
+        if self.contains(&v) {
+            return Ok(());
+        }
+        Err(SettingError::OutOfRange {
+            setting: Cow::Borrowed(setting),
+            value: v.shown(),
+            range: self.to_string(),
+        })
     }
 }
 
-impl fmt::Display for Limits<f64> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}..={}", self.min, self.max)
+/// A kind of value a setting holds, as an error shows it: numbers plainly, durations as
+/// `Debug` does (`1.5s`, `100ms`).
+pub trait SettingValue: PartialOrd + Copy {
+    /// The value as shown in a [`SettingError`].
+    fn shown(self) -> String;
+}
+
+impl SettingValue for u32 {
+    fn shown(self) -> String {
+        self.to_string()
     }
 }
 
-impl fmt::Display for Limits<Duration> {
+impl SettingValue for f64 {
+    fn shown(self) -> String {
+        self.to_string()
+    }
+}
+
+impl SettingValue for Duration {
+    fn shown(self) -> String {
+        format!("{self:?}")
+    }
+}
+
+impl<T: SettingValue> fmt::Display for Limits<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}..={:?}", self.min, self.max)
+        write!(f, "{}..={}", self.min.shown(), self.max.shown())
     }
 }
 
@@ -150,6 +194,16 @@ pub const REFUSAL_STREAK: Limits<u32> = Limits::new(0, 10_000);
 pub const REFUSAL_SPAN: Limits<Duration> = Limits::new(secs(1), DAY);
 /// `refusal_pause`: host pause when a refused credential is recognised.
 pub const REFUSAL_PAUSE: Limits<Duration> = Limits::new(millis(100), DAY);
+
+// --- settings that feed a session ------------------------------------------------------
+
+/// A rate hint (the providers file's `rate_hint`), requests per second: the pacer's
+/// `initial_rate`, and its `max_rate` when above the default.
+pub const RATE_HINT: Limits<f64> = Limits::new(MIN_RATE, MAX_RATE);
+/// Concurrent senders to one host (a providers file's `concurrency`, `--workers`): what
+/// [`PacerConfig::cold_start_rate`](crate::PacerConfig::cold_start_rate) is sized for, and
+/// the most requests in flight a concurrency quota is believed for.
+pub const SENDERS: Limits<u32> = Limits::new(1, crate::ratelimit::MAX_CONCURRENCY);
 
 // --- classify --------------------------------------------------------------------------
 

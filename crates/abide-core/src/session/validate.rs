@@ -4,12 +4,30 @@
 //! The one validator: the providers file, the in-process client builder and any other
 //! caller that takes settings from people check with it, and prefix
 //! [`SettingError::setting`] with where the settings came from (`provider "sms": ...`).
+//!
+//! # For callers
+//! Build the [`SessionConfig`] from the input, call [`SessionConfig::validate`], and name
+//! the setting in the caller's own words where they differ; a providers file writes
+//! units into its keys:
+//!
+//! | [`SettingError::setting`] | providers file |
+//! |---|---|
+//! | `retry.max_age` | `retry.max_age_secs` |
+//! | `retry.backoff.base`, `retry.backoff.cap` | `retry.backoff_base_ms`, `retry.backoff_cap_secs` |
+//! | `budget.ttl` | `budget.ttl_secs` |
+//! | `pacer.throttle_pause`, `pacer.max_throttle_pause` | `pacer.throttle_pause_ms`, `pacer.max_throttle_pause_secs` |
+//! | `pacer.initial_rate` | `rate_hint` |
+//! | any other | the same path |
+//!
+//! A value kept outside [`SessionConfig`] that feeds it is checked against its constant
+//! with [`Limits::check`] (`limits::RATE_HINT.check("rate_hint", v)`, `limits::SENDERS`),
+//! which gives the same error.
 
 use std::borrow::Cow;
 use std::time::Duration;
 
 use super::config::SessionConfig;
-use super::limits::{self, Limits};
+use super::limits::{self, Limits, SettingValue};
 use crate::classify::VerdictClass;
 
 /// A setting of a [`SessionConfig`] that no run needs.
@@ -50,34 +68,19 @@ impl SettingError {
     }
 }
 
-fn check<T>(setting: &'static str, v: T, l: Limits<T>) -> Result<(), SettingError>
-where
-    T: PartialOrd + Shown,
-    Limits<T>: std::fmt::Display,
-{
-    if l.contains(&v) {
-        return Ok(());
-    }
-    Err(SettingError::OutOfRange {
-        setting: Cow::Borrowed(setting),
-        value: v.shown(),
-        range: l.to_string(),
-    })
+fn check<T: SettingValue>(setting: &'static str, v: T, l: Limits<T>) -> Result<(), SettingError> {
+    l.check(setting, v)
 }
 
 /// `v` within `other ..= l.max` (and within `l`), where `other` is the value of the setting
 /// `other_name` that bounds it from below.
-fn check_at_least<T>(
+fn check_at_least<T: SettingValue>(
     setting: &'static str,
     v: T,
     l: Limits<T>,
     other_name: &'static str,
     other: T,
-) -> Result<(), SettingError>
-where
-    T: PartialOrd + Shown,
-    Limits<T>: std::fmt::Display,
-{
+) -> Result<(), SettingError> {
     check(setting, v, l)?;
     if v >= other {
         return Ok(());
@@ -87,30 +90,6 @@ where
         value: v.shown(),
         range: format!("{other_name} ({})..={}", other.shown(), l.max.shown()),
     })
-}
-
-/// A value as an error shows it: numbers plainly, durations as `Debug` does (`1.5s`), the
-/// way their [`Limits`] display.
-trait Shown: Copy {
-    fn shown(self) -> String;
-}
-
-impl Shown for u32 {
-    fn shown(self) -> String {
-        self.to_string()
-    }
-}
-
-impl Shown for f64 {
-    fn shown(self) -> String {
-        self.to_string()
-    }
-}
-
-impl Shown for Duration {
-    fn shown(self) -> String {
-        format!("{self:?}")
-    }
 }
 
 fn duration(setting: &'static str, v: Duration, l: Limits<Duration>) -> Result<(), SettingError> {
