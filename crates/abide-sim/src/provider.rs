@@ -412,7 +412,7 @@ mod tests {
             abide_core::ratelimit::Dialect::Auto,
         )
         .info
-        .unwrap();
+        .expect("the fields read back");
         assert_eq!(
             (info.limit, info.window, info.remaining, info.reset),
             (
