@@ -112,6 +112,14 @@ impl RateLimitFields {
 /// ASCII and space left out.
 fn sf_string(out: &mut String, s: &str) {
     out.push('"');
+    if s.bytes()
+        .all(|b| matches!(b, b' '..=b'~') && b != b'"' && b != b'\\')
+    {
+        // The usual name (a token): nothing to escape.
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     for c in s.chars() {
         match c {
             '"' | '\\' => {
