@@ -8,8 +8,8 @@ use std::time::SystemTime;
 use abide_core::ratelimit::{self, Malformed, RateLimitInfo};
 use abide_core::retry_after::escape_raw;
 use abide_core::{
-    parse_warnings, Backoff, Classifier, Clock, Dialect, ManualClock, Observation, Pacer,
-    PacerConfig, SystemClock, VerdictClass, Warning, MAX_CLASSIFY_BODY,
+    parse_warnings, Clock, Dialect, ManualClock, Observation, Session, SessionConfig, SystemClock,
+    VerdictClass, Warning, MAX_CLASSIFY_BODY,
 };
 use anyhow::{bail, Context};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -236,7 +236,17 @@ fn build(
     seed: u64,
     dialect: Dialect,
 ) -> anyhow::Result<Report> {
-    let classifier = Classifier::default().with_dialect(dialect);
+    // The session a provider with this dialect and default settings gets: its classifier
+    // and pacer decide here as they do in the outbox.
+    let mono = ManualClock::new(now).monotonic();
+    let session = Session::new(
+        SessionConfig {
+            rate_limit_dialect: dialect,
+            ..SessionConfig::default()
+        },
+        mono,
+    );
+    let classifier = session.classifier();
     let reading = ratelimit::read(headers, now, dialect);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let verdict = classifier.classify(obs, now, &mut rng);
@@ -248,17 +258,14 @@ fn build(
 
     let delay = match verdict.class {
         VerdictClass::Success | VerdictClass::Terminal => None,
-        _ => Some(
-            verdict
-                .retry_after
-                .clone()
-                .unwrap_or_else(|| classifier.retry_after.from_backoff(Backoff::default().base)),
-        ),
+        _ => Some(verdict.retry_after.clone().unwrap_or_else(|| {
+            let rules = session.config();
+            rules.retry_after.from_backoff(rules.retry.backoff.base)
+        })),
     };
     // The host-wide pause, by the pacer's own rules (as the outbox applies them), so that
     // a 429 with only `RateLimit: r=0;t=30` does not look like a 1 s wait.
-    let mono = ManualClock::new(now).monotonic();
-    let pacer = Pacer::new(PacerConfig::default(), mono);
+    let pacer = session.pacer();
     pacer.on_verdict(mono, &verdict);
     let pause = pacer.paused_until(mono).map(|until| until - mono);
     let (status, smpp_command_status) = match *obs {
