@@ -11,12 +11,11 @@
 //! file writes the same settings with a unit suffix (`retry.max_age_secs`,
 //! `retry.backoff_base_ms`, `pacer.throttle_pause_ms`).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
-use std::borrow::Cow;
-
-use super::SettingError;
+use super::setting_error::SettingError;
 use crate::budget::{MAX_RETRY_RATIO, MAX_TTL, MIN_TTL};
 use crate::pacer::{MAX_PAUSE, MAX_RATE, MIN_RATE};
 use crate::retry_after::MIN_FLOOR;

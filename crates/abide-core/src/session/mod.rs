@@ -50,6 +50,7 @@ mod in_flight;
 pub mod limits;
 mod outage;
 mod refusal;
+mod setting_error;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -61,7 +62,7 @@ pub use config::{RetryConfig, SessionConfig};
 pub use decide::{Decision, DeferReason};
 pub use delivery::{Answer, Delivery, HandBackReason, Step};
 pub use in_flight::{InFlightSnapshot, DECREASE as IN_FLIGHT_DECREASE, HELD_BACK_SHARE};
-pub use validate::SettingError;
+pub use setting_error::SettingError;
 
 use crate::budget::RetryBudget;
 use crate::classify::Classifier;
