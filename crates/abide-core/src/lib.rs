@@ -32,6 +32,9 @@
 //! | [`pacer`] | when the next request to a host may go: a rate that learns the limit (ceiling estimate, cubic recovery), pauses, advertised targets ([`Pacer`]) |
 //! | [`session`] | the whole decision for one host, in one place: slot, budget, send, verdict → delivered / failed / deferred / retry at T / hand back ([`Session`], [`Delivery`]); the outbox, `abide sim` and in-process clients all drive it |
 //!
+//! Beside them, [`echo`] says what of a value we were given may be shown in an error, a log
+//! or a report (bounded, without credentials), for every crate that quotes input.
+//!
 //! A server's `Retry-After` outranks [`Backoff`]; a [`RetryBudget`] bounds retries across
 //! the fleet; a throttle changes the *sender* through the [`Pacer`], not only the one item.
 
@@ -42,6 +45,7 @@ pub mod budget;
 pub mod classify;
 pub mod clock;
 pub mod coordination;
+pub mod echo;
 pub mod names;
 pub mod pacer;
 pub mod ratelimit;

@@ -35,24 +35,23 @@
 //!   [`SmppTransport`] (SMPP 3.4 on rusmpp: one bind per provider, a window of
 //!   outstanding `submit_sm`, delivery receipts), [`ScriptedTransport`] (answers from a
 //!   script, for tests and benchmarks).
-//! - [`coord`]: several nodes sharing each provider's limit through Redis
-//!   ([`RedisCoordination`], abide-core's [`abide_core::Coordination`] seam).
+//! - Redis coordination (feature `redis`, default): several nodes sharing each provider's
+//!   limit through abide-redis's `RedisCoordination` (abide-core's
+//!   [`abide_core::Coordination`] seam), configured by `[coordination]`.
 //! - [`credentials`]: where tokens come from ([`EnvCredentials`] at the CLI edge,
 //!   [`StaticCredentials`] in tests and for library users).
 //! - [`path`]: item paths confined below the provider's base path ([`path::confine`]).
 //! - [`receipt`]: delivery receipts ([`Receipt`], [`ReceiptState`], [`ReceiptCounts`]),
 //!   stored apart from items and matched to them by `message_id`.
 //! - [`echo`]: what may be shown of input: bounded ([`echo::clip`]), without credentials
-//!   ([`echo::redact_url`]).
+//!   ([`echo::redact_url`]); abide-core's, re-exported.
 //! - [`sleep`]: how waiting is done ([`TokioSleeper`], [`ManualSleeper`] for tests).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod config;
-pub mod coord;
 pub mod credentials;
 pub mod dispatcher;
-pub mod echo;
 pub mod error;
 pub mod keys;
 pub mod lock;
@@ -65,8 +64,8 @@ pub mod state;
 pub mod store;
 pub mod transport;
 
+pub use abide_core::echo;
 pub use config::{Config, FailoverConfig, PacerSettings, ProviderConfig, RetryConfig, Secret};
-pub use coord::{CoordinationTarget, ProbeError, RedisCoordination, SharedLimit};
 pub use credentials::{CredentialSource, EnvCredentials, StaticCredentials};
 pub use dispatcher::{Dispatcher, DispatcherOptions, MIN_LEASE_MARGIN};
 pub use error::{Error, Result};

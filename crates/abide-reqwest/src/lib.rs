@@ -18,7 +18,27 @@
 //! longest single wait a caller accepts). One [`Policy`] holds one shared session per host:
 //! every client, clone and task built from it draws on the same pacer, pauses and retry
 //! budget, so a throttle seen by one task slows all of them. The rules, waits and errors
-//! are those of [`abide_tower`] (whose driver this crate uses); see its crate docs.
+//! are abide-client's (whose driver this crate implements [`abide_client::Attempts`] for;
+//! re-exported here); see its crate docs.
+//!
+//! ```
+//! use std::time::Duration;
+//! use abide_reqwest::{AbideMiddleware, Policy, VerdictClass};
+//! # async fn fresh_auth_headers() -> Result<reqwest::header::HeaderMap, abide_reqwest::BoxError> {
+//! #     Ok(reqwest::header::HeaderMap::new())
+//! # }
+//!
+//! let policy = Policy::builder()
+//!     .with_max_attempts(5)                    // requests per logical request
+//!     .with_max_age(Duration::from_secs(120))  // give up after
+//!     .with_max_wait(Duration::from_secs(30))  // longest single wait a caller accepts
+//!     .with_headroom(0.9)                      // of an advertised limit
+//!     .with_classify(409, VerdictClass::Retry)
+//!     .with_refresh(|| async { Ok(fresh_auth_headers().await?) }) // 401: once
+//!     .build()?;
+//! let middleware = AbideMiddleware::new(policy);
+//! # Ok::<(), abide_reqwest::ConfigError>(())
+//! ```
 //!
 //! # Errors
 //! When abide gives up it returns [`reqwest_middleware::Error::Middleware`] holding a
@@ -43,10 +63,12 @@ use http::{Extensions, HeaderMap, StatusCode};
 use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_middleware::{Middleware, Next};
 
-use abide_tower::engine::{drive, Attempts, Outgoing, Reply, SendFailure};
-pub use abide_tower::{
-    engine, BoxError, ConfigError, LastAnswer, ManualSleeper, Policy, PolicyBuilder, RequestInfo,
-    Sleeper, StopReason, Stopped, TokioSleeper, WaitCause,
+#[cfg(feature = "redis")]
+pub use abide_client::CoordinationConfig;
+use abide_client::{drive, Attempts, Outgoing, Reply, SendFailure};
+pub use abide_client::{
+    BoxError, ConfigError, LastAnswer, ManualSleeper, Policy, PolicyBuilder, RequestInfo, Sleeper,
+    StopReason, Stopped, TokioSleeper, VerdictClass, WaitCause, IDEMPOTENCY_KEY,
 };
 
 /// The middleware. Build it from a [`Policy`]; `Default` uses [`Policy::default`].

@@ -2,8 +2,8 @@
 
 use tower::Layer;
 
-use crate::policy::Policy;
 use crate::service::AbideService;
+use abide_client::Policy;
 
 /// Applies a [`Policy`] to a client service.
 ///

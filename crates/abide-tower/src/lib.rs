@@ -1,10 +1,11 @@
 //! # abide-tower
 //!
-//! abide in-process for any tower client: a [`Layer`](tower::Layer) that classifies every
-//! answer, honours `Retry-After` (floored and capped), paces each host, draws retries from
-//! one retry budget per host and stops with an error that says why. Every service, clone
-//! and task built from one [`Policy`] shares one [`Session`](abide_core::Session) per host,
-//! so a throttle seen by one task slows all of them.
+//! abide in-process for any tower client: a [`Layer`](tower::Layer) over abide-client's
+//! driver, which classifies every answer, honours `Retry-After` (floored and capped),
+//! paces each host, draws retries from one retry budget per host and stops with an error
+//! that says why. Every service, clone and task built from one [`Policy`] shares one
+//! session per host (abide-core's `Session`), so a throttle seen by one task slows all of
+//! them.
 //!
 //! ```
 //! # fn demo<S>(client: S) { use tower::ServiceBuilder;
@@ -16,45 +17,27 @@
 //!
 //! The client is any `Service<http::Request<B>, Response = http::Response<_>>`
 //! (hyper-util's legacy client, a tonic channel, a test stub) whose body `B` implements
-//! [`TryCloneBody`]. Errors are [`Stopped`]: the [`StopReason`] (attempt cap, maximum age,
-//! a wait longer than `max_wait`, a terminal answer, a body that cannot be replayed, ...)
-//! and the [`LastAnswer`] the server gave.
-//!
-//! # What it does per request
-//! - waits for the host's send slot (the pacer learns the limit from throttles and
-//!   follows `RateLimit` / `X-RateLimit-*` headers at `headroom` of the advertised rate);
-//! - sends, with the same idempotency key on every attempt (generated for non-idempotent
-//!   methods when absent; `without_idempotency_keys` opts out);
-//! - classifies the answer (HTTP table plus `classify` overrides); a throttle pauses the
-//!   whole host; `Retry-After` (RFC 9110 §10.2.3) outranks our backoff; an unparseable one
-//!   waits long, never zero;
-//! - retries until `max_attempts`, `max_age`, or a wait longer than `max_wait`;
-//! - a `401` calls the refresh hook once and sends again;
-//! - `Deprecation` (RFC 9745) and `Sunset` (RFC 8594) are logged once per host as
-//!   `tracing` warnings.
-//!
-//! A request whose body cannot be copied ([`TryCloneBody`] answers `None`) is sent once
-//! and never retried.
+//! [`TryCloneBody`]. Errors are [`Stopped`]: the [`StopReason`] and the [`LastAnswer`] the
+//! server gave. The rules, waits and errors are abide-client's (re-exported here); see
+//! its crate docs. A request whose body cannot be copied ([`TryCloneBody`] answers
+//! `None`) is sent once and never retried.
 //!
 //! # Map
-//! [`policy`] (the rules, the shared hosts), [`engine`] (the driver, reusable by other
-//! clients: `abide-reqwest` uses it), [`AbideLayer`] / [`AbideService`], [`sleep`]
-//! (injected waiting), [`error`].
+//! [`AbideLayer`] / [`AbideService`] (the adapter), [`TryCloneBody`] (which bodies can be
+//! sent again); [`Policy`], [`PolicyBuilder`] and the errors from abide-client.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod body;
-pub mod engine;
-pub mod error;
 mod layer;
-pub mod policy;
-mod registry;
 mod service;
-pub mod sleep;
 
+#[cfg(feature = "redis")]
+pub use abide_client::CoordinationConfig;
+pub use abide_client::{
+    BoxError, ConfigError, LastAnswer, ManualSleeper, Policy, PolicyBuilder, RequestInfo, Sleeper,
+    StopReason, Stopped, TokioSleeper, VerdictClass, WaitCause, IDEMPOTENCY_KEY,
+};
 pub use body::TryCloneBody;
-pub use error::{BoxError, ConfigError, LastAnswer, StopReason, Stopped, WaitCause};
 pub use layer::AbideLayer;
-pub use policy::{Policy, PolicyBuilder, RequestInfo, IDEMPOTENCY_KEY};
 pub use service::{AbideService, ResponseFuture};
-pub use sleep::{ManualSleeper, Sleeper, TokioSleeper};

@@ -7,10 +7,11 @@ use std::task::{Context, Poll};
 use http::{HeaderMap, Request, Response, StatusCode};
 use tower::{Service, ServiceExt};
 
+use abide_client::{
+    drive, Attempts, BoxError, Outgoing, Policy, Reply, RequestInfo, SendFailure, Stopped,
+};
+
 use crate::body::TryCloneBody;
-use crate::engine::{drive, Attempts, Outgoing, Reply, SendFailure};
-use crate::error::{BoxError, Stopped};
-use crate::policy::{Policy, RequestInfo};
 
 /// A client service whose requests are classified, paced and retried per host.
 ///

@@ -182,16 +182,28 @@ pub(crate) fn decide_unsent(
 /// `DEFERRED` (`max_age`) for an item at or past its maximum age, sent or not: age is the
 /// message's, whatever kept it from going out.
 fn past_max_age(input: &DecideInput<'_>, verdict: &Verdict) -> Option<Decision> {
-    let age = input
-        .wall
-        .duration_since(input.item.window_start)
-        .unwrap_or_default();
-    (age >= input.rules.max_age).then(|| {
+    is_past_max_age(input.item.window_start, input.wall, input.rules.max_age).then(|| {
         Decision::Deferred(DeferReason::MaxAge {
             max_age: input.rules.max_age,
             last: verdict.reason.clone(),
         })
     })
+}
+
+/// The one maximum-age rule: whether an item whose attempt window began at
+/// `window_start` (wall time) is at or past `max_age` at wall time `at`. Every decider
+/// uses it: the session at each answer, and an in-process caller asking whether a wait it
+/// is about to take would end past the age (`at` = now + the wait). A wall clock that went
+/// back reads as age zero.
+///
+/// ```
+/// # use abide_core::session::is_past_max_age; use std::time::{Duration, UNIX_EPOCH};
+/// let (start, max_age) = (UNIX_EPOCH, Duration::from_secs(60));
+/// assert!(!is_past_max_age(start, start + Duration::from_secs(59), max_age));
+/// assert!(is_past_max_age(start, start + max_age, max_age));
+/// ```
+pub fn is_past_max_age(window_start: SystemTime, at: SystemTime, max_age: Duration) -> bool {
+    at.duration_since(window_start).unwrap_or_default() >= max_age
 }
 
 /// How long a retried item waits: the server's `Retry-After` (already clamped) or our

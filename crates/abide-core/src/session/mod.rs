@@ -59,6 +59,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub use config::{RetryConfig, SessionConfig};
+pub use decide::is_past_max_age;
 pub use decide::{Decision, DeferReason};
 pub use delivery::{Answer, Delivery, HandBackReason, Step};
 pub use in_flight::{InFlightSnapshot, DECREASE as IN_FLIGHT_DECREASE, HELD_BACK_SHARE};

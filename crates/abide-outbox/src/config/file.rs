@@ -11,9 +11,11 @@ pub(super) struct FileConfig {
     pub(super) coordination: Option<FileCoordination>,
 }
 
-/// `[coordination]`: how several nodes share each provider's limit.
+/// `[coordination]`: how several nodes share each provider's limit. Without the `redis`
+/// feature it is read only to be refused by name.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(super) struct FileCoordination {
     pub(super) redis_url: Option<String>,
     pub(super) expected_nodes: Option<u32>,

@@ -78,59 +78,12 @@ pub const DEFAULT_IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
 pub struct Config {
     /// Providers, in file order.
     pub providers: Vec<ProviderConfig>,
-    /// `[coordination] redis_url`: the Redis through which several nodes share each
-    /// provider's limit (see [`crate::coord`]); `None` = this node alone, in memory. It may
-    /// hold a password: show it only through [`crate::echo::redact_url`].
-    pub redis_url: Option<Secret>,
-    /// `[coordination] expected_nodes`: how many nodes a node assumes share each limit
-    /// while Redis has not answered since it started (it sends `rate ÷ expected_nodes`
-    /// then, never the whole rate alone); default [`DEFAULT_EXPECTED_NODES`], 1..=1000.
-    pub expected_nodes: u32,
-    /// `[coordination] key_prefix`: the first part of every Redis key this deployment's
-    /// nodes share limits under (`<key_prefix>:coord:<provider>:<digest>`); default
-    /// [`DEFAULT_KEY_PREFIX`]. Two unrelated deployments on one Redis that name a provider
-    /// alike and use the same key share one limit unless their prefixes differ. Checked by
-    /// [`check_key_prefix`].
-    pub key_prefix: String,
+    /// `[coordination]`: the Redis through which several nodes share each provider's limit
+    /// (`redis_url`; none = this node alone, in memory), the nodes assumed before it
+    /// answers (`expected_nodes`) and the prefix of this deployment's keys (`key_prefix`).
+    #[cfg(feature = "redis")]
+    pub coordination: abide_redis::CoordinationConfig,
 }
-
-/// The Redis key prefix when none is configured.
-pub const DEFAULT_KEY_PREFIX: &str = "abide";
-
-/// Longest Redis key prefix accepted, in bytes.
-pub const MAX_KEY_PREFIX: usize = 64;
-
-/// Check a Redis key prefix (`[coordination] key_prefix`, `--redis-prefix`): 1 to
-/// [`MAX_KEY_PREFIX`] characters among ASCII letters, digits, `_`, `-`, `.` and `:` (no
-/// spaces and no glob characters, which `abide status` would read as a pattern).
-///
-/// # Errors
-/// A sentence saying what is wrong with it.
-pub fn check_key_prefix(prefix: &str) -> Result<(), String> {
-    if prefix.is_empty() {
-        return Err("is empty: give a name such as \"abide\" or \"billing-prod\"".into());
-    }
-    if prefix.len() > MAX_KEY_PREFIX {
-        return Err(format!(
-            "is {} bytes long: at most {MAX_KEY_PREFIX}",
-            prefix.len()
-        ));
-    }
-    if let Some(c) = prefix
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')))
-    {
-        return Err(format!(
-            "{} holds {c:?}: use ASCII letters, digits, '_', '-', '.' and ':' only",
-            clip(prefix)
-        ));
-    }
-    Ok(())
-}
-
-/// Nodes assumed to share a limit when Redis is configured but has not answered yet:
-/// configuring Redis means more than one node is meant to run.
-pub const DEFAULT_EXPECTED_NODES: u32 = 2;
 
 /// One provider.
 ///
@@ -374,42 +327,28 @@ impl Config {
                 }
             }
         }
-        let (redis_url, expected_nodes, key_prefix) =
-            file.coordination.map_or((None, None, None), |c| {
-                (c.redis_url, c.expected_nodes, c.key_prefix)
-            });
-        let key_prefix = key_prefix.unwrap_or_else(|| DEFAULT_KEY_PREFIX.to_owned());
-        check_key_prefix(&key_prefix)
-            .map_err(|why| invalid("<file>", "coordination.key_prefix", why))?;
-        let expected_nodes = match expected_nodes {
-            None => DEFAULT_EXPECTED_NODES,
-            Some(n @ 1..=1000) => n,
-            Some(n) => {
-                return Err(invalid(
-                    "<file>",
-                    "coordination.expected_nodes",
-                    format!("{n} is out of range: 1..=1000 nodes"),
-                ));
+        #[cfg(feature = "redis")]
+        let coordination = match file.coordination {
+            None => abide_redis::CoordinationConfig::default(),
+            Some(c) => {
+                abide_redis::CoordinationConfig::new(c.redis_url, c.expected_nodes, c.key_prefix)
+                    .map_err(|e| {
+                        invalid("<file>", &format!("coordination.{}", e.setting), e.problem)
+                    })?
             }
         };
-        let redis_url = match redis_url {
-            Some(u) if !(u.starts_with("redis://") || u.starts_with("rediss://")) => {
-                return Err(invalid(
-                    "<file>",
-                    "coordination.redis_url",
-                    format!(
-                        "{} is not a redis:// or rediss:// URL",
-                        clip(&echo::redact_url(&u))
-                    ),
-                ));
-            }
-            u => u.map(Secret::new),
-        };
+        #[cfg(not(feature = "redis"))]
+        if file.coordination.is_some() {
+            return Err(invalid(
+                "<file>",
+                "coordination",
+                "this build has no Redis coordination (abide-outbox's cargo feature `redis`)",
+            ));
+        }
         Ok(Self {
             providers,
-            redis_url,
-            expected_nodes,
-            key_prefix,
+            #[cfg(feature = "redis")]
+            coordination,
         })
     }
 
@@ -522,6 +461,7 @@ mod tests {
         assert_eq!(b.rate_limit_dialect, Dialect::Auto);
     }
 
+    #[cfg(feature = "redis")]
     #[test]
     fn the_redis_key_prefix_defaults_to_abide_and_is_checked() {
         let with = |coord: &str| {
@@ -531,10 +471,10 @@ mod tests {
             ))
         };
         let c = Config::from_toml_str(GOOD).unwrap();
-        assert_eq!(c.key_prefix, DEFAULT_KEY_PREFIX);
-        assert_eq!(with("").unwrap().key_prefix, "abide");
+        assert_eq!(c.coordination.key_prefix, abide_redis::DEFAULT_KEY_PREFIX);
+        assert_eq!(with("").unwrap().coordination.key_prefix, "abide");
         let c = with("key_prefix = \"billing-prod:eu.1\"").unwrap();
-        assert_eq!(c.key_prefix, "billing-prod:eu.1");
+        assert_eq!(c.coordination.key_prefix, "billing-prod:eu.1");
         for bad in [
             "\"\"",
             "\"a b\"",
@@ -546,10 +486,22 @@ mod tests {
                 .to_string();
             assert!(e.contains("coordination.key_prefix"), "{bad}: {e}");
         }
-        assert_eq!(check_key_prefix(&"x".repeat(64)), Ok(()));
-        assert!(check_key_prefix("a\u{e9}")
+        for (bad, field) in [
+            ("expected_nodes = 0", "coordination.expected_nodes"),
+            ("redis_url = \"http://u:PASS@h\"", "coordination.redis_url"),
+        ] {
+            let e = with(bad).unwrap_err().to_string();
+            assert!(e.contains(field) && !e.contains("PASS"), "{bad}: {e}");
+        }
+    }
+
+    #[cfg(not(feature = "redis"))]
+    #[test]
+    fn a_coordination_section_needs_the_redis_feature() {
+        let e = Config::from_toml_str(&format!("{GOOD}\n[coordination]\nkey_prefix = \"a\"\n"))
             .unwrap_err()
-            .contains("ASCII letters"));
+            .to_string();
+        assert!(e.contains("feature `redis`"), "{e}");
     }
 
     #[test]

@@ -39,7 +39,6 @@ use tokio::sync::{mpsc, watch, Mutex};
 use tokio::task::JoinSet;
 
 use crate::config::{Config, ProviderConfig};
-use crate::coord::{CoordinationTarget, RedisCoordination};
 use crate::credentials::{CredentialSource, EnvCredentials};
 use crate::error::Result;
 use crate::model::{Completion, Enqueued, Item, NewItem};
@@ -47,6 +46,8 @@ use crate::progress::{Progress, ProviderProgress, Stats, Totals};
 use crate::sleep::{Sleeper, TokioSleeper};
 use crate::store::Store;
 use crate::transport::{HttpTransport, SmppTransport, Transport};
+#[cfg(feature = "redis")]
+use abide_redis::{CoordinationTarget, RedisCoordination};
 use runtime::ProviderRuntime;
 
 /// How much longer than a provider's request timeout the lease must be: an attempt that
@@ -69,8 +70,9 @@ pub const MIN_LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// - `sleeper`: `None` = [`TokioSleeper`] on the dispatcher's clock
 /// - `credentials`: `None` = [`EnvCredentials`] (each provider's `credentials_env`)
 /// - `store_fault_limit`: 60 s (results failing to be written this long stop the run)
-/// - `redis_url`: `None` (each provider's limit is this node's alone, in memory)
-/// - `coordination_prefix`: `abide:coord`
+/// - `redis_url` (feature `redis`): `None` (each provider's limit is this node's alone,
+///   in memory)
+/// - `coordination_prefix` (feature `redis`): `abide:coord`
 #[derive(Debug, Clone)]
 pub struct DispatcherOptions {
     /// Lease on claimed items; at least every provider's `timeout` + [`MIN_LEASE_MARGIN`].
@@ -98,10 +100,12 @@ pub struct DispatcherOptions {
     /// sent while they fail.
     pub store_fault_limit: Duration,
     /// Share each provider's schedule, pauses, learned rate and retry budget with the
-    /// other nodes on this Redis ([`crate::coord`]); the node id is the lease owner. May
-    /// hold a password: it is shown only redacted.
+    /// other nodes on this Redis ([`abide_redis::RedisCoordination`]); the node id is the
+    /// lease owner. May hold a password: it is shown only redacted.
+    #[cfg(feature = "redis")]
     pub redis_url: Option<String>,
     /// Prefix of the Redis keys (nodes that share limits use the same one).
+    #[cfg(feature = "redis")]
     pub coordination_prefix: String,
 }
 
@@ -119,7 +123,9 @@ impl Default for DispatcherOptions {
             owner: None,
             credentials: None,
             store_fault_limit: Duration::from_secs(60),
+            #[cfg(feature = "redis")]
             redis_url: None,
+            #[cfg(feature = "redis")]
             coordination_prefix: "abide:coord".into(),
         }
     }
@@ -246,6 +252,7 @@ impl<S: Store> Dispatcher<S> {
             }
         }
         let mono = clock.monotonic();
+        #[cfg(feature = "redis")]
         let credentials = opts
             .credentials
             .clone()
@@ -258,6 +265,9 @@ impl<S: Store> Dispatcher<S> {
         for p in &config.providers {
             let mut rules = p.session_config();
             rules.budget_denied_delay = opts.budget_denied_delay;
+            #[cfg(not(feature = "redis"))]
+            let coordination: Arc<dyn Coordination> = Arc::new(Local);
+            #[cfg(feature = "redis")]
             let coordination: Arc<dyn Coordination> = match &opts.redis_url {
                 None => Arc::new(Local),
                 Some(url) => {
@@ -265,7 +275,7 @@ impl<S: Store> Dispatcher<S> {
                         url: url.clone(),
                         prefix: opts.coordination_prefix.clone(),
                         node: owner.clone(),
-                        expected_nodes: config.expected_nodes,
+                        expected_nodes: config.coordination.expected_nodes,
                     };
                     // The limit belongs to the credential: its digest is in the key.
                     let credential = match &p.smpp {
@@ -278,7 +288,7 @@ impl<S: Store> Dispatcher<S> {
                     };
                     let c = RedisCoordination::start(
                         &target,
-                        &crate::coord::limit_key(&p.name, credential.as_deref()),
+                        &abide_redis::limit_key(&p.name, credential.as_deref()),
                         rules.pacer.initial_rate,
                         rules.pacer.burst,
                         rules.budget,

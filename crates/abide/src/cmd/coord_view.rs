@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
 use abide_core::{CoordinationMode, CoordinationStatus};
-use abide_outbox::SharedLimit;
+use abide_redis::SharedLimit;
 use serde_json::{json, Value};
 
 use super::serve_dashboard::rfc3339;

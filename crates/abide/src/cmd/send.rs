@@ -264,18 +264,23 @@ pub(crate) fn load_config(
 pub(crate) fn redis_url(flag: Option<&str>, cfg: &Config) -> Option<String> {
     flag.filter(|u| !u.trim().is_empty())
         .map(str::to_owned)
-        .or_else(|| cfg.redis_url.as_ref().map(|s| s.expose().to_owned()))
+        .or_else(|| {
+            cfg.coordination
+                .redis_url
+                .as_ref()
+                .map(|s| s.expose().to_owned())
+        })
 }
 
 /// The prefix of the coordination keys: `--redis-prefix` (or `ABIDE_REDIS_PREFIX`), else
 /// the providers file's `[coordination] key_prefix` (default `abide`), then `:coord`.
 pub(crate) fn coordination_prefix(flag: Option<&str>, cfg: &Config) -> String {
-    abide_outbox::coord::coordination_prefix(flag.unwrap_or(&cfg.key_prefix))
+    abide_redis::coordination_prefix(flag.unwrap_or(&cfg.coordination.key_prefix))
 }
 
 /// `--redis-prefix`: a key prefix as `[coordination] key_prefix` accepts it.
 pub(crate) fn parse_redis_prefix(s: &str) -> Result<String, String> {
-    abide_outbox::config::check_key_prefix(s)
+    abide_redis::check_key_prefix(s)
         .map(|()| s.to_owned())
         .map_err(|why| format!("the Redis key prefix {why}"))
 }
@@ -293,8 +298,8 @@ pub(crate) async fn check_redis(
     url: &str,
 ) -> anyhow::Result<()> {
     let from_flag = flag.is_some_and(|u| !u.trim().is_empty());
-    match abide_outbox::coord::probe(url, std::time::Duration::from_secs(2)).await {
-        Err(e @ abide_outbox::ProbeError::Config { .. }) => {
+    match abide_redis::probe(url, std::time::Duration::from_secs(2)).await {
+        Err(e @ abide_redis::ProbeError::Config { .. }) => {
             let source = if from_flag {
                 "--redis (or ABIDE_REDIS_URL)".to_owned()
             } else {
@@ -302,7 +307,7 @@ pub(crate) async fn check_redis(
             };
             anyhow::bail!("{source}: {e}")
         }
-        Err(abide_outbox::ProbeError::Unreachable { .. }) | Ok(()) => Ok(()),
+        Err(abide_redis::ProbeError::Unreachable { .. }) | Ok(()) => Ok(()),
     }
 }
 

@@ -80,15 +80,15 @@ pub(crate) struct Args {
 impl Args {
     /// The prefix of the coordination keys shown (`--redis-prefix`, then `:coord`).
     pub(crate) fn coordination_prefix(&self) -> String {
-        abide_outbox::coord::coordination_prefix(&self.redis_prefix)
+        abide_redis::coordination_prefix(&self.redis_prefix)
     }
 }
 
 /// The coordination part of the summary: the shared view, or why it is missing.
-async fn coordination(args: &Args) -> Option<Result<Vec<abide_outbox::SharedLimit>, String>> {
+async fn coordination(args: &Args) -> Option<Result<Vec<abide_redis::SharedLimit>, String>> {
     let url = args.redis.as_deref()?;
     Some(
-        abide_outbox::coord::look(
+        abide_redis::look(
             url,
             &args.coordination_prefix(),
             std::time::Duration::from_secs(2),

@@ -1,4 +1,13 @@
-//! Several nodes (`abide send`, `abide serve`) sharing one provider's limit through Redis.
+//! # abide-redis
+//!
+//! Several nodes sharing one limit through Redis: outbox nodes (`abide send`, `abide
+//! serve`) sharing a provider's, in-process clients in several processes sharing a host's
+//! (abide-client's `with_coordination`).
+//!
+//! [`CoordinationConfig`] is `[coordination]` of a providers file; [`RedisCoordination`]
+//! shares one key's state (keys: [`coordination_prefix`] and [`limit_key`]); [`look`]
+//! reads every key from outside any node (`abide status --redis`) and [`probe`] checks a
+//! Redis URL at start.
 //!
 //! [`RedisCoordination`] implements abide-core's [`Coordination`] seam for one provider key:
 //! the session keeps deciding alone; this shares the state it decides with.
@@ -35,9 +44,16 @@
 //! ahead are charged to it, and until the nodes last seen are back (at most 5 s) it runs
 //! at the rejoined nodes' share only, the others still sending theirs in fallback.
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod config;
 mod look;
 mod sync;
 
+pub use config::{
+    check_key_prefix, ConfigError, CoordinationConfig, RedisUrl, DEFAULT_EXPECTED_NODES,
+    DEFAULT_KEY_PREFIX, MAX_EXPECTED_NODES, MAX_KEY_PREFIX,
+};
 pub use look::{is_transient, look, probe, ProbeError, SharedLimit, MAX_KEYS};
 
 use std::collections::VecDeque;
@@ -218,7 +234,7 @@ impl RedisCoordination {
         let shared = Arc::new(Shared {
             node: target.node.clone(),
             key: format!("{}:{provider}", target.prefix),
-            shown_url: crate::echo::redact_url(&target.url),
+            shown_url: abide_core::echo::redact_url(&target.url),
             budget,
             burst,
             clock,

@@ -165,7 +165,7 @@ impl Shared {
         drop(v);
         if !*failing {
             *failing = true;
-            let error = crate::echo::redact_text(error);
+            let error = abide_core::echo::redact_text(error);
             if joined {
                 tracing::warn!(url = %self.shown_url, key = %self.key, nodes, %error,
                     "coordination: Redis unavailable; sending this node's share of the last shared rate until it answers");
@@ -252,7 +252,7 @@ pub(super) fn peers(mut seen: impl Iterator<Item = String>) -> Vec<abide_core::N
                 .unwrap_or(0.0)
         };
         out.push(abide_core::NodeSeen {
-            node: crate::echo::truncate(&node, 128),
+            node: abide_core::echo::truncate(&node, 128),
             last_seen_ago: micros(age.parse().unwrap_or(0)).min(Duration::from_secs(3600)),
             mode: info
                 .split_whitespace()

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-/// A boxed error, as tower and the refresh hook use.
+/// A boxed error: a client's transport error, or the refresh hook's.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What the server said in its last answer (or how the transport failed), as abide read it.

@@ -56,8 +56,8 @@ pub fn is_transient(e: &redis::RedisError) -> bool {
 /// (`SELECT` out of range) or the URL itself; [`ProbeError::Unreachable`] when it does not
 /// answer within `timeout` or the connection fails.
 pub async fn probe(url: &str, timeout: Duration) -> Result<(), ProbeError> {
-    let shown = crate::echo::redact_url(url);
-    let text = |e: &redis::RedisError| crate::echo::redact_text(&e.to_string());
+    let shown = abide_core::echo::redact_url(url);
+    let text = |e: &redis::RedisError| abide_core::echo::redact_text(&e.to_string());
     let client = redis::Client::open(url).map_err(|e| ProbeError::Config {
         url: shown.clone(),
         message: format!("not a usable Redis URL: {}", text(&e)),
@@ -142,7 +142,7 @@ pub async fn look(
     timeout: Duration,
 ) -> Result<Vec<SharedLimit>, ProbeError> {
     probe(url, timeout).await?;
-    let shown = crate::echo::redact_url(url);
+    let shown = abide_core::echo::redact_url(url);
     let read = async {
         let client = redis::Client::open(url)?;
         let mut c = client.get_multiplexed_async_connection().await?;
@@ -172,7 +172,7 @@ pub async fn look(
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(ProbeError::Unreachable {
             url: shown,
-            message: crate::echo::redact_text(&e.to_string()),
+            message: abide_core::echo::redact_text(&e.to_string()),
         }),
         Err(_) => Err(ProbeError::Unreachable {
             url: shown,

@@ -2,9 +2,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
 
-use abide_core::{Session, SessionConfig, Warning};
+use abide_core::{Session, Warning};
 
 /// A host's shared state: its session (pacer, budget, classifier) and the
 /// `Deprecation`/`Sunset` warnings already logged for it.
@@ -49,14 +48,15 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    pub(crate) fn host(&self, key: &str, cfg: &SessionConfig, now: Instant) -> Arc<Host> {
+    /// Host `key`, its session made by `session` when it is the first request to it.
+    pub(crate) fn host(&self, key: &str, session: impl FnOnce() -> Session) -> Arc<Host> {
         let mut hosts = self.hosts.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(h) = hosts.get(key) {
             return Arc::clone(h);
         }
         let h = Arc::new(Host {
             key: key.to_owned(),
-            session: Session::new(cfg.clone(), now),
+            session: session(),
             warned: Mutex::new(HashSet::new()),
         });
         hosts.insert(key.to_owned(), Arc::clone(&h));

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use abide_core::{
-    Backoff, BudgetSnapshot, ClassifyOverrides, Clock, Jitter, PacerSnapshot, SessionConfig,
-    SystemClock, VerdictClass,
+    Backoff, BudgetSnapshot, ClassifyOverrides, Clock, CoordinationStatus, Jitter, PacerSnapshot,
+    Session, SessionConfig, SystemClock, VerdictClass,
 };
 use http::{HeaderMap, HeaderName, Method};
 use rand::{RngCore, SeedableRng};
@@ -53,7 +53,7 @@ type KeyFn = Arc<dyn Fn(&RequestInfo<'_>) -> String + Send + Sync>;
 /// (draft-ietf-httpapi-idempotency-key-header).
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
-/// The rules, the clock and one shared [`Session`](abide_core::Session) per host.
+/// The rules, the clock and one shared [`Session`] per host.
 ///
 /// # Clone
 /// Cheap (an `Arc`). Every clone, and every layer, middleware and task built from it, shares
@@ -75,6 +75,9 @@ pub(crate) struct Inner {
     pub(crate) sleeper: Arc<dyn Sleeper>,
     rng: Mutex<ChaCha8Rng>,
     registry: Registry,
+    /// Where the hosts' limits are shared with other processes, if anywhere.
+    #[cfg(feature = "redis")]
+    shared: Option<crate::coordination::Shared>,
 }
 
 impl fmt::Debug for Policy {
@@ -141,9 +144,27 @@ impl Policy {
             .map(|h| h.session.budget().snapshot(now))
     }
 
-    pub(crate) fn host(&self, key: &str) -> Arc<Host> {
+    /// The coordination status of host `key` now (how its limit is shared: `local` alone,
+    /// or through Redis), if a request to it was made.
+    pub fn coordination_status(&self, key: &str) -> Option<CoordinationStatus> {
         let now = self.inner.clock.monotonic();
-        self.inner.registry.host(key, &self.inner.session, now)
+        self.inner.registry.get(key).map(|h| {
+            let s = &h.session;
+            s.coordination().status(s.pacer(), now)
+        })
+    }
+
+    pub(crate) fn host(&self, key: &str) -> Arc<Host> {
+        let i = &self.inner;
+        let now = i.clock.monotonic();
+        i.registry.host(key, || {
+            #[cfg(feature = "redis")]
+            if let Some(shared) = &i.shared {
+                let c = shared.start(key, &i.session, Arc::clone(&i.clock));
+                return Session::with_coordination(i.session.clone(), now, c);
+            }
+            Session::new(i.session.clone(), now)
+        })
     }
 
     /// A per-request RNG drawn from the policy's seeded one (reproducible with `with_seed`).
@@ -178,6 +199,8 @@ impl Policy {
                 sleeper,
                 rng: Mutex::new(rng),
                 registry: Registry::default(),
+                #[cfg(feature = "redis")]
+                shared: b.shared.ok().flatten(),
             }),
         }
     }
@@ -212,6 +235,8 @@ pub struct PolicyBuilder {
     clock: Option<Arc<dyn Clock>>,
     sleeper: Option<Arc<dyn Sleeper>>,
     seed: Option<u64>,
+    #[cfg(feature = "redis")]
+    shared: Result<Option<crate::coordination::Shared>, ConfigError>,
 }
 
 impl fmt::Debug for PolicyBuilder {
@@ -244,6 +269,8 @@ impl Default for PolicyBuilder {
             clock: None,
             sleeper: None,
             seed: None,
+            #[cfg(feature = "redis")]
+            shared: Ok(None),
         }
     }
 }
@@ -368,11 +395,33 @@ impl PolicyBuilder {
         self
     }
 
+    /// Share each host's limit (send schedule, pauses, learned rate, retry budget) with
+    /// the policies of other processes through Redis, as outbox nodes share a provider's
+    /// (abide-redis; `[coordination]` of a providers file: `redis_url`, `expected_nodes`,
+    /// `key_prefix`). A host's Redis key is `<key_prefix>:coord:<host key>`, so policies
+    /// share a host's limit when they use the same prefix and the same host key
+    /// (`scheme://host[:port]`, or your `with_key`). Without a `redis_url` each process
+    /// keeps its hosts alone. Redis down or slow is never unlimited: each process then
+    /// sends its share of the rate (the pacer's rate ÷ the nodes last seen, or ÷
+    /// `expected_nodes` before Redis ever answered), and rejoins when it answers.
+    ///
+    /// Each policy is one node, with a random id. Feature `redis`.
+    ///
+    /// # Panics
+    /// At the first request to a host, outside a tokio runtime (the coordination of each
+    /// host syncs on a tokio task).
+    #[cfg(feature = "redis")]
+    pub fn with_coordination(mut self, config: &abide_redis::CoordinationConfig) -> Self {
+        self.shared = crate::coordination::Shared::new(config);
+        self
+    }
+
     /// The policy.
     ///
     /// # Errors
     /// [`ConfigError`] naming the setting: `max_attempts` 0, `max_age` or `max_wait` zero,
-    /// `headroom` outside (0, 1], a rate not positive and finite.
+    /// `headroom` outside (0, 1], a rate not positive and finite, a `redis_url` the redis
+    /// crate cannot read.
     pub fn build(self) -> Result<Policy, ConfigError> {
         let bad = |setting, problem: &str| {
             Err(ConfigError {
@@ -401,6 +450,10 @@ impl PolicyBuilder {
             if !(r.is_finite() && r > 0.0) {
                 return bad(name, &format!("{r} is not a positive number of requests/s"));
             }
+        }
+        #[cfg(feature = "redis")]
+        if let Err(e) = &self.shared {
+            return Err(e.clone());
         }
         Ok(Policy::from_valid(self))
     }

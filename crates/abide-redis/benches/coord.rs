@@ -1,9 +1,9 @@
-//! Redis coordination cost (issue 15): how long one exchange with the shared state takes,
+//! Redis coordination cost: how long one exchange with the shared state takes,
 //! and how many exchanges a node makes per item it sends.
 //!
 //! ```text
-//! cargo bench -p abide-outbox --bench coord                          # defaults below
-//! cargo bench -p abide-outbox --bench coord -- --calls 20000 --rate 100 --secs 10
+//! cargo bench -p abide-redis --bench coord                          # defaults below
+//! cargo bench -p abide-redis --bench coord -- --calls 20000 --rate 100 --secs 10
 //! ```
 //!
 //! 1. **Exchange.** `--calls` sequential `EVALSHA`s of the very `sync.lua` a
@@ -30,11 +30,11 @@ use std::time::Duration;
 use abide_core::{
     Clock, Coordination, Pacer, PacerConfig, Reservation, RetryBudgetConfig, SystemClock,
 };
-use abide_outbox::{CoordinationTarget, RedisCoordination};
+use abide_redis::{CoordinationTarget, RedisCoordination};
 use redis::aio::ConnectionManager;
 use support::Args;
 
-/// `sync.lua`'s answer (as `coord::sync::Reply`).
+/// `sync.lua`'s answer (as `abide_redis` `sync::Reply`).
 type Reply = (
     i64,
     i64,
@@ -47,13 +47,14 @@ type Reply = (
     i64,
     i64,
     Vec<i64>,
+    Vec<String>,
 );
 
 const URL: &str = "redis://127.0.0.1:6379";
 const USAGE: &str = "\
 coord: Redis coordination cost per exchange and per delivered item
 
-cargo bench -p abide-outbox --bench coord -- [OPTIONS]
+cargo bench -p abide-redis --bench coord -- [OPTIONS]
   --calls N   timed exchanges (default 10000, at most 1000000)
   --slots N   slots each exchange takes (default 20: 200 ms of 100/s)
   --nodes N   nodes sharing the key in part 2 (default 1, at most 16)
@@ -126,7 +127,7 @@ fn summary(d: &mut [Duration]) -> String {
 /// Part 1: `calls` timed exchanges, and as many `PING`s.
 async fn exchange(conn: &mut ConnectionManager, prefix: &str, calls: usize, slots: u32) {
     let clock = SystemClock;
-    let script = redis::Script::new(include_str!("../src/coord/sync.lua"));
+    let script = redis::Script::new(include_str!("../src/sync.lua"));
     let key = format!("{prefix}:x");
     let mut times = Vec::with_capacity(calls);
     let mut granted = 0_usize;
@@ -136,7 +137,7 @@ async fn exchange(conn: &mut ConnectionManager, prefix: &str, calls: usize, slot
         inv.key(format!("{key}:state"))
             .key(format!("{key}:nodes"))
             .key(format!("{key}:info"));
-        // ARGV as `coord::sync` fills it; a rate high enough that the horizon never cuts
+        // ARGV as `sync.rs` fills it; a rate high enough that the horizon never cuts
         // the batch short, so every call does the full work.
         inv.arg("bench-node")
             .arg(2000)
@@ -159,7 +160,12 @@ async fn exchange(conn: &mut ConnectionManager, prefix: &str, calls: usize, slot
             .arg(2_000_000)
             .arg(0)
             .arg("100000")
-            .arg(0);
+            .arg(0)
+            // A cold start (no lost state to charge), no shared slots held, no listing.
+            .arg(0)
+            .arg(5_000_000)
+            .arg(0)
+            .arg("0");
         let t = clock.monotonic();
         let reply: Reply = inv.invoke_async(conn).await.expect("sync.lua");
         if i > 0 {

@@ -5,12 +5,13 @@
 //! stop) is the session's; this loop only waits where the session says, sends, reports
 //! the answer, and turns the session's "hand back" into a wait (an in-process caller has no
 //! queue to hand an item back to) or, past `max_wait` or `max_age`, into a [`Stopped`].
-//! [`AbideService`](crate::AbideService) and the `abide-reqwest` middleware both drive it;
-//! implement [`Attempts`] to drive it from another client.
+//! abide-tower's service and abide-reqwest's middleware both drive it; implement
+//! [`Attempts`] to drive it from another client (see the [crate docs](crate)).
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use abide_core::session::is_past_max_age;
 use abide_core::{
     parse_warnings, BudgetRole, Decision, DeferReason, HandBackReason, ItemContext, Observation,
     Step, TransportFailure, VerdictClass,
@@ -173,8 +174,9 @@ pub async fn drive<A: Attempts>(
             replay_safe = true;
         }
     }
-    // A wait the caller accepts, or the reason it does not.
-    let check = |wait: Duration, cause: WaitCause, now: Instant| -> Option<StopReason> {
+    // A wait the caller accepts, or the reason it does not: longer than `max_wait`, or
+    // ending past the maximum age (the session's own rule, on its wall clock).
+    let check = |wait: Duration, cause: WaitCause| -> Option<StopReason> {
         if wait > p.max_wait {
             return Some(StopReason::WaitTooLong {
                 wait,
@@ -182,10 +184,12 @@ pub async fn drive<A: Attempts>(
                 cause,
             });
         }
-        if now.saturating_duration_since(start) + wait > max_age {
-            return Some(StopReason::MaxAge { max_age });
-        }
-        None
+        let past = p
+            .clock
+            .now()
+            .checked_add(wait)
+            .is_none_or(|end| is_past_max_age(window_start, end, max_age));
+        past.then_some(StopReason::MaxAge { max_age })
     };
     let mut role = BudgetRole::First;
     'logical: loop {
@@ -201,7 +205,7 @@ pub async fn drive<A: Attempts>(
                 Step::Send => {}
                 Step::WaitUntil(at) => {
                     let wait = at.saturating_duration_since(now);
-                    if let Some(r) = check(wait, WaitCause::Pacing, now) {
+                    if let Some(r) = check(wait, WaitCause::Pacing) {
                         return Err(trace.stop(r, now));
                     }
                     p.sleeper.sleep_until(at).await;
@@ -212,7 +216,7 @@ pub async fn drive<A: Attempts>(
                         HandBackReason::RetryBudgetExhausted => WaitCause::RetryBudget,
                         _ => WaitCause::HostPaused,
                     };
-                    if let Some(r) = check(after, cause, now) {
+                    if let Some(r) = check(after, cause) {
                         return Err(trace.stop(r, now));
                     }
                     p.sleeper.sleep_until(now + after).await;
@@ -329,7 +333,7 @@ pub async fn drive<A: Attempts>(
                     if !replay_safe && !not_acted_on {
                         return Err(trace.stop(StopReason::NotReplaySafe, now));
                     }
-                    if let Some(r) = check(after, WaitCause::Retry, now) {
+                    if let Some(r) = check(after, WaitCause::Retry) {
                         return Err(trace.stop(r, now));
                     }
                     tracing::debug!(
