@@ -55,7 +55,7 @@ fuzz_target!(|data: &[u8]| {
             headers.append(HeaderName::from_static(name), v);
         }
     }
-    for (dialect, _) in Dialect::ALL {
+    for dialect in Dialect::ALL {
         let r = ratelimit::read(&headers, now, dialect);
         assert!(r.retry_after_ms.is_none_or(|d| d <= MAX_RESET));
         if let Some(info) = r.info {

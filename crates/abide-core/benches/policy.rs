@@ -58,6 +58,7 @@ fn bench_pacer(c: &mut Criterion) {
         reason: "http_200".into(),
         retry_after: None,
         rate_limit: None,
+        secondary_limit: false,
     };
     let mut g = c.benchmark_group("pacer");
     g.throughput(Throughput::Elements(1));

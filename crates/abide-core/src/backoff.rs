@@ -87,20 +87,10 @@ impl Backoff {
     }
 
     /// The un-jittered ceiling for retry number `retry` (1 = first retry; 0 is treated as 1):
-    /// `min(cap, base × 2^(retry−1))`, saturating instead of overflowing for huge `retry`.
+    /// `min(cap, base × 2^(retry−1))` ([`capped_doubling`]), saturating instead of
+    /// overflowing for huge `retry`.
     pub fn ceiling(&self, retry: u32) -> Duration {
-        let doublings = retry.saturating_sub(1);
-        let factor = 1u32.checked_shl(doublings).filter(|_| doublings < 32);
-        let raw = match factor {
-            Some(f) => self.base.checked_mul(f),
-            None => None,
-        };
-        match raw {
-            Some(d) => d.min(self.cap),
-            // Only a zero base stays finite after 2^32 doublings.
-            None if self.base.is_zero() => Duration::ZERO,
-            None => self.cap,
-        }
+        capped_doubling(self.base, self.cap, retry.saturating_sub(1))
     }
 
     /// The delay before retry number `retry` (1 = first retry). `previous` is the delay
@@ -117,6 +107,42 @@ impl Backoff {
             }
         }
     }
+}
+
+/// `min(cap, base × 2^doublings)`, exact to the nanosecond and saturating: never panics or
+/// overflows, whatever `doublings` is (a zero `base` stays zero).
+///
+/// The one growing wait of the crate: our [`Backoff`], the pacer's pause after throttles
+/// that named no delay, the host pause of a transport outage and of a refused credential,
+/// and the wait after repeated GitHub secondary limits all double this way.
+///
+/// # Examples
+/// ```
+/// use abide_core::backoff::capped_doubling;
+/// use std::time::Duration;
+///
+/// let s = Duration::from_secs;
+/// assert_eq!(capped_doubling(s(1), s(30), 0), s(1));
+/// assert_eq!(capped_doubling(s(1), s(30), 4), s(16));
+/// assert_eq!(capped_doubling(s(1), s(30), 5), s(30));
+/// assert_eq!(capped_doubling(s(1), s(30), u32::MAX), s(30));
+/// ```
+pub fn capped_doubling(base: Duration, cap: Duration, doublings: u32) -> Duration {
+    let nanos = base.as_nanos();
+    if nanos == 0 {
+        return Duration::ZERO;
+    }
+    let scaled = if doublings >= nanos.leading_zeros() {
+        u128::MAX
+    } else {
+        nanos << doublings
+    };
+    if scaled >= cap.as_nanos() {
+        return cap;
+    }
+    // Below `cap`, so the whole seconds fit in a u64.
+    let secs = u64::try_from(scaled / 1_000_000_000).unwrap_or(u64::MAX);
+    Duration::new(secs, (scaled % 1_000_000_000) as u32)
 }
 
 /// Uniform in `[lo, hi]` at nanosecond resolution (`hi` ≥ `lo`; spans beyond u64 nanoseconds,
@@ -202,7 +228,46 @@ mod tests {
         }
     }
 
+    #[test]
+    fn capped_doubling_is_exact_and_saturates() {
+        assert_eq!(capped_doubling(ms(100), ms(1000), 0), ms(100));
+        assert_eq!(capped_doubling(ms(100), ms(1000), 3), ms(800));
+        assert_eq!(capped_doubling(ms(100), ms(1000), 4), ms(1000));
+        assert_eq!(
+            capped_doubling(Duration::from_nanos(300), Duration::MAX, 2),
+            Duration::from_nanos(1200)
+        );
+        assert_eq!(capped_doubling(Duration::MAX, ms(5), 1), ms(5));
+        assert_eq!(
+            capped_doubling(Duration::from_nanos(1), Duration::MAX, 127),
+            Duration::MAX
+        );
+        assert_eq!(
+            capped_doubling(Duration::ZERO, ms(5), u32::MAX),
+            Duration::ZERO
+        );
+        // A cap below the base wins at once.
+        assert_eq!(capped_doubling(ms(10), ms(5), 0), ms(5));
+    }
+
     proptest! {
+        #[test]
+        fn capped_doubling_matches_checked_arithmetic(
+            base_ns in 0u64..10_000_000_000_000,
+            cap_ns in 0u64..u64::MAX,
+            doublings in 0u32..40,
+        ) {
+            let want = Duration::from_nanos(base_ns)
+                .checked_mul(1 << doublings.min(31))
+                .filter(|_| doublings < 32)
+                .map_or(Duration::from_nanos(cap_ns), |d| d.min(Duration::from_nanos(cap_ns)));
+            let got = capped_doubling(Duration::from_nanos(base_ns), Duration::from_nanos(cap_ns), doublings);
+            if doublings < 32 {
+                prop_assert_eq!(got, want);
+            }
+            prop_assert!(got <= Duration::from_nanos(cap_ns));
+        }
+
         #[test]
         fn delay_never_exceeds_cap(
             base_ms in 0u64..10_000_000,

@@ -41,28 +41,19 @@ pub enum Reservation {
     PastDeadline(Instant),
 }
 
-/// How a node's state is shared right now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CoordinationMode {
-    /// One node, in memory: nothing is shared.
-    #[default]
-    Local,
-    /// Shared through Redis.
-    Redis,
-    /// Redis is configured but unreachable or slow: this node sends its share of the last
-    /// shared rate (divided by the live node count) until Redis answers again.
-    Fallback,
-}
-
-impl CoordinationMode {
-    /// `local`, `redis` or `fallback`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CoordinationMode::Local => "local",
-            CoordinationMode::Redis => "redis",
-            CoordinationMode::Fallback => "fallback",
-        }
+crate::named_enum! {
+    /// How a node's state is shared right now (`local`, `redis` or `fallback`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum CoordinationMode("coordination mode") {
+        /// One node, in memory: nothing is shared.
+        #[default]
+        Local = "local",
+        /// Shared through Redis.
+        Redis = "redis",
+        /// Redis is configured but unreachable or slow: this node sends its share of the last
+        /// shared rate (divided by the live node count) until Redis answers again.
+        Fallback = "fallback",
     }
 }
 

@@ -46,9 +46,11 @@ pub mod classify;
 pub mod clock;
 pub mod coordination;
 pub mod echo;
+pub mod names;
 pub mod pacer;
 pub mod ratelimit;
 pub mod retry_after;
+pub mod rfc3339;
 mod serde_secs;
 pub mod session;
 pub mod sleep;
@@ -65,11 +67,12 @@ pub use coordination::{
     Coordination, CoordinationMode, CoordinationStatus, Local, NodeSeen, Reservation,
     MAX_NODES_SHOWN,
 };
+pub use names::UnknownName;
 pub use pacer::{NotYet, Pacer, PacerConfig, PacerSnapshot, SlotCounts};
-pub use ratelimit::{parse_rate_limit, Dialect, RateLimitInfo, RateLimitSource};
+pub use ratelimit::{parse_rate_limit, Dialect, RateLimitInfo, RateLimitSource, Reader};
 pub use retry_after::{DelayReason, RetryAfter, RetryAfterError, RetryAfterPolicy, RetryDelay};
 pub use session::{
     Answer, BudgetRole, Decision, DeferReason, Delivery, HandBackReason, ItemContext, RetryConfig,
-    Session, SessionConfig, Step,
+    Session, SessionConfig, SettingError, Step,
 };
 pub use warnings::{parse_warnings, Warning};

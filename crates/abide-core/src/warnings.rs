@@ -32,7 +32,7 @@ pub enum Warning {
     /// `Deprecation` (RFC 9745): the resource is (or will be) deprecated.
     Deprecation {
         /// When it is or was deprecated; `None` for the legacy `true` / `?1` form.
-        #[serde(serialize_with = "crate::serde_secs::opt_rfc3339")]
+        #[serde(serialize_with = "crate::rfc3339::serialize_opt")]
         at: Option<SystemTime>,
         /// Target of a `Link: <…>; rel="deprecation"`, if sent.
         link: Option<String>,
@@ -40,7 +40,7 @@ pub enum Warning {
     /// `Sunset` (RFC 8594): the resource is expected to stop responding at this time.
     Sunset {
         /// When the resource is expected to become unresponsive.
-        #[serde(serialize_with = "crate::serde_secs::rfc3339")]
+        #[serde(serialize_with = "crate::rfc3339::serialize")]
         at: SystemTime,
     },
 }

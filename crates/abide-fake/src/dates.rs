@@ -1,23 +1,17 @@
-//! The three HTTP-date forms (RFC 9110 §5.6.7): IMF-fixdate and the obsolete RFC 850 and
-//! asctime forms that recipients must still accept; and the `YYMMDDhhmm` of SMPP delivery
-//! receipts (SMPP 3.4 Appendix B).
+//! The obsolete HTTP-date forms (RFC 9110 §5.6.7) that recipients must still accept, RFC 850
+//! and asctime, which the fake sends to try clients (a sender writes IMF-fixdate:
+//! `abide_core::retry_after::RetryAfter::at`); and the `YYMMDDhhmm` of SMPP delivery
+//! receipts (SMPP 3.4 Appendix B). Each is a rearrangement of an IMF-fixdate, so calendar
+//! arithmetic stays in `httpdate`.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
-/// Whole seconds after `t`, rounded up: a date must not promise an earlier time than meant.
-pub(crate) fn ceil_to_second(t: SystemTime) -> SystemTime {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
-    UNIX_EPOCH + Duration::from_secs(secs)
-}
-
-/// `Sun, 06 Nov 1994 08:49:37 GMT`.
-pub(crate) fn imf_fixdate(t: SystemTime) -> String {
+/// `Sun, 06 Nov 1994 08:49:37 GMT` (the second truncated).
+fn imf_fixdate(t: SystemTime) -> String {
     httpdate::fmt_http_date(t)
 }
 
-/// The fields of an IMF-fixdate: (`Sun`, `06`, `Nov`, `1994`, `08:49:37`). The other two
-/// forms are rearrangements of it, so calendar arithmetic stays in `httpdate`.
+/// The fields of an IMF-fixdate: (`Sun`, `06`, `Nov`, `1994`, `08:49:37`).
 fn fields(t: SystemTime) -> [String; 5] {
     let imf = imf_fixdate(t);
     let mut it = imf
@@ -71,6 +65,8 @@ pub(crate) fn yymmddhhmm(t: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use abide_core::retry_after::{parse, RetryAfter};
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
     fn rfc9110_example_date_in_all_three_forms() {
@@ -80,10 +76,11 @@ mod tests {
         assert_eq!(asctime(t), "Sun Nov  6 08:49:37 1994");
         assert_eq!(yymmddhhmm(t), "9411060849");
         assert_eq!(yymmddhhmm(UNIX_EPOCH), "7001010000");
-        // All three parse back to the same instant.
+        // All three read back, by the reader clients use, as the same instant.
         for s in [imf_fixdate(t), rfc850(t), asctime(t)] {
-            assert_eq!(httpdate::parse_http_date(&s).unwrap(), t);
+            assert_eq!(parse(s.as_bytes()), Ok(RetryAfter::Date(t)), "{s}");
         }
+        assert_eq!(RetryAfter::at(t).to_string(), imf_fixdate(t));
     }
 
     #[test]
@@ -108,14 +105,8 @@ mod tests {
                 format!("{} Jun {} 00:00:00 2026", &name[..3], 15 + i)
             );
             for s in [rfc850(t), asctime(t)] {
-                assert_eq!(httpdate::parse_http_date(&s).unwrap(), t, "{s}");
+                assert_eq!(parse(s.as_bytes()), Ok(RetryAfter::Date(t)), "{s}");
             }
         }
-    }
-
-    #[test]
-    fn dates_round_up() {
-        let t = UNIX_EPOCH + Duration::from_millis(1_500);
-        assert_eq!(ceil_to_second(t), UNIX_EPOCH + Duration::from_secs(2));
     }
 }

@@ -81,6 +81,13 @@ pub enum Error {
     Gate(#[from] abide_gate::Error),
 }
 
+impl From<abide_core::UnknownName> for Error {
+    /// A style or state name that is not one of its spellings.
+    fn from(e: abide_core::UnknownName) -> Self {
+        Error::Config(e.to_string())
+    }
+}
+
 impl ProviderConfig {
     /// Check that the configuration can run (keys present, limits valid).
     ///

@@ -6,6 +6,7 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
+use abide_core::retry_after::RetryAfter;
 use abide_core::Clock;
 use abide_gate::{safe_trace, BearerKeys, Gate, GateSet, RateQuota, Rejection, Scope};
 use axum::body::Bytes;
@@ -293,7 +294,7 @@ fn decide(
             if app.cfg.abuse.suspension == SuspensionStyle::RetryAfter {
                 res.headers_mut().insert(
                     header::RETRY_AFTER,
-                    HeaderValue::from(ceil_secs(until - now)),
+                    RetryAfter::after(until - now).to_header_value(),
                 );
             }
             return Err(res);
@@ -450,18 +451,16 @@ fn note_abuse(app: &App, st: &mut Inner, key: &str, caller: &str, now: Instant) 
     }
 }
 
-/// Whole seconds, rounded up, at least 1: a `Retry-After` must never invite a retry before
-/// the wait is over, nor read as "now" (RFC 9110 §10.2.3).
-fn ceil_secs(d: Duration) -> u64 {
-    (d.as_secs() + u64::from(d.subsec_nanos() > 0)).max(1)
-}
-
 fn retry_after_value(style: RetryAfterStyle, rej: &Rejection, wall: SystemTime) -> Option<String> {
     let secs = rej.retry_after_secs();
-    let at = dates::ceil_to_second(wall) + Duration::from_secs(secs);
+    // The moment the wait ends, rounded up to the second: never earlier than meant.
+    let honest = RetryAfter::at(wall + Duration::from_secs(secs));
+    let RetryAfter::Date(at) = honest else {
+        return None;
+    };
     Some(match style {
-        RetryAfterStyle::Seconds => secs.to_string(),
-        RetryAfterStyle::ImfFixdate => dates::imf_fixdate(at),
+        RetryAfterStyle::Seconds => RetryAfter::Delay(Duration::from_secs(secs)).to_string(),
+        RetryAfterStyle::ImfFixdate => honest.to_string(),
         RetryAfterStyle::Rfc850 => dates::rfc850(at),
         RetryAfterStyle::Asctime => dates::asctime(at),
         RetryAfterStyle::Zero => "0".to_owned(),

@@ -11,14 +11,15 @@
 //!
 //! Resets are rounded up to whole seconds: a client must never be invited back early.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use abide_core::ratelimit::{self, Dialect};
+use abide_core::ratelimit::{self, Dialect, RATELIMIT, RATELIMIT_POLICY};
+use abide_core::retry_after::ceil_secs;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::config::HeaderStyle;
 
-const NAMES_IETF: [&str; 2] = ["ratelimit", "ratelimit-policy"];
+const NAMES_IETF: [&str; 2] = [RATELIMIT, RATELIMIT_POLICY];
 
 /// Rewrite the IETF fields in `h` into `style`; `wall` dates an epoch reset. Other headers
 /// are left alone; without IETF fields nothing changes.
@@ -68,14 +69,12 @@ pub(crate) fn restyle(h: &mut HeaderMap, style: HeaderStyle, wall: SystemTime) {
     }
 }
 
-fn ceil_secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use abide_core::ratelimit::Reader;
+    use std::time::Duration;
 
     fn gate_headers() -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -91,16 +90,16 @@ mod tests {
     #[test]
     fn each_style_reads_back_as_the_same_limit() {
         let wall = UNIX_EPOCH + Duration::from_secs(1_767_225_600);
-        for (style, dialect) in [
-            (HeaderStyle::Ietf, Dialect::Ietf),
-            (HeaderStyle::Draft6, Dialect::Ietf),
-            (HeaderStyle::XRateLimit, Dialect::XRateLimit),
+        for (style, reader) in [
+            (HeaderStyle::Ietf, Reader::Ietf),
+            (HeaderStyle::Draft6, Reader::Ietf),
+            (HeaderStyle::XRateLimit, Reader::XRateLimit),
         ] {
             let mut h = gate_headers();
             restyle(&mut h, style, wall);
             assert_eq!(h.get("retry-after").unwrap(), "2", "{style:?}");
             let r = ratelimit::read(&h, wall, Dialect::Auto);
-            assert_eq!(r.dialect, dialect, "{style:?}: {h:?}");
+            assert_eq!(r.reader, Some(reader), "{style:?}: {h:?}");
             let i = r.info.unwrap();
             assert_eq!((i.limit, i.remaining), (Some(10), Some(0)), "{style:?}");
             // Rewritten, 1.5 s is rounded up, never down.

@@ -17,9 +17,16 @@
 
 use std::time::Duration;
 
+use abide_core::ratelimit::RateLimitFields;
+use abide_core::retry_after::delay_seconds;
 use http::HeaderValue;
 
-/// Whole seconds for a `Retry-After` delay (RFC 9110 §10.2.3): rounded up, at least 1.
+pub use abide_core::ratelimit::{RATELIMIT, RATELIMIT_POLICY};
+pub(crate) use abide_core::retry_after::ceil_secs;
+
+/// Whole seconds for a `Retry-After` delay (RFC 9110 §10.2.3): rounded up, at least 1
+/// (`abide_core::retry_after::delay_seconds`, the writer every server of the workspace
+/// uses).
 ///
 /// # Examples
 /// ```
@@ -32,12 +39,7 @@ use http::HeaderValue;
 /// assert_eq!(retry_after_secs(Duration::ZERO), 1);
 /// ```
 pub fn retry_after_secs(wait: Duration) -> u64 {
-    ceil_secs(wait).max(1)
-}
-
-/// Whole seconds, rounded up (0 stays 0).
-pub(crate) fn ceil_secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+    delay_seconds(wait)
 }
 
 /// The state of one gate as advertised in the `RateLimit` fields.
@@ -65,20 +67,24 @@ fn ser_ceil_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::E
 impl GateStatus {
     /// This gate's `RateLimit-Policy` list member, e.g. `"key";q=10;w=1`.
     pub fn policy_member(&self) -> String {
-        match self.window_secs {
-            Some(w) => format!("\"{}\";q={};w={}", self.name, self.limit, w),
-            None => format!("\"{}\";q={}", self.name, self.limit),
-        }
+        self.fields().policy().to_owned()
     }
 
     /// This gate's `RateLimit` list member, e.g. `"key";r=0;t=1`.
     pub fn limit_member(&self) -> String {
-        format!(
-            "\"{}\";r={};t={}",
-            self.name,
-            self.remaining,
-            ceil_secs(self.reset)
-        )
+        self.fields().limit().to_owned()
+    }
+
+    fn fields(&self) -> RateLimitFields {
+        let mut f = RateLimitFields::new();
+        f.push(
+            &self.name,
+            u64::from(self.limit),
+            self.window_secs.map(Duration::from_secs),
+            u64::from(self.remaining),
+            self.reset,
+        );
+        f
     }
 }
 
@@ -103,44 +109,23 @@ pub(crate) struct Member<'a> {
     pub(crate) reset: Duration,
 }
 
-/// Both field values written straight into two strings (no per-member strings).
+/// Both field values, written by `abide_core::ratelimit::RateLimitFields` (straight into
+/// two strings, no per-member strings).
 pub(crate) fn rate_limit_fields<'a>(
     members: impl Iterator<Item = Member<'a>>,
 ) -> Option<(HeaderValue, HeaderValue)> {
-    use std::fmt::Write;
-    let (mut policy, mut limit) = (String::with_capacity(96), String::with_capacity(96));
+    let mut fields = RateLimitFields::new();
     for m in members {
-        if !policy.is_empty() {
-            policy.push_str(", ");
-            limit.push_str(", ");
-        }
-        // Writing into a String cannot fail.
-        let _ = match m.window_secs {
-            Some(w) => write!(policy, "\"{}\";q={};w={w}", m.name, m.limit),
-            None => write!(policy, "\"{}\";q={}", m.name, m.limit),
-        };
-        let _ = write!(
-            limit,
-            "\"{}\";r={};t={}",
+        fields.push(
             m.name,
-            m.remaining,
-            ceil_secs(m.reset)
+            u64::from(m.limit),
+            m.window_secs.map(Duration::from_secs),
+            u64::from(m.remaining),
+            m.reset,
         );
     }
-    if policy.is_empty() {
-        return None;
-    }
-    // Names are validated to be lowercase tokens at build time, so both are visible ASCII.
-    Some((
-        HeaderValue::try_from(policy).ok()?,
-        HeaderValue::try_from(limit).ok()?,
-    ))
+    fields.values()
 }
-
-/// Field name `RateLimit-Policy`.
-pub const RATELIMIT_POLICY: &str = "ratelimit-policy";
-/// Field name `RateLimit`.
-pub const RATELIMIT: &str = "ratelimit";
 
 #[cfg(test)]
 mod tests {
@@ -168,5 +153,50 @@ mod tests {
         };
         assert_eq!(s.policy_member(), "\"key\";q=10;w=1");
         assert_eq!(s.limit_member(), "\"key\";r=0;t=1");
+    }
+
+    #[test]
+    fn what_a_gate_writes_the_core_reads_back() {
+        use abide_core::ratelimit::{read, Dialect};
+        use abide_core::retry_after::{parse, RetryAfter};
+        let statuses = [
+            GateStatus {
+                name: "key".into(),
+                category: "key_rate".into(),
+                limit: 10,
+                remaining: 3,
+                window_secs: Some(2),
+                reset: Duration::from_millis(1200),
+            },
+            GateStatus {
+                name: "conc".into(),
+                category: "concurrency".into(),
+                limit: 4,
+                remaining: 1,
+                window_secs: None,
+                reset: Duration::ZERO,
+            },
+        ];
+        let (policy, limit) = rate_limit_values(&statuses).unwrap();
+        let mut h = http::HeaderMap::new();
+        h.insert(RATELIMIT_POLICY, policy);
+        h.insert(RATELIMIT, limit);
+        let info = read(&h, std::time::UNIX_EPOCH, Dialect::Ietf).info.unwrap();
+        assert_eq!(
+            (info.limit, info.remaining, info.window, info.reset),
+            (
+                Some(10),
+                Some(3),
+                Some(Duration::from_secs(2)),
+                Some(Duration::from_secs(2))
+            )
+        );
+        let conc = info.concurrency.unwrap();
+        assert_eq!((conc.limit, conc.remaining), (Some(4), Some(1)));
+        let secs = retry_after_secs(Duration::from_millis(200));
+        assert_eq!(
+            parse(secs.to_string().as_bytes()),
+            Ok(RetryAfter::Delay(Duration::from_secs(1)))
+        );
     }
 }

@@ -4,8 +4,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use abide_core::rfc3339::{serialize as rfc3339, serialize_opt as rfc3339_opt};
 use abide_core::{Verdict, Warning};
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
 use crate::model::Counts;
 use crate::receipt::ReceiptCounts;
@@ -165,23 +166,6 @@ pub struct LastPause {
     pub until: Option<SystemTime>,
 }
 
-fn format_rfc3339(t: SystemTime) -> String {
-    time::OffsetDateTime::from(t)
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| "9999-12-31T23:59:59Z".to_owned())
-}
-
-fn rfc3339<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&format_rfc3339(*t))
-}
-
-fn rfc3339_opt<S: Serializer>(t: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
-    match t {
-        Some(t) => rfc3339(t, s),
-        None => s.serialize_none(),
-    }
-}
-
 /// One provider's live state.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProviderProgress {
@@ -300,6 +284,7 @@ mod tests {
                 retry_after: Some(Duration::from_secs(7)),
             }),
             rate_limit: None,
+            secondary_limit: false,
         }
     }
 

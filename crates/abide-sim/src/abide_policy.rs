@@ -39,6 +39,8 @@ impl AbidePolicy {
             pacer,
             ..SessionConfig::default()
         };
+        // Every scenario runs abide as a providers file could configure it.
+        debug_assert_eq!(cfg.validate(), Ok(()));
         Self {
             session: Session::new(cfg, epoch),
             held: HashMap::new(),

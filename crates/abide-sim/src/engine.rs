@@ -17,7 +17,8 @@ use crate::policy::{Attempt, ClientPolicy, Decision, Naive, NaiveKind, Next, Pol
 use crate::provider::{schedule_at, Outcome, Provider, ProviderConfig, Response};
 use crate::report::{Bucket, PolicyResult};
 
-/// Wall time at virtual zero: 2026-06-15 08:00:00 UTC, the morning of seed 000.
+/// Wall time at virtual zero: 2026-06-15 08:00:00 UTC, the morning of the incident the
+/// `http-date-switch` scenario replays.
 const EPOCH_SECS: u64 = 1_781_510_400;
 
 /// One run's set-up: provider, workers, offered load.

@@ -43,12 +43,6 @@ pub use scenarios::Scenario;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SimError {
-    /// `--scenario` named no known scenario.
-    #[error("unknown scenario {0:?} (`abide sim --help` lists them)")]
-    UnknownScenario(String),
-    /// `--policy` named no known policy.
-    #[error("unknown policy {0:?} (`abide sim --help` lists them)")]
-    UnknownPolicy(String),
     /// Writing the plot failed.
     #[error("cannot write plot {path}: {message}")]
     Plot {

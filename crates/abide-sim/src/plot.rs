@@ -96,7 +96,7 @@ fn panel(
         let colour = COLOURS[k % COLOURS.len()];
         chart
             .draw_series(LineSeries::new(rate(r), colour.stroke_width(2)))?
-            .label(r.policy.name())
+            .label(r.policy.as_str())
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
     }
     chart

@@ -5,65 +5,29 @@
 //! decision logic the outbox runs (see `abide_policy`).
 
 use std::fmt;
-use std::str::FromStr;
 use std::time::{Duration, Instant, SystemTime};
 
 use rand::RngCore;
 
 use crate::provider::Response;
 
-/// A client policy to compare.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PolicyKind {
-    /// One attempt; anything but success is written off (the "two-bucket" client).
-    NoRetry,
-    /// Five retries of every non-2xx on its own 1, 2, 4, 8, 16 s schedule, ignoring
-    /// `Retry-After`, holding the worker while it sleeps.
-    FixedRetries,
-    /// Honours `Retry-After` as seconds or an HTTP-date, unclamped; no pacer, no budget.
-    HonourRetryAfter,
-    /// Parses `Retry-After` only as an integer and falls back to zero otherwise.
-    IntegerOnly,
-    /// The real abide-core policy: classify, clamp, share a budget and a pacer.
-    Abide,
-}
-
-impl PolicyKind {
-    /// Every policy, in table order.
-    pub const ALL: [PolicyKind; 5] = [
-        PolicyKind::NoRetry,
-        PolicyKind::FixedRetries,
-        PolicyKind::HonourRetryAfter,
-        PolicyKind::IntegerOnly,
-        PolicyKind::Abide,
-    ];
-
-    /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            PolicyKind::NoRetry => "no-retry",
-            PolicyKind::FixedRetries => "fixed-retries",
-            PolicyKind::HonourRetryAfter => "honour-retry-after",
-            PolicyKind::IntegerOnly => "integer-only",
-            PolicyKind::Abide => "abide",
-        }
-    }
-}
-
-impl fmt::Display for PolicyKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for PolicyKind {
-    type Err = crate::SimError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| crate::SimError::UnknownPolicy(s.to_owned()))
+abide_core::named_enum! {
+    /// A client policy to compare; `as_str` is the name used on the command line and in
+    /// reports. `ALL` is the table order.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum PolicyKind("policy") {
+        /// One attempt; anything but success is written off (the "two-bucket" client).
+        NoRetry = "no-retry",
+        /// Five retries of every non-2xx on its own 1, 2, 4, 8, 16 s schedule, ignoring
+        /// `Retry-After`, holding the worker while it sleeps.
+        FixedRetries = "fixed-retries",
+        /// Honours `Retry-After` as seconds or an HTTP-date, unclamped; no pacer, no budget.
+        HonourRetryAfter = "honour-retry-after",
+        /// Parses `Retry-After` only as an integer and falls back to zero otherwise.
+        IntegerOnly = "integer-only",
+        /// The real abide-core policy: classify, clamp, share a budget and a pacer.
+        Abide = "abide",
     }
 }
 
@@ -166,7 +130,7 @@ impl ClientPolicy for Naive {
         if attempt.retries >= NAIVE_MAX_RETRIES {
             return Decision::Lost;
         }
-        // Seed 004's loop: only these statuses are "retryable"; the rest raise.
+        // The incident client's loop: only these statuses are "retryable"; the rest raise.
         let retryable = matches!(resp.status.as_u16(), 403 | 429) || resp.status.is_server_error();
         let header = resp
             .headers
@@ -174,7 +138,7 @@ impl ClientPolicy for Naive {
             .and_then(|v| v.to_str().ok());
         match self.0 {
             NaiveKind::NoRetry => Decision::Lost,
-            // Seed 002: every non-200 retried, on our own schedule.
+            // The client that retried every non-200 on its own schedule, ignoring the server.
             NaiveKind::Fixed => Decision::Retry(own),
             _ if !retryable => Decision::Lost,
             NaiveKind::Honour => Decision::Retry(match header {
@@ -189,7 +153,8 @@ impl ClientPolicy for Naive {
                     })
                     .unwrap_or(own),
             }),
-            // Seed 000: `int(header)` in a try whose handler, "to be safe", waits zero.
+            // The client of the HTTP-date switch: `int(header)` in a try whose handler, "to be
+            // safe", waits zero.
             NaiveKind::IntegerOnly => Decision::Retry(match header {
                 None => own,
                 Some(v) => v

@@ -8,6 +8,8 @@
 use std::collections::VecDeque;
 use std::time::{Duration, SystemTime};
 
+use abide_core::ratelimit::RateLimitFields;
+use abide_core::retry_after::{delay_seconds, RetryAfter};
 use http::{HeaderMap, HeaderValue, StatusCode};
 
 /// How the provider writes `Retry-After` (RFC 9110 §10.2.3) on a rejection.
@@ -62,8 +64,8 @@ pub struct ProviderConfig {
     /// Requests the limiter accepts back to back (GCRA burst).
     pub burst: f64,
     /// When set, the limit is a quota of `rate × window` requests per fixed window instead
-    /// of a GCRA, and `Retry-After` names the window's reset (seed 001's "whole seconds until
-    /// the window resets").
+    /// of a GCRA, and `Retry-After` names the window's reset, in whole seconds until the
+    /// window resets, as fixed-window limiters answer.
     pub window: Option<Duration>,
     /// `Retry-After` form on throttles, switching at each virtual time.
     pub retry_after: Vec<(Duration, RetryAfterForm)>,
@@ -260,22 +262,22 @@ impl Provider {
     }
 
     fn retry_after(&self, h: &mut HeaderMap, form: RetryAfterForm, now: Duration, wait: Duration) {
-        // Whole seconds rounded up, so a client that obeys is never a fraction early.
-        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        // Rounded up, so a client that obeys is never a fraction early.
+        let honest = RetryAfter::after(wait);
         let value = match form {
-            RetryAfterForm::Seconds => secs.max(1).to_string(),
+            RetryAfterForm::Seconds => honest.to_header_value(),
             RetryAfterForm::HttpDate => {
-                let at = self.epoch + Duration::from_secs(now.as_secs() + secs.max(1) + 1);
-                httpdate::fmt_http_date(at)
+                // The second after the wait ends, past the current one.
+                let secs = delay_seconds(wait);
+                let at = self.epoch + Duration::from_secs(now.as_secs() + secs + 1);
+                RetryAfter::at(at).to_header_value()
             }
-            RetryAfterForm::Zero => "0".to_owned(),
-            RetryAfterForm::Day => "86400".to_owned(),
+            RetryAfterForm::Zero => HeaderValue::from_static("0"),
+            RetryAfterForm::Day => HeaderValue::from_static("86400"),
             RetryAfterForm::Absent => return,
-            RetryAfterForm::Garbage => "soon-ish".to_owned(),
+            RetryAfterForm::Garbage => HeaderValue::from_static("soon-ish"),
         };
-        if let Ok(v) = HeaderValue::from_str(&value) {
-            h.insert(http::header::RETRY_AFTER, v);
-        }
+        h.insert(http::header::RETRY_AFTER, value);
     }
 
     fn rate_limit_headers(&self, h: &mut HeaderMap, rate: f64, now: Duration) {
@@ -291,18 +293,18 @@ impl Provider {
     }
 }
 
-/// IETF `RateLimit-Policy` and `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers).
+/// IETF `RateLimit-Policy` and `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers),
+/// the reset at least a second.
 fn write_rate_limit(h: &mut HeaderMap, quota: u64, window: Duration, left: u64, reset: Duration) {
-    let reset_secs = (reset.as_secs() + u64::from(reset.subsec_nanos() > 0)).max(1);
-    let policy = format!("\"default\";q={quota};w={}", window.as_secs().max(1));
-    let current = format!("\"default\";r={left};t={reset_secs}");
-    if let (Ok(p), Ok(c)) = (
-        HeaderValue::from_str(&policy),
-        HeaderValue::from_str(&current),
-    ) {
-        h.insert("ratelimit-policy", p);
-        h.insert("ratelimit", c);
-    }
+    let mut f = RateLimitFields::new();
+    f.push(
+        "default",
+        quota,
+        Some(window),
+        left,
+        reset.max(Duration::from_secs(1)),
+    );
+    f.insert_into(h);
 }
 
 fn respond(status: StatusCode, outcome: Outcome) -> Response {
@@ -384,11 +386,45 @@ mod tests {
         let mut p = Provider::new(c, epoch);
         p.handle(Duration::ZERO, 0);
         let r = p.handle(Duration::from_millis(100), 0);
-        let value = r.headers[http::header::RETRY_AFTER]
-            .to_str()
-            .unwrap_or_default();
-        let at = httpdate::parse_http_date(value).unwrap_or(epoch);
-        assert!(at >= epoch + Duration::from_secs(1), "{value}");
+        let value = r.headers[http::header::RETRY_AFTER].as_bytes();
+        // Read back by the reader the abide policy uses.
+        let Ok(abide_core::retry_after::RetryAfter::Date(at)) =
+            abide_core::retry_after::parse(value)
+        else {
+            panic!("{value:?} is not an HTTP-date");
+        };
+        assert!(at >= epoch + Duration::from_secs(1), "{value:?}");
+    }
+
+    #[test]
+    fn the_rate_limit_fields_read_back_as_written() {
+        let mut h = HeaderMap::new();
+        write_rate_limit(
+            &mut h,
+            100,
+            Duration::from_secs(10),
+            3,
+            Duration::from_millis(1500),
+        );
+        let info = abide_core::ratelimit::read(
+            &h,
+            SystemTime::UNIX_EPOCH,
+            abide_core::ratelimit::Dialect::Auto,
+        )
+        .info
+        .expect("the fields read back");
+        assert_eq!(
+            (info.limit, info.window, info.remaining, info.reset),
+            (
+                Some(100),
+                Some(Duration::from_secs(10)),
+                Some(3),
+                Some(Duration::from_secs(2))
+            )
+        );
+        // A reset already due is still said as a second.
+        write_rate_limit(&mut h, 100, Duration::from_secs(10), 3, Duration::ZERO);
+        assert_eq!(h["ratelimit"], "\"default\";r=3;t=1");
     }
 
     #[test]

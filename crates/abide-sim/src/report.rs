@@ -192,7 +192,7 @@ impl fmt::Display for ScenarioReport {
         let mut rows = vec![head.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()];
         for r in &self.results {
             let mut row = vec![
-                r.policy.name().to_owned(),
+                r.policy.as_str().to_owned(),
                 r.logical.to_string(),
                 r.attempts.to_string(),
                 r.throttles.to_string(),

@@ -2,8 +2,6 @@
 //! run once per policy with the same seed. Scaled so `--all` takes seconds: minutes of virtual
 //! time stand for the incidents' hours, and thresholds are scaled with them.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use abide_core::PacerConfig;
@@ -13,32 +11,35 @@ use crate::policy::PolicyKind;
 use crate::provider::{schedule_at, Abuse, Outage, ProviderConfig, RetryAfterForm};
 use crate::report::ScenarioReport;
 
-/// A named incident replay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Scenario {
-    /// A 10/s limit appears under 14/s offered by 40 workers; grace period, then abuse blocking.
-    LimitAppears,
-    /// `Retry-After` switches from seconds to an HTTP-date at the start of the daily peak.
-    HttpDateSwitch,
-    /// An edge answers `403` with `Retry-After: 0` for half a minute.
-    RetryAfterZero,
-    /// A five-second blip of `503` with `Retry-After: 86400`.
-    RetryAfterHuge,
-    /// A queue above the limit: throttle-as-terminal (two buckets) versus three buckets.
-    QueueThrottling,
-    /// The limit changes during the run: 10/s, then 5/s, then 20/s.
-    LimitChanges,
-    /// The same limit changes without rate-limit headers: only throttles tell.
-    LimitChangesBlind,
-    /// The politeness bench's set-up in virtual time: a GCRA at 200/s, then 100/s, then
-    /// 300/s, small burst, `Retry-After` in whole seconds, no rate-limit headers, a pacer
-    /// starting at 1,000/s.
-    GcraNoHeaders,
-    /// A short batch from a cold start: 3,000 items at once, 40 workers, a fixed-window
-    /// limit of 100 per second with RateLimit headers, and no rate hint.
-    BurstJob,
-    /// The same batch against the same limiter sending no RateLimit headers.
-    BurstJobBlind,
+abide_core::named_enum! {
+    /// A named incident replay; `as_str` is the name used by `--scenario`, `ALL` the
+    /// `--all` order.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Scenario("scenario") {
+        /// A 10/s limit appears under 14/s offered by 40 workers; grace period, then abuse blocking.
+        LimitAppears = "limit-appears",
+        /// `Retry-After` switches from seconds to an HTTP-date at the start of the daily peak.
+        HttpDateSwitch = "http-date-switch",
+        /// An edge answers `403` with `Retry-After: 0` for half a minute.
+        RetryAfterZero = "retry-after-zero",
+        /// A five-second blip of `503` with `Retry-After: 86400`.
+        RetryAfterHuge = "retry-after-huge",
+        /// A queue above the limit: throttle-as-terminal (two buckets) versus three buckets.
+        QueueThrottling = "queue-throttling",
+        /// The limit changes during the run: 10/s, then 5/s, then 20/s.
+        LimitChanges = "limit-changes",
+        /// The same limit changes without rate-limit headers: only throttles tell.
+        LimitChangesBlind = "limit-changes-blind",
+        /// The politeness bench's set-up in virtual time: a GCRA at 200/s, then 100/s, then
+        /// 300/s, small burst, `Retry-After` in whole seconds, no rate-limit headers, a pacer
+        /// starting at 1,000/s.
+        GcraNoHeaders = "gcra-no-headers",
+        /// A short batch from a cold start: 3,000 items at once, 40 workers, a fixed-window
+        /// limit of 100 per second with RateLimit headers, and no rate hint.
+        BurstJob = "burst-job",
+        /// The same batch against the same limiter sending no RateLimit headers.
+        BurstJobBlind = "burst-job-blind",
+    }
 }
 
 const SEC: Duration = Duration::from_secs(1);
@@ -48,36 +49,6 @@ fn secs(s: u64) -> Duration {
 }
 
 impl Scenario {
-    /// Every scenario, in `--all` order.
-    pub const ALL: [Scenario; 10] = [
-        Scenario::LimitAppears,
-        Scenario::HttpDateSwitch,
-        Scenario::RetryAfterZero,
-        Scenario::RetryAfterHuge,
-        Scenario::QueueThrottling,
-        Scenario::LimitChanges,
-        Scenario::LimitChangesBlind,
-        Scenario::GcraNoHeaders,
-        Scenario::BurstJob,
-        Scenario::BurstJobBlind,
-    ];
-
-    /// The name used by `--scenario`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Scenario::LimitAppears => "limit-appears",
-            Scenario::HttpDateSwitch => "http-date-switch",
-            Scenario::RetryAfterZero => "retry-after-zero",
-            Scenario::RetryAfterHuge => "retry-after-huge",
-            Scenario::QueueThrottling => "queue-throttling",
-            Scenario::LimitChanges => "limit-changes",
-            Scenario::LimitChangesBlind => "limit-changes-blind",
-            Scenario::GcraNoHeaders => "gcra-no-headers",
-            Scenario::BurstJob => "burst-job",
-            Scenario::BurstJobBlind => "burst-job-blind",
-        }
-    }
-
     /// One paragraph: what is replayed and which seed it comes from.
     pub fn summary(self) -> &'static str {
         match self {
@@ -301,7 +272,7 @@ impl Scenario {
             }
         }
         ScenarioReport {
-            scenario: self.name(),
+            scenario: self.as_str(),
             summary: self.summary(),
             seed,
             bucket_secs: cfg.bucket.as_secs_f64(),
@@ -346,20 +317,4 @@ fn converge(cfg: &RunConfig, series: &[crate::report::Bucket]) -> Vec<Option<f64
                 .map(|b| (b - start) as f64 * width)
         })
         .collect()
-}
-
-impl fmt::Display for Scenario {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Scenario {
-    type Err = crate::SimError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| crate::SimError::UnknownScenario(s.to_owned()))
-    }
 }

@@ -66,7 +66,7 @@ fn http_date_switch_blocks_the_integer_only_client() {
     abide_is_polite(&rep);
     let int = r(&rep, PolicyKind::IntegerOnly);
     let honour = r(&rep, PolicyKind::HonourRetryAfter);
-    assert!(int.blocked(), "seed 000: integer-only suspended\n{rep}");
+    assert!(int.blocked(), "integer-only suspended\n{rep}");
     assert!(!honour.blocked(), "reading both forms avoids it\n{rep}");
     assert!(
         int.throttles_per_request() > 10.0 * honour.throttles_per_request(),
@@ -126,8 +126,8 @@ fn queue_throttling_three_buckets_deliver_what_two_buckets_lose() {
         assert!(three.attempts < r(&rep, p).attempts, "{rep}");
     }
     // Without rate-limit headers the pacer learns the limit from throttles alone: near the
-    // limit, throttled rarely (issue 5: goodput >= 95 %, throttled <= 1 %; the pacer once
-    // reached 59 %).
+    // limit, throttled rarely (goodput near 95 %, throttled at most 1 %; a pacer that halves
+    // on every throttle reaches 59 %).
     assert!(
         three.goodput >= 0.93,
         "abide goodput {}\n{rep}",
@@ -192,7 +192,7 @@ fn same_seed_same_numbers_other_seed_other_numbers() {
 
 /// The loopback politeness bench without rate-limit headers delivered 39-57 % of the limit:
 /// each throttle's `Retry-After: 1` paused the host and diluted the accepted rate the pacer
-/// learned its ceiling from (issue 5). Here the policy ordering is not the point (only abide
+/// learned its ceiling from. Here the policy ordering is not the point (only abide
 /// runs: 600/s offered makes the naive policies slow to simulate); abide's steady state is.
 #[test]
 fn gcra_no_headers_abide_holds_the_limit_from_throttles_alone() {

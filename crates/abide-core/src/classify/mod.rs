@@ -72,36 +72,25 @@ pub enum TransportFailure {
     },
 }
 
-/// The class of a verdict; stable snake_case names appear in JSON, logs and the database.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VerdictClass {
-    /// Accepted.
-    Success,
-    /// The remote asked us to slow down (429, 503 with Retry-After, SMPP 0x58/0x14, ...).
-    /// Changes the sender: pause the provider and feed the pacer.
-    Throttle,
-    /// A transient failure; retry this item later.
-    Retry,
-    /// 401: refresh credentials once, then retry.
-    RefreshCredentials,
-    /// Never retry.
-    Terminal,
-    /// Not recognised: retry with a low attempt cap, and say so loudly.
-    Unknown,
-}
-
-impl VerdictClass {
-    /// Stable name, as serialised.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VerdictClass::Success => "success",
-            VerdictClass::Throttle => "throttle",
-            VerdictClass::Retry => "retry",
-            VerdictClass::RefreshCredentials => "refresh_credentials",
-            VerdictClass::Terminal => "terminal",
-            VerdictClass::Unknown => "unknown",
-        }
+crate::named_enum! {
+    /// The class of a verdict; stable snake_case names appear in JSON, logs and the database
+    /// (`as_str`, read back by `FromStr`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum VerdictClass("verdict class") {
+        /// Accepted.
+        Success = "success",
+        /// The remote asked us to slow down (429, 503 with Retry-After, SMPP 0x58/0x14, ...).
+        /// Changes the sender: pause the provider and feed the pacer.
+        Throttle = "throttle",
+        /// A transient failure; retry this item later.
+        Retry = "retry",
+        /// 401: refresh credentials once, then retry.
+        RefreshCredentials = "refresh_credentials",
+        /// Never retry.
+        Terminal = "terminal",
+        /// Not recognised: retry with a low attempt cap, and say so loudly.
+        Unknown = "unknown",
     }
 }
 
@@ -118,6 +107,11 @@ pub struct Verdict {
     pub retry_after: Option<RetryDelay>,
     /// Rate-limit headers, when present (on any class, successes included).
     pub rate_limit: Option<RateLimitInfo>,
+    /// A GitHub secondary rate limit (told by the body text, dialect `github`; see
+    /// [`crate::ratelimit::github`]): the item waits at least
+    /// [`SECONDARY_MIN_WAIT`](crate::ratelimit::github::SECONDARY_MIN_WAIT), doubling per
+    /// attempt. False for every other verdict, and when an override decided the class.
+    pub secondary_limit: bool,
 }
 
 mod codes;
@@ -305,12 +299,12 @@ impl Classifier {
             tracing::warn!(
                 header = %m.header,
                 raw = %m.raw,
-                dialect = %reading.dialect,
+                dialect = %reading.reader.map_or(Dialect::Auto, Dialect::from),
                 "malformed rate-limit header ignored"
             );
         }
-        let secondary =
-            reading.dialect == Dialect::Github && github::is_secondary_limit(code, body);
+        let secondary = reading.reader == Some(ratelimit::Reader::Github)
+            && github::is_secondary_limit(code, body);
         let mut rate_limit = reading.info.clone();
         let exhausted = rate_limit.as_ref().is_some_and(RateLimitInfo::exhausted);
         let (class, reason) = match self.overrides.http.get(&code) {
@@ -346,6 +340,8 @@ impl Classifier {
             reason,
             retry_after,
             rate_limit,
+            // An override decides the class outright: its verdict is no secondary limit.
+            secondary_limit: secondary && !self.overrides.http.contains_key(&code),
         }
     }
 
@@ -363,6 +359,7 @@ impl Classifier {
             reason: format!("smpp_0x{code:02x}_{suffix}{tail}"),
             retry_after: None,
             rate_limit: None,
+            secondary_limit: false,
         }
     }
 }
@@ -412,6 +409,7 @@ fn transport(t: TransportFailure) -> Verdict {
         reason: reason.to_owned(),
         retry_after: None,
         rate_limit: None,
+        secondary_limit: false,
     }
 }
 

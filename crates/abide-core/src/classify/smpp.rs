@@ -124,3 +124,22 @@ pub fn default_class(code: u32) -> VerdictClass {
         .find(|e| e.0 == code)
         .map_or(VerdictClass::Unknown, |e| e.2)
 }
+
+/// A `command_status` as people write it: `0x58` (or `0X58`) hex, or `88` decimal, with
+/// surrounding whitespace ignored; `None` for anything else or a value above `u32`.
+///
+/// # Examples
+/// ```
+/// use abide_core::classify::smpp::parse_command_status;
+///
+/// assert_eq!(parse_command_status("0x58"), Some(0x58));
+/// assert_eq!(parse_command_status(" 88 "), Some(88));
+/// assert_eq!(parse_command_status("throttled"), None);
+/// ```
+pub fn parse_command_status(s: &str) -> Option<u32> {
+    let t = s.trim();
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+        None => t.parse().ok(),
+    }
+}

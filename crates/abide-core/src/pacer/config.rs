@@ -92,7 +92,7 @@ impl PacerConfig {
         (senders.max(1) as f64 * COLD_START_PER_SENDER).clamp(1.0, MAX_RATE)
     }
 
-    pub(super) fn sanitized(self) -> Self {
+    pub(crate) fn sanitized(self) -> Self {
         let d = Self::default();
         let num = |v: f64, dflt: f64, lo: f64, hi: f64| {
             if v.is_nan() {

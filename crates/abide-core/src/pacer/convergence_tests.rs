@@ -1,4 +1,4 @@
-//! After the first search (issue 9), in virtual time, answer by answer: a later throttle at
+//! After the first search for the limit, in virtual time, answer by answer: a later throttle at
 //! or below the ceiling lowers it below the rate throttled (fast convergence); soon after a
 //! cut it converges when the host refused next to nothing, and halves when it refused a
 //! share or had just been paused.
@@ -24,6 +24,7 @@ fn answer(class: VerdictClass) -> Verdict {
             retry_after: Some(delay),
         }),
         rate_limit: None,
+        secondary_limit: false,
     }
 }
 

@@ -93,7 +93,7 @@
 //!
 //! # Cold start
 //! A batch of 3,000 items against a 100/s limit takes 31 s at 97/s; starting at 10/s and
-//! climbing 10 % a second took 48 s (issue 9). So:
+//! climbing 10 % a second takes 48 s. So:
 //!
 //! - **An advertised limit is adopted at once.** The first answer carrying a policy
 //!   (`RateLimit-Policy` q/w, `RateLimit-Limit` with a window, `X-RateLimit-Limit` with a

@@ -7,7 +7,8 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{PacerConfig, MAX_PAUSE};
+use super::PacerConfig;
+use crate::backoff::capped_doubling;
 
 /// Every pause of one host.
 #[derive(Debug, Default)]
@@ -89,9 +90,9 @@ impl Pauses {
 /// The pause after the `streak`-th consecutive throttle without a server delay:
 /// `throttle_pause × 2^(streak − 1)`, at most `max_throttle_pause`.
 fn throttle_pause(cfg: &PacerConfig, streak: u32) -> Duration {
-    let doublings = i32::try_from(streak.saturating_sub(1).min(30)).unwrap_or(30);
-    let secs = cfg.throttle_pause.as_secs_f64() * 2f64.powi(doublings);
-    Duration::try_from_secs_f64(secs)
-        .unwrap_or(MAX_PAUSE)
-        .min(cfg.max_throttle_pause)
+    capped_doubling(
+        cfg.throttle_pause,
+        cfg.max_throttle_pause,
+        streak.saturating_sub(1),
+    )
 }

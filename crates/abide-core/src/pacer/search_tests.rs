@@ -1,4 +1,4 @@
-//! Cold start and the search for the limit (issue 9), in virtual time: senders reserve a
+//! Cold start and the search for the limit, in virtual time: senders reserve a
 //! slot, wait for it, check `admit`, send, and feed the answer back one round trip later,
 //! against a model of a rate-limited host.
 
@@ -140,6 +140,7 @@ impl Host {
             reason: class.as_str().to_owned(),
             retry_after,
             rate_limit,
+            secondary_limit: false,
         };
         (ok, verdict)
     }

@@ -11,6 +11,7 @@ fn verdict(class: VerdictClass) -> Verdict {
         reason: class.as_str().to_owned(),
         retry_after: None,
         rate_limit: None,
+        secondary_limit: false,
     }
 }
 
@@ -88,9 +89,9 @@ fn advance_to(clock: &ManualClock, at: Instant) {
     clock.advance(at.saturating_duration_since(clock.monotonic()));
 }
 
-// Issue 2 asked for "halves on throttle"; the cut is now to 0.95 of the *measured*
-// ceiling (module docs: halving from a good estimate wastes half the limit), and an
-// answer from an outage (most requests refused) still halves.
+// A throttle cuts to 0.95 of the *measured* ceiling, not to half (module docs: halving
+// from a good estimate wastes half the limit); an answer from an outage (most requests
+// refused) still halves.
 #[test]
 fn decreases_to_below_the_accepted_rate_and_climbs_back_while_clean() {
     let (clock, _, p) = setup(10.0);
@@ -253,7 +254,7 @@ fn rare_throttles_below_threshold_do_not_decrease_at_or_below_the_ceiling() {
     assert_eq!(p.snapshot(clock.monotonic()).decreases, 1);
 }
 
-/// Regression (issue 5, loopback bench without rate-limit headers): a throttle a second,
+/// Regression (the loopback politeness bench without rate-limit headers): a throttle a second,
 /// each pausing the host for `Retry-After: 1`, is under 2 % of answers at 100/s but
 /// loses half the time; at or below the ceiling it must still decrease.
 #[test]

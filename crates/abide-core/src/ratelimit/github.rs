@@ -29,6 +29,10 @@ pub const MARKERS: [&str; 2] = ["x-ratelimit-resource", "x-github-request-id"];
 /// exhausted primary limit: one minute.
 pub const SECONDARY_MIN_WAIT: Duration = Duration::from_secs(60);
 
+/// Longest wait after repeated secondary limits: [`SECONDARY_MIN_WAIT`] doubled per
+/// attempt of the item, up to 16 minutes (and never above the `Retry-After` cap).
+pub const SECONDARY_MAX_WAIT: Duration = Duration::from_secs(16 * 60);
+
 /// The body text of a secondary limit, matched case-insensitively.
 const SECONDARY_TEXT: &[u8] = b"secondary rate limit";
 

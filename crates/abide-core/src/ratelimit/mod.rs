@@ -12,6 +12,9 @@
 //! | `discord` | `X-RateLimit-Bucket`, `-Global`, `-Scope`, `-Reset-After` | [`discord`] |
 //! | `github` | `X-RateLimit-Resource`, `-Used`, epoch `-Reset`; the 403 secondary limit (body text) | [`github`] |
 //!
+//! The IETF fields are also written here ([`RateLimitFields`]), in the form [`ietf`] reads,
+//! for servers: the gates, the fake provider, the simulator.
+//!
 //! # Detection
 //! [`Dialect::Auto`] decides only from names that mean one thing (compared
 //! case-insensitively; `HeaderMap` stores them lower-case, as HTTP/2 sends them):
@@ -31,8 +34,6 @@
 //! the past is zero. [`RateLimitInfo::advertised_rate`] lies within
 //! [[`MIN_ADVERTISED_RATE`], [`MAX_ADVERTISED_RATE`]].
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
@@ -44,7 +45,10 @@ mod fields;
 pub mod github;
 pub mod ietf;
 pub mod shopify;
+mod write;
 pub mod x_ratelimit;
+
+pub use write::{RateLimitFields, RATELIMIT, RATELIMIT_POLICY};
 
 use fields::Fields;
 
@@ -227,86 +231,95 @@ impl RateLimitInfo {
     }
 }
 
-/// A rate-limit header dialect: how to read a response's headers. Names, as in the
-/// providers file and `abide inspect --dialect`: `auto`, `ietf`, `x-ratelimit`, `azure`,
-/// `shopify`, `discord`, `github`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "&'static str")]
-#[non_exhaustive]
-pub enum Dialect {
-    /// Detect from unambiguous header names, else try the generic families (module docs).
-    #[default]
-    Auto,
-    /// IETF structured fields and the earlier `RateLimit-*` draft ([`ietf`]).
-    Ietf,
-    /// `X-RateLimit-*` / `X-Rate-Limit-*` ([`x_ratelimit`]).
-    XRateLimit,
-    /// `retry-after-ms`, `x-ms-retry-after-ms`, `x-ms-ratelimit-remaining-*` ([`azure`]).
-    Azure,
-    /// `X-Shopify-Shop-Api-Call-Limit` ([`shopify`]).
-    Shopify,
-    /// Discord's buckets, scopes and `Reset-After` ([`discord`]).
-    Discord,
-    /// GitHub's resources and secondary limits ([`github`]).
-    Github,
+crate::named_enum! {
+    /// How to read a host's rate-limit headers: one named [`Reader`], or [`Dialect::Auto`]
+    /// to detect it. The setting (the providers file's `rate_limit_dialect`, `abide inspect
+    /// --dialect`); what then read a response is [`Reading::reader`]. Parsed ignoring ASCII
+    /// case and surrounding whitespace.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+    #[serde(try_from = "String", into = "&'static str")]
+    #[non_exhaustive]
+    pub enum Dialect("rate-limit dialect", ignore_ascii_case) {
+        /// Detect from unambiguous header names, else try the generic families (module docs).
+        #[default]
+        Auto = "auto",
+        /// IETF structured fields and the earlier `RateLimit-*` draft ([`ietf`]).
+        Ietf = "ietf",
+        /// `X-RateLimit-*` / `X-Rate-Limit-*` ([`x_ratelimit`]).
+        XRateLimit = "x-ratelimit",
+        /// `retry-after-ms`, `x-ms-retry-after-ms`, `x-ms-ratelimit-remaining-*` ([`azure`]).
+        Azure = "azure",
+        /// `X-Shopify-Shop-Api-Call-Limit` ([`shopify`]).
+        Shopify = "shopify",
+        /// Discord's buckets, scopes and `Reset-After` ([`discord`]).
+        Discord = "discord",
+        /// GitHub's resources and secondary limits ([`github`]).
+        Github = "github",
+    }
 }
+
+crate::named_enum! {
+    /// The dialect module that read a response's headers (chosen, or detected by
+    /// [`Dialect::Auto`]): one of the header families, never "auto".
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+    #[serde(into = "&'static str")]
+    #[non_exhaustive]
+    pub enum Reader("rate-limit reader") {
+        /// [`ietf`].
+        Ietf = "ietf",
+        /// [`x_ratelimit`].
+        XRateLimit = "x-ratelimit",
+        /// [`azure`].
+        Azure = "azure",
+        /// [`shopify`].
+        Shopify = "shopify",
+        /// [`discord`].
+        Discord = "discord",
+        /// [`github`].
+        Github = "github",
+    }
+}
+
+/// A dialect name that is not one of [`Dialect::NAMES`].
+pub type UnknownDialect = crate::names::UnknownName;
 
 impl Dialect {
-    /// Every dialect with its name.
-    pub const ALL: [(Dialect, &'static str); 7] = [
-        (Dialect::Auto, "auto"),
-        (Dialect::Ietf, "ietf"),
-        (Dialect::XRateLimit, "x-ratelimit"),
-        (Dialect::Azure, "azure"),
-        (Dialect::Shopify, "shopify"),
-        (Dialect::Discord, "discord"),
-        (Dialect::Github, "github"),
-    ];
-
-    /// Stable name, as written in the providers file.
-    pub fn as_str(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(d, _)| *d == self)
-            .map_or("auto", |(_, n)| n)
+    /// The named reader; `None` for [`Dialect::Auto`].
+    pub fn reader(self) -> Option<Reader> {
+        match self {
+            Dialect::Auto => None,
+            Dialect::Ietf => Some(Reader::Ietf),
+            Dialect::XRateLimit => Some(Reader::XRateLimit),
+            Dialect::Azure => Some(Reader::Azure),
+            Dialect::Shopify => Some(Reader::Shopify),
+            Dialect::Discord => Some(Reader::Discord),
+            Dialect::Github => Some(Reader::Github),
+        }
     }
 }
 
-impl fmt::Display for Dialect {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A dialect name that is not one of [`Dialect::ALL`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown rate-limit dialect {0:?}: expected one of auto, ietf, x-ratelimit, azure, shopify, discord, github")]
-pub struct UnknownDialect(pub String);
-
-impl FromStr for Dialect {
-    type Err = UnknownDialect;
-    /// # Errors
-    /// [`UnknownDialect`] naming the input.
-    fn from_str(s: &str) -> Result<Self, UnknownDialect> {
-        let lower = s.trim().to_ascii_lowercase();
-        Self::ALL
-            .iter()
-            .find(|(_, n)| *n == lower)
-            .map(|(d, _)| *d)
-            .ok_or_else(|| UnknownDialect(s.to_owned()))
-    }
-}
-
-impl TryFrom<String> for Dialect {
-    type Error = UnknownDialect;
-    fn try_from(s: String) -> Result<Self, UnknownDialect> {
-        s.parse()
+impl From<Reader> for Dialect {
+    fn from(r: Reader) -> Self {
+        match r {
+            Reader::Ietf => Dialect::Ietf,
+            Reader::XRateLimit => Dialect::XRateLimit,
+            Reader::Azure => Dialect::Azure,
+            Reader::Shopify => Dialect::Shopify,
+            Reader::Discord => Dialect::Discord,
+            Reader::Github => Dialect::Github,
+        }
     }
 }
 
 impl From<Dialect> for &'static str {
     fn from(d: Dialect) -> Self {
         d.as_str()
+    }
+}
+
+impl From<Reader> for &'static str {
+    fn from(r: Reader) -> Self {
+        r.as_str()
     }
 }
 
@@ -322,9 +335,10 @@ pub struct Malformed {
 /// Everything one dialect read from a response.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Reading {
-    /// The dialect that read the headers (never [`Dialect::Auto`]: auto names what it chose).
-    pub dialect: Dialect,
-    /// True when [`Dialect::Auto`] chose it.
+    /// The dialect module that read the headers: the one named, or the one
+    /// [`Dialect::Auto`] chose; `None` when auto found nothing to read.
+    pub reader: Option<Reader>,
+    /// True when [`Dialect::Auto`] chose the reader.
     pub detected: bool,
     /// The quota, clamped; `None` when no header of the dialect was readable.
     pub info: Option<RateLimitInfo>,
@@ -354,12 +368,12 @@ pub fn parse_rate_limit(headers: &HeaderMap, now: SystemTime) -> Option<RateLimi
 /// epoch resets. Never panics; every number is clamped.
 pub fn read(headers: &HeaderMap, now: SystemTime, dialect: Dialect) -> Reading {
     let mut f = Fields::new(headers, now);
-    let (chosen, detected) = match dialect {
-        Dialect::Auto => (detect(headers), true),
-        d => (d, false),
+    let (chosen, detected) = match dialect.reader() {
+        Some(r) => (Some(r), false),
+        None => (detect(headers), true),
     };
     let mut reading = Reading {
-        dialect: chosen,
+        reader: chosen,
         detected,
         info: None,
         used: None,
@@ -369,7 +383,7 @@ pub fn read(headers: &HeaderMap, now: SystemTime, dialect: Dialect) -> Reading {
         malformed: Vec::new(),
     };
     match chosen {
-        Dialect::Auto => {
+        None => {
             // Generic: the first family that yields anything wins.
             reading.info = ietf::read(&mut f);
             if reading.info.is_none() {
@@ -377,32 +391,32 @@ pub fn read(headers: &HeaderMap, now: SystemTime, dialect: Dialect) -> Reading {
                 reading.info = x.info;
                 reading.used = x.used;
             }
-            reading.dialect = match reading.info.as_ref().map(|i| i.source) {
-                Some(RateLimitSource::Ietf | RateLimitSource::LegacyDraft) => Dialect::Ietf,
-                Some(_) => Dialect::XRateLimit,
-                None if reading.retry_after_ms.is_some() => Dialect::Azure,
-                None => Dialect::Auto,
+            reading.reader = match reading.info.as_ref().map(|i| i.source) {
+                Some(RateLimitSource::Ietf | RateLimitSource::LegacyDraft) => Some(Reader::Ietf),
+                Some(_) => Some(Reader::XRateLimit),
+                None if reading.retry_after_ms.is_some() => Some(Reader::Azure),
+                None => None,
             };
         }
-        Dialect::Ietf => reading.info = ietf::read(&mut f),
-        Dialect::XRateLimit => {
+        Some(Reader::Ietf) => reading.info = ietf::read(&mut f),
+        Some(Reader::XRateLimit) => {
             let x = x_ratelimit::read(&mut f, x_ratelimit::ResetForm::Guess);
             reading.info = x.info;
             reading.used = x.used;
         }
-        Dialect::Azure => reading.info = azure::read(&mut f),
-        Dialect::Shopify => {
+        Some(Reader::Azure) => reading.info = azure::read(&mut f),
+        Some(Reader::Shopify) => {
             let s = shopify::read(&mut f);
             reading.info = s.info;
             reading.used = s.used;
             reading.leaky_bucket = reading.info.is_some();
         }
-        Dialect::Discord => {
+        Some(Reader::Discord) => {
             let d = discord::read(&mut f);
             reading.info = d.info;
             reading.scope = d.scope;
         }
-        Dialect::Github => {
+        Some(Reader::Github) => {
             let g = github::read(&mut f);
             reading.info = g.info;
             reading.used = g.used;
@@ -412,18 +426,18 @@ pub fn read(headers: &HeaderMap, now: SystemTime, dialect: Dialect) -> Reading {
     reading
 }
 
-/// The dialect whose header names are present and mean one thing; [`Dialect::Auto`] when
-/// none is (the generic families are then tried).
-fn detect(headers: &HeaderMap) -> Dialect {
+/// The reader whose header names are present and mean one thing; `None` when none are
+/// (the generic families are then tried).
+fn detect(headers: &HeaderMap) -> Option<Reader> {
     let has = |n: &str| headers.contains_key(n);
     if has(shopify::CALL_LIMIT) {
-        Dialect::Shopify
+        Some(Reader::Shopify)
     } else if discord::MARKERS.iter().any(|n| has(n)) {
-        Dialect::Discord
+        Some(Reader::Discord)
     } else if github::MARKERS.iter().any(|n| has(n)) {
-        Dialect::Github
+        Some(Reader::Github)
     } else {
-        Dialect::Auto
+        None
     }
 }
 

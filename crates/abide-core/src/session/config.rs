@@ -62,6 +62,11 @@ impl Default for RetryConfig {
 /// - `refusal_streak`: 5 terminal `403`s in a row across items, each within `refusal_span`
 ///   (60 s) of the previous, mean a refused credential: the host pauses `refusal_pause`
 ///   (10 s), doubling per round up to the `Retry-After` cap (`session/refusal.rs`)
+///
+/// # Ranges
+/// Every numeric setting has one documented range ([`crate::session::limits`]);
+/// [`SessionConfig::validate`] refuses a value outside it, naming the setting. Check
+/// settings that come from people (a providers file, a client builder) with it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionConfig {
     /// Attempt caps, maximum age, backoff.

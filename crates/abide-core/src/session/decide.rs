@@ -7,7 +7,9 @@ use rand::RngCore;
 
 use super::config::RetryConfig;
 use super::ItemContext;
+use crate::backoff::capped_doubling;
 use crate::classify::{Verdict, VerdictClass};
+use crate::ratelimit::github;
 use crate::retry_after::{RetryAfterPolicy, RetryDelay};
 
 /// What happens to the item after an answer.
@@ -224,10 +226,13 @@ fn retry_delay(
     };
     // GitHub's secondary limit: "wait at least one minute", longer on repeats
     // (docs.github.com, "Rate limits for the REST API", "Exceeding the rate limit").
-    if verdict.reason.ends_with("_secondary_rate_limit") {
-        let doublings = window_attempts.saturating_sub(1).min(4);
-        let repeat = crate::ratelimit::github::SECONDARY_MIN_WAIT * (1 << doublings);
-        delay.delay = delay.delay.max(repeat.min(clamp.cap));
+    if verdict.secondary_limit {
+        let repeat = capped_doubling(
+            github::SECONDARY_MIN_WAIT,
+            github::SECONDARY_MAX_WAIT.min(clamp.cap),
+            window_attempts.saturating_sub(1),
+        );
+        delay.delay = delay.delay.max(repeat);
     }
     // Never schedule an item before the host's pause ends.
     if let Some(p) = pause_left {
@@ -273,6 +278,7 @@ mod tests {
                 retry_after: Some(d),
             }),
             rate_limit: None,
+            secondary_limit: false,
         }
     }
 
@@ -358,7 +364,7 @@ mod tests {
     #[test]
     fn a_repeated_secondary_limit_waits_longer_each_time() {
         let mut v = verdict(VerdictClass::Throttle, Some(Duration::from_secs(60)));
-        v.reason = "http_403_secondary_rate_limit".into();
+        v.secondary_limit = true;
         let waits: Vec<_> = (0..3)
             .map(|n| match run(&item(n), 1, 10, None, &v).0 {
                 Decision::Retry { after } => after.as_secs(),

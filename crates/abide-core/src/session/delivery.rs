@@ -1,7 +1,6 @@
 //! One item's passage through a [`Session`]: wait for a slot, settle the retry budget,
 //! send, and decide from the answer.
 
-use std::fmt;
 use std::time::{Duration, Instant, SystemTime};
 
 use rand::RngCore;
@@ -31,47 +30,18 @@ pub enum Step {
     },
 }
 
-/// Why an item was handed back unsent. `as_str` is the stable stored reason.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HandBackReason {
-    /// The host is paused for longer than a worker waits holding an item.
-    ProviderPaused,
-    /// The item's `send_by` passed (its lease is about to end).
-    LeaseNearExpiry,
-    /// The retry budget refused this retry; it waits instead of being dropped.
-    RetryBudgetExhausted,
-    /// The caller is shutting down (never produced by the session; for callers' records).
-    Shutdown,
-}
-
-impl HandBackReason {
-    /// Every reason.
-    pub const ALL: [HandBackReason; 4] = [
-        HandBackReason::ProviderPaused,
-        HandBackReason::LeaseNearExpiry,
-        HandBackReason::RetryBudgetExhausted,
-        HandBackReason::Shutdown,
-    ];
-
-    /// Stable snake_case name, as stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HandBackReason::ProviderPaused => "provider_paused",
-            HandBackReason::LeaseNearExpiry => "lease_near_expiry",
-            HandBackReason::RetryBudgetExhausted => "retry_budget_exhausted",
-            HandBackReason::Shutdown => "shutdown",
-        }
-    }
-
-    /// The reason named `s`, if any.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.as_str() == s)
-    }
-}
-
-impl fmt::Display for HandBackReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+crate::named_enum! {
+    /// Why an item was handed back unsent. `as_str` is the stable stored reason.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum HandBackReason("hand-back reason") {
+        /// The host is paused for longer than a worker waits holding an item.
+        ProviderPaused = "provider_paused",
+        /// The item's `send_by` passed (its lease is about to end).
+        LeaseNearExpiry = "lease_near_expiry",
+        /// The retry budget refused this retry; it waits instead of being dropped.
+        RetryBudgetExhausted = "retry_budget_exhausted",
+        /// The caller is shutting down (never produced by the session; for callers' records).
+        Shutdown = "shutdown",
     }
 }
 

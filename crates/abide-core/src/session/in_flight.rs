@@ -5,9 +5,9 @@
 //! A server may bound what one key has in flight as well as its rate (IETF
 //! `RateLimit-Policy: "key";q=75;w=1, "conc";q=6`: 75/s, and 6 at once). The pacer spaces
 //! sends in time and cannot see that bound: 24 senders paced at 72.8/s against 60 ms answers
-//! have 4.4 requests in flight on average but more whenever answers bunch, and each
-//! concurrency refusal used to cut the rate (a rate cut does keep them rare, at the price of
-//! running at 0.8 of the limit: BENCHMARKS.md, "`abide demo`: where its run goes"). So the
+//! have 4.4 requests in flight on average but more whenever answers bunch. Cutting the rate
+//! on each concurrency refusal keeps them rare, at the price of running at 0.8 of the
+//! limit (BENCHMARKS.md, "`abide demo`: where its run goes"). So the
 //! session counts the requests on the wire per host and holds a send while they are at the
 //! limit, and the pacer leaves its rate alone on a concurrency refusal.
 //!

@@ -2,8 +2,9 @@
 //!
 //! # Why
 //! What happens to one request, from "may it go now?" to "what next, after this answer?",
-//! used to be spread over the outbox's dispatcher and worker and copied, with drift, into
-//! the simulator. A [`Session`] owns that whole decision for one host (one provider, one
+//! is one decision; spread over callers it drifts apart (a queue's dispatcher and workers,
+//! a simulator, in-process clients each deciding a little differently). A [`Session`] owns
+//! that whole decision for one host (one provider, one
 //! API key): classification → `Retry-After` clamp → retry budget → pacer → what to do. It
 //! does no I/O and reads no clock: callers pass `Instant`s and `SystemTime`s, send the
 //! request themselves, and wait themselves. The outbox, `abide sim` and in-process clients
@@ -46,10 +47,13 @@ mod config;
 mod decide;
 mod delivery;
 mod in_flight;
+pub mod limits;
 mod outage;
 mod refusal;
+mod setting_error;
 #[cfg(test)]
 mod tests;
+mod validate;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -59,6 +63,7 @@ pub use decide::is_past_max_age;
 pub use decide::{Decision, DeferReason};
 pub use delivery::{Answer, Delivery, HandBackReason, Step};
 pub use in_flight::{InFlightSnapshot, DECREASE as IN_FLIGHT_DECREASE, HELD_BACK_SHARE};
+pub use setting_error::SettingError;
 
 use crate::budget::RetryBudget;
 use crate::classify::Classifier;

@@ -17,6 +17,7 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::backoff::capped_doubling;
 use crate::pacer::Pacer;
 
 #[derive(Debug)]
@@ -51,8 +52,7 @@ impl Outage {
             return false;
         }
         s.streak = s.streak.saturating_add(1);
-        let doublings = s.streak.saturating_sub(1).min(20);
-        let pause = self.first.saturating_mul(1 << doublings).min(self.cap);
+        let pause = capped_doubling(self.first, self.cap, s.streak.saturating_sub(1));
         s.paused_at = Some(now);
         pacer.pause_until(now + pause);
         s.streak == 1

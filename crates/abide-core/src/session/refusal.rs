@@ -24,6 +24,7 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::backoff::capped_doubling;
 use crate::pacer::Pacer;
 
 #[derive(Debug)]
@@ -103,8 +104,7 @@ impl Refusals {
             return Refused::Credential { began: false };
         }
         s.rounds = s.rounds.saturating_add(1);
-        let doublings = (s.rounds - 1).min(20);
-        let pause = self.first.saturating_mul(1 << doublings).min(self.cap);
+        let pause = capped_doubling(self.first, self.cap, s.rounds - 1);
         s.paused_at = Some(now);
         pacer.pause_until(now + pause);
         Refused::Credential {

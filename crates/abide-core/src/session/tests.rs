@@ -157,6 +157,7 @@ fn a_delivery_takes_no_slot_beyond_the_horizon_and_the_rate_of_then_applies() {
         reason: String::new(),
         retry_after: None,
         rate_limit: None,
+        secondary_limit: false,
     };
     for _ in 0..2 {
         r.clock.advance(Duration::from_millis(100));

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use abide_core::ratelimit::{self, Dialect, RateLimitSource, MAX_QUOTA, MAX_RESET};
+use abide_core::ratelimit::{self, Dialect, RateLimitSource, Reader, MAX_QUOTA, MAX_RESET};
 use abide_core::retry_after::MIN_FLOOR;
 use abide_core::{Classifier, Observation, VerdictClass};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -41,7 +41,7 @@ fn x_rate_limit_hyphenated_prefix() {
         ("x-rate-limit-reset", &reset),
     ]);
     let r = ratelimit::read(&h, now(), Dialect::Auto);
-    assert_eq!(r.dialect, Dialect::XRateLimit);
+    assert_eq!(r.reader, Some(Reader::XRateLimit));
     let i = r.info.unwrap();
     assert_eq!(i.source, RateLimitSource::XRateLimit);
     assert_eq!(
@@ -63,8 +63,8 @@ fn github_vectors() {
     ]);
     let r = ratelimit::read(&h, now(), Dialect::Auto);
     assert_eq!(
-        (r.dialect, r.detected, r.used),
-        (Dialect::Github, true, Some(1))
+        (r.reader, r.detected, r.used),
+        (Some(Reader::Github), true, Some(1))
     );
     let i = r.info.unwrap();
     assert_eq!(i.policy.as_deref(), Some("core"));
@@ -97,6 +97,7 @@ fn github_secondary_limit_rules() {
     );
     assert_eq!(v.class, VerdictClass::Throttle);
     assert_eq!(v.reason, "http_403_secondary_rate_limit");
+    assert!(v.secondary_limit);
     assert_eq!(v.retry_after.unwrap().delay, SECS(60));
     let v = classify(
         Dialect::Github,
@@ -126,6 +127,19 @@ fn github_secondary_limit_rules() {
         classify(Dialect::Github, 403, &h, b"Bad credentials").class,
         VerdictClass::Terminal
     );
+    assert!(!classify(Dialect::Auto, 403, &h, body).secondary_limit);
+    // An override decides the class: no secondary-limit wait is added to its retries.
+    let c = abide_core::Classifier::default()
+        .with_dialect(Dialect::Github)
+        .with_http(403, VerdictClass::Retry);
+    let obs = abide_core::Observation::Http {
+        status: http::StatusCode::FORBIDDEN,
+        headers: &h,
+        body,
+    };
+    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(1);
+    let v = c.classify(&obs, now(), &mut rng);
+    assert_eq!((v.class, v.secondary_limit), (VerdictClass::Retry, false));
 }
 
 #[test]
@@ -139,7 +153,7 @@ fn discord_vectors() {
         ("x-ratelimit-bucket", "abcd1234"),
     ]);
     let r = ratelimit::read(&h, now(), Dialect::Auto);
-    assert_eq!(r.dialect, Dialect::Discord);
+    assert_eq!(r.reader, Some(Reader::Discord));
     let i = r.info.unwrap();
     assert_eq!(
         (i.policy.as_deref(), i.reset),
@@ -162,8 +176,8 @@ fn shopify_vectors() {
     let h = headers(&[("x-shopify-shop-api-call-limit", "32/40")]);
     let r = ratelimit::read(&h, now(), Dialect::Auto);
     assert_eq!(
-        (r.dialect, r.used, r.leaky_bucket),
-        (Dialect::Shopify, Some(32), true)
+        (r.reader, r.used, r.leaky_bucket),
+        (Some(Reader::Shopify), Some(32), true)
     );
     let i = r.info.unwrap();
     assert_eq!((i.limit, i.remaining, i.reset), (Some(40), Some(8), None));
@@ -245,12 +259,23 @@ fn a_named_dialect_reads_only_its_headers() {
 
 #[test]
 fn dialect_names_round_trip() {
-    for (d, name) in Dialect::ALL {
-        assert_eq!(name.parse::<Dialect>().unwrap(), d);
-        assert_eq!(d.as_str(), name);
+    for d in Dialect::ALL {
+        assert_eq!(d.as_str().parse::<Dialect>().unwrap(), d);
+        assert_eq!(
+            d.reader().map(Dialect::from),
+            Some(d).filter(|d| *d != Dialect::Auto)
+        );
     }
-    assert!("GitHub".parse::<Dialect>().is_ok());
-    assert!("twitter".parse::<Dialect>().is_err());
+    for r in Reader::ALL {
+        assert_eq!(Dialect::from(r).as_str(), r.as_str());
+    }
+    assert_eq!(" GitHub ".parse::<Dialect>(), Ok(Dialect::Github));
+    let e = "twitter".parse::<Dialect>().unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "unknown rate-limit dialect \"twitter\": expected one of auto, ietf, x-ratelimit, \
+         azure, shopify, discord, github"
+    );
 }
 
 /// Every header name any dialect reads.
@@ -307,7 +332,7 @@ proptest! {
                 h.append(HeaderName::from_static(NAMES[*i]), v);
             }
         }
-        for (dialect, _) in Dialect::ALL {
+        for dialect in Dialect::ALL {
             let r = ratelimit::read(&h, now, dialect);
             prop_assert!(r.retry_after_ms.is_none_or(|d| d <= MAX_RESET));
             prop_assert!(r.used.is_none_or(|u| u <= MAX_QUOTA));

@@ -41,6 +41,7 @@ impl Host {
                 retry_after: Some(d),
             }),
             rate_limit,
+            secondary_limit: false,
         };
         if t >= self.suspended.0 && t < self.suspended.1 {
             let left = ceil_secs(self.suspended.1 - t);
@@ -70,6 +71,7 @@ impl Host {
                 reason: "success".into(),
                 retry_after: None,
                 rate_limit: Some(rl),
+                secondary_limit: false,
             };
             (true, v)
         } else {
@@ -253,6 +255,7 @@ fn an_exhausted_success_pauses_one_interval_a_throttle_until_the_reset() {
         reason: "success".into(),
         retry_after: None,
         rate_limit: Some(rl.clone()),
+        secondary_limit: false,
     };
     p.on_verdict_for(t0, t0, &ok);
     assert_eq!(p.paused_until(t0), Some(t0 + 5 * MS));

@@ -414,140 +414,104 @@ impl Default for Behaviour {
     }
 }
 
-macro_rules! named_enum {
-    ($(#[$m:meta])* $name:ident ($label:literal) { $($(#[$vm:meta])* $v:ident = $($s:literal)|+),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-        #[serde(try_from = "String")]
-        pub enum $name { $($(#[$vm])* $v),+ }
+abide_core::named_enum! {
+/// The form of `Retry-After` (RFC 9110 §10.2.3) on a throttle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum RetryAfterStyle("retry-after style") {
+    /// Delay-seconds, rounded up, at least 1 (the honest default).
+    Seconds = "seconds",
+    /// An IMF-fixdate, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
+    ImfFixdate = "imf-fixdate" | "http-date",
+    /// The obsolete RFC 850 date, e.g. `Sunday, 06-Nov-94 08:49:37 GMT`.
+    Rfc850 = "rfc850",
+    /// The obsolete asctime date, e.g. `Sun Nov  6 08:49:37 1994`.
+    Asctime = "asctime",
+    /// `0`, whatever the real wait.
+    Zero = "zero" | "0",
+    /// `86400` (a day).
+    Huge = "huge",
+    /// Something unparseable (`soon-ish`).
+    Garbage = "garbage",
+    /// No `Retry-After` at all.
+    Absent = "absent",
+}}
 
-        impl $name {
-            /// Every accepted spelling, for help and error texts.
-            pub const NAMES: &'static [&'static str] = &[$($($s),+),+];
-        }
+abide_core::named_enum! {
+/// How a throttled request is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum ThrottleStyle("throttle style") {
+    /// 429 with `Retry-After` and a JSON reason.
+    Http429 = "429",
+    /// 403 with `Retry-After: 0` and an empty body (a misconfigured gateway).
+    Http403 = "403",
+    /// 200 with `{"command_status": N}`: an SMPP-style throttle hidden in a success.
+    Smpp200 = "smpp-200",
+    /// 429 with `Retry-After` and `{"command_status": N}`.
+    Smpp429 = "smpp-429",
+}}
 
-        impl FromStr for $name {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<Self, Error> {
-                match s {
-                    $($($s)|+ => Ok(Self::$v),)+
-                    _ => Err(Error::Config(format!(
-                        "{} {s:?}: expected one of {}", $label, Self::NAMES.join(", ")
-                    ))),
-                }
-            }
-        }
+abide_core::named_enum! {
+/// The dialect of the rate-limit fields (see the `styles` module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum HeaderStyle("header style") {
+    /// `RateLimit-Policy` and `RateLimit` structured fields (current IETF draft).
+    Ietf = "ietf",
+    /// `RateLimit-Policy: 10;w=1`, `RateLimit-Limit`, `-Remaining`, `-Reset` (draft -06).
+    Draft6 = "draft-6",
+    /// `X-RateLimit-Limit`, `-Remaining`, `-Reset` in Unix epoch seconds.
+    XRateLimit = "x-ratelimit",
+}}
 
-        impl TryFrom<String> for $name {
-            type Error = Error;
-            fn try_from(s: String) -> Result<Self, Error> {
-                s.parse()
-            }
-        }
-    };
-}
+abide_core::named_enum! {
+/// How a request from a suspended key is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum SuspensionStyle("suspension style") {
+    /// 403 `{"error":"suspended"}` with `Retry-After`: the remaining suspension in
+    /// delay-seconds, rounded up, at least 1 (RFC 9110 §10.2.3). The honest default: a
+    /// client that honours it waits instead of giving up.
+    RetryAfter = "retry-after",
+    /// 403 `{"error":"suspended"}` without `Retry-After`, as many real abuse systems
+    /// answer: the key is blocked, and a client cannot tell for how long.
+    Bare403 = "bare-403",
+}}
 
-named_enum!(
-    /// The form of `Retry-After` (RFC 9110 §10.2.3) on a throttle.
-    RetryAfterStyle("retry-after style") {
-        /// Delay-seconds, rounded up, at least 1 (the honest default).
-        Seconds = "seconds",
-        /// An IMF-fixdate, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
-        ImfFixdate = "imf-fixdate" | "http-date",
-        /// The obsolete RFC 850 date, e.g. `Sunday, 06-Nov-94 08:49:37 GMT`.
-        Rfc850 = "rfc850",
-        /// The obsolete asctime date, e.g. `Sun Nov  6 08:49:37 1994`.
-        Asctime = "asctime",
-        /// `0`, whatever the real wait.
-        Zero = "zero" | "0",
-        /// `86400` (a day).
-        Huge = "huge",
-        /// Something unparseable (`soon-ish`).
-        Garbage = "garbage",
-        /// No `Retry-After` at all.
-        Absent = "absent",
-    }
-);
+abide_core::named_enum! {
+/// The outcome a delivery receipt reports (SMPP 3.4 Appendix B `stat:`, and the
+/// `message_state` TLV).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum ReceiptState("receipt state") {
+    /// `stat:DELIVRD err:000`, message_state 2.
+    Delivered = "delivered",
+    /// `stat:UNDELIV err:001`, message_state 5.
+    Undeliverable = "undeliverable",
+    /// `stat:EXPIRED err:001`, message_state 3.
+    Expired = "expired",
+    /// `stat:REJECTD err:001`, message_state 8.
+    Rejected = "rejected",
+}}
 
-named_enum!(
-    /// How a throttled request is answered.
-    ThrottleStyle("throttle style") {
-        /// 429 with `Retry-After` and a JSON reason.
-        Http429 = "429",
-        /// 403 with `Retry-After: 0` and an empty body (a misconfigured gateway).
-        Http403 = "403",
-        /// 200 with `{"command_status": N}`: an SMPP-style throttle hidden in a success.
-        Smpp200 = "smpp-200",
-        /// 429 with `Retry-After` and `{"command_status": N}`.
-        Smpp429 = "smpp-429",
-    }
-);
-
-named_enum!(
-    /// The dialect of the rate-limit fields (see the `styles` module).
-    HeaderStyle("header style") {
-        /// `RateLimit-Policy` and `RateLimit` structured fields (current IETF draft).
-        Ietf = "ietf",
-        /// `RateLimit-Policy: 10;w=1`, `RateLimit-Limit`, `-Remaining`, `-Reset` (draft -06).
-        Draft6 = "draft-6",
-        /// `X-RateLimit-Limit`, `-Remaining`, `-Reset` in Unix epoch seconds.
-        XRateLimit = "x-ratelimit",
-    }
-);
-
-named_enum!(
-    /// How a request from a suspended key is answered.
-    SuspensionStyle("suspension style") {
-        /// 403 `{"error":"suspended"}` with `Retry-After`: the remaining suspension in
-        /// delay-seconds, rounded up, at least 1 (RFC 9110 §10.2.3). The honest default: a
-        /// client that honours it waits instead of giving up.
-        RetryAfter = "retry-after",
-        /// 403 `{"error":"suspended"}` without `Retry-After`, as many real abuse systems
-        /// answer: the key is blocked, and a client cannot tell for how long.
-        Bare403 = "bare-403",
-    }
-);
-
-named_enum!(
-    /// The outcome a delivery receipt reports (SMPP 3.4 Appendix B `stat:`, and the
-    /// `message_state` TLV).
-    ReceiptState("receipt state") {
-        /// `stat:DELIVRD err:000`, message_state 2.
-        Delivered = "delivered",
-        /// `stat:UNDELIV err:001`, message_state 5.
-        Undeliverable = "undeliverable",
-        /// `stat:EXPIRED err:001`, message_state 3.
-        Expired = "expired",
-        /// `stat:REJECTD err:001`, message_state 8.
-        Rejected = "rejected",
-    }
-);
-
-/// Parse `250ms`, `60s`, `2m`, `1h`, `1d` or a bare number of seconds.
+/// Parse a duration in `humantime`'s syntax (`250ms`, `60s`, `1.5s`, `2m`, `1h30m`, `1d`),
+/// or a bare number of seconds (`30`, `1.5`).
 ///
 /// # Errors
-/// [`Error::Config`] for anything else.
+/// [`Error::Config`] naming the input and what `humantime` could not read.
 pub fn parse_duration(s: &str) -> Result<Duration, Error> {
     let s = s.trim();
-    let bad = || {
+    let bad = |why: &dyn fmt::Display| {
         Error::Config(format!(
-            "duration {s:?}: expected e.g. 500ms, 60s, 2m, 1h, 1d"
+            "duration {s:?}: {why} (expected e.g. 500ms, 60s, 2m, 1h, 1d)"
         ))
     };
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "" | "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        "d" => n * 86400.0,
-        _ => return Err(bad()),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| bad())
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        let n: f64 = s.parse().map_err(|e| bad(&e))?;
+        return Duration::try_from_secs_f64(n).map_err(|e| bad(&e));
+    }
+    humantime::parse_duration(s).map_err(|e| bad(&e))
 }
 
 #[cfg(test)]
@@ -567,6 +531,28 @@ mod tests {
         let e = "10/x".parse::<Rate>().unwrap_err().to_string();
         assert!(e.contains("rate \"10/x\"") && !e.contains("1x"), "{e}");
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        // Everything accepted before humantime read them, and its compound forms.
+        for (s, want) in [
+            ("30", 30_000),
+            ("1.5", 1_500),
+            ("1.5s", 1_500),
+            ("0.5m", 30_000),
+            ("2m", 120_000),
+            ("1h", 3_600_000),
+            ("1d", 86_400_000),
+            ("1h30m", 5_400_000),
+            (" 0s ", 0),
+        ] {
+            assert_eq!(
+                parse_duration(s).unwrap(),
+                Duration::from_millis(want),
+                "{s}"
+            );
+        }
+        for s in ["", "-1s", "soon", "1.2.3", "5x"] {
+            let e = parse_duration(s).unwrap_err().to_string();
+            assert!(e.contains(&format!("{:?}", s.trim())), "{e}");
+        }
     }
 
     #[test]

@@ -7,10 +7,7 @@ use serde::Serializer;
 
 /// RFC 3339 (RFC 3339 §5.6), e.g. `2025-06-15T14:13:20.123Z`.
 pub(crate) fn format(t: SystemTime) -> String {
-    time::OffsetDateTime::from(t)
-        .format(&time::format_description::well_known::Rfc3339)
-        // Only years beyond 9999 fail; the store's milliseconds cannot reach them.
-        .unwrap_or_else(|_| "9999-12-31T23:59:59Z".to_owned())
+    abide_core::rfc3339::format(t)
 }
 
 pub(crate) fn rfc3339<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {

@@ -8,8 +8,8 @@ use std::time::SystemTime;
 use abide_core::ratelimit::{self, Malformed, RateLimitInfo};
 use abide_core::retry_after::escape_raw;
 use abide_core::{
-    parse_warnings, Backoff, Classifier, Clock, Dialect, ManualClock, Observation, Pacer,
-    PacerConfig, SystemClock, VerdictClass, Warning, MAX_CLASSIFY_BODY,
+    parse_warnings, Clock, Dialect, ManualClock, Observation, Session, SessionConfig, SystemClock,
+    VerdictClass, Warning, MAX_CLASSIFY_BODY,
 };
 use anyhow::{bail, Context};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -236,7 +236,17 @@ fn build(
     seed: u64,
     dialect: Dialect,
 ) -> anyhow::Result<Report> {
-    let classifier = Classifier::default().with_dialect(dialect);
+    // The session a provider with this dialect and default settings gets: its classifier
+    // and pacer decide here as they do in the outbox.
+    let mono = ManualClock::new(now).monotonic();
+    let session = Session::new(
+        SessionConfig {
+            rate_limit_dialect: dialect,
+            ..SessionConfig::default()
+        },
+        mono,
+    );
+    let classifier = session.classifier();
     let reading = ratelimit::read(headers, now, dialect);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let verdict = classifier.classify(obs, now, &mut rng);
@@ -248,17 +258,14 @@ fn build(
 
     let delay = match verdict.class {
         VerdictClass::Success | VerdictClass::Terminal => None,
-        _ => Some(
-            verdict
-                .retry_after
-                .clone()
-                .unwrap_or_else(|| classifier.retry_after.from_backoff(Backoff::default().base)),
-        ),
+        _ => Some(verdict.retry_after.clone().unwrap_or_else(|| {
+            let rules = session.config();
+            rules.retry_after.from_backoff(rules.retry.backoff.base)
+        })),
     };
     // The host-wide pause, by the pacer's own rules (as the outbox applies them), so that
     // a 429 with only `RateLimit: r=0;t=30` does not look like a 1 s wait.
-    let mono = ManualClock::new(now).monotonic();
-    let pacer = Pacer::new(PacerConfig::default(), mono);
+    let pacer = session.pacer();
     pacer.on_verdict(mono, &verdict);
     let pause = pacer.paused_until(mono).map(|until| until - mono);
     let (status, smpp_command_status) = match *obs {
@@ -293,7 +300,7 @@ fn build(
         now: format_now(now)?,
         status,
         smpp_command_status,
-        dialect: reading.dialect,
+        dialect: reading.reader.map_or(Dialect::Auto, Dialect::from),
         dialect_detected: reading.detected,
         rate_limit_warnings: reading.malformed,
     })
@@ -315,12 +322,8 @@ fn format_now(now: SystemTime) -> anyhow::Result<String> {
 }
 
 fn parse_smpp(s: &str) -> anyhow::Result<u32> {
-    let t = s.trim();
-    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(hex) => u32::from_str_radix(hex, 16),
-        None => t.parse(),
-    };
-    parsed.with_context(|| format!("--smpp {s:?}: not a command_status (e.g. 0x58 or 88)"))
+    abide_core::classify::smpp::parse_command_status(s)
+        .with_context(|| format!("--smpp {s:?}: not a command_status (e.g. 0x58 or 88)"))
 }
 
 /// Largest header block read from stdin, in bytes (a real response head is a few KiB;
@@ -343,6 +346,11 @@ fn append(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) -> anyh
 /// Parse a raw header block into `headers`; returns the status of a leading status line and
 /// where a body after the block starts, if the block ended.
 ///
+/// The header fields are parsed by `httparse` (RFC 9112 §5: field names are tokens, values
+/// visible bytes, obs-fold continuation lines joined with a space, lines ending in CRLF or
+/// LF). The status line is read here: `httparse` knows only HTTP/1.x, and `HTTP/2 429` is
+/// what `curl -i` prints.
+///
 /// # Errors
 /// A malformed line (named by its number), more than [`MAX_HEADERS`] lines, or a block that
 /// has not ended within [`MAX_BLOCK_BYTES`].
@@ -350,49 +358,112 @@ fn parse_block(
     input: &[u8],
     headers: &mut HeaderMap,
 ) -> anyhow::Result<(Option<u16>, Option<usize>)> {
-    let mut status = None;
-    let mut lines: Vec<(usize, Vec<u8>)> = Vec::new();
-    let mut ended = None;
-    let mut offset = 0usize;
-    for (i, raw) in input.split(|&b| b == b'\n').enumerate() {
-        let n = i + 1;
-        // Where the next line starts (past this line's LF).
-        offset = (offset + raw.len() + 1).min(input.len());
-        let line = raw.strip_suffix(b"\r").unwrap_or(raw);
-        if line.is_empty() {
-            if lines.is_empty() && status.is_none() {
-                continue; // leading blank lines
-            }
-            ended = Some(offset);
-            break; // end of the header block
-        }
-        if lines.is_empty() && status.is_none() && line.starts_with(b"HTTP/") {
-            status = Some(
-                parse_status_line(line)
-                    .with_context(|| format!("stdin line {n}: bad status line {}", shown(line)))?,
-            );
-            continue;
-        }
-        if matches!(line.first(), Some(b' ' | b'\t')) {
-            // obs-fold (RFC 9112 §5.2): a continuation of the previous value.
-            let Some((_, prev)) = lines.last_mut() else {
-                bail!("stdin line {n}: continuation line with no header before it");
-            };
-            prev.push(b' ');
-            prev.extend_from_slice(trim(line));
-            continue;
-        }
-        lines.push((n, line.to_vec()));
+    // Leading blank lines are skipped; `n` is the number of the line at `at`.
+    let (mut at, mut n) = (0usize, 1usize);
+    while let Some(len) = [b"\r\n".as_slice(), b"\n"]
+        .into_iter()
+        .find(|nl| input[at..].starts_with(nl))
+        .map(<[u8]>::len)
+    {
+        at += len;
+        n += 1;
     }
-    if ended.is_none() && input.len() > MAX_BLOCK_BYTES {
+    let mut status = None;
+    if input[at..].starts_with(b"HTTP/") {
+        let end = input[at..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(input.len(), |i| at + i);
+        let line = &input[at..end];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        status = Some(
+            parse_status_line(line)
+                .with_context(|| format!("stdin line {n}: bad status line {}", shown(line)))?,
+        );
+        at = (end + 1).min(input.len());
+        n += 1;
+    }
+    let fields = &input[at..];
+    // Where the block ends: at its blank line, if the input has one.
+    let ends = fields.starts_with(b"\n")
+        || fields.starts_with(b"\r\n")
+        || fields.windows(2).any(|w| w == b"\n\n")
+        || fields.windows(3).any(|w| w == b"\n\r\n");
+    if !ends && input.len() > MAX_BLOCK_BYTES {
         bail!("stdin: the header block is larger than {MAX_BLOCK_BYTES} bytes");
     }
-    for (n, line) in lines {
-        let (name, value) =
-            parse_header_line(&line).with_context(|| format!("stdin line {n} {}", shown(&line)))?;
-        append(headers, name, value).with_context(|| format!("stdin line {n}"))?;
+    // httparse reads a response head: give it an HTTP/1.1 status line of its own, and an end
+    // to a block that stops without its blank line.
+    const HEAD: &[u8] = b"HTTP/1.1 200 OK\r\n";
+    let mut head = Vec::with_capacity(HEAD.len() + fields.len() + 4);
+    head.extend_from_slice(HEAD);
+    head.extend_from_slice(fields);
+    if !ends {
+        if !head.ends_with(b"\n") {
+            head.extend_from_slice(b"\r\n");
+        }
+        head.extend_from_slice(b"\r\n");
+    }
+    let mut slots = vec![httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut config = httparse::ParserConfig::default();
+    config.allow_obsolete_multiline_headers_in_responses(true);
+    let mut response = httparse::Response::new(&mut slots);
+    let ended = match config.parse_response(&mut response, &head) {
+        Ok(httparse::Status::Complete(len)) => ends.then(|| at + len - HEAD.len()),
+        Ok(httparse::Status::Partial) => None,
+        Err(httparse::Error::TooManyHeaders) => bail!("more than {MAX_HEADERS} header lines"),
+        Err(e) => return Err(bad_line(fields, n, e)),
+    };
+    for h in response.headers.iter() {
+        let name = HeaderName::from_bytes(h.name.as_bytes())
+            .with_context(|| format!("invalid header name {}", escape_raw(h.name.as_bytes())))?;
+        let value = HeaderValue::from_bytes(&unfold(h.value))
+            .with_context(|| format!("{name}: invalid header value"))?;
+        append(headers, name, value)?;
     }
     Ok((status, ended))
+}
+
+/// A value with its obs-fold line breaks (RFC 9112 §5.2) each replaced by one space.
+fn unfold(value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(value.len());
+    for (i, piece) in value.split(|&b| b == b'\n').enumerate() {
+        let piece = trim(piece.strip_suffix(b"\r").unwrap_or(piece));
+        if i > 0 && !piece.is_empty() {
+            out.push(b' ');
+        }
+        out.extend_from_slice(piece);
+    }
+    out
+}
+
+/// The error for a header block `httparse` refused: the first line (numbered from
+/// `first`) that is not a field on its own, shown redacted.
+fn bad_line(fields: &[u8], first: usize, e: httparse::Error) -> anyhow::Error {
+    let mut previous_field = false;
+    for (i, line) in fields.split(|&b| b == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            break;
+        }
+        let n = first + i;
+        if matches!(line.first(), Some(b' ' | b'\t')) {
+            if !previous_field {
+                return anyhow::anyhow!(
+                    "stdin line {n}: continuation line with no header before it"
+                );
+            }
+            continue;
+        }
+        let mut alone = line.to_vec();
+        alone.extend_from_slice(b"\r\n\r\n");
+        let mut slot = [httparse::EMPTY_HEADER; 1];
+        if httparse::parse_headers(&alone, &mut slot).is_err() {
+            return anyhow::anyhow!("stdin line {n} {}: {e}", shown(line));
+        }
+        previous_field = true;
+    }
+    anyhow::anyhow!("stdin line {first}: {e}")
 }
 
 /// `HTTP/1.1 429 Too Many Requests` or `HTTP/2 429`.
@@ -415,15 +486,24 @@ fn parse_status_line(line: &[u8]) -> anyhow::Result<u16> {
     Ok(n)
 }
 
-/// `Name: value`, value trimmed of OWS. Non-UTF-8 value bytes are kept (they are a real
-/// case for Retry-After and are reported escaped).
+/// `Name: value` (one `--header` flag), parsed by `httparse` as one field line; the value
+/// trimmed of OWS. Non-UTF-8 value bytes are kept (they are a real case for Retry-After
+/// and are reported escaped).
 fn parse_header_line(line: &[u8]) -> anyhow::Result<(HeaderName, HeaderValue)> {
-    let colon = line
-        .iter()
-        .position(|&b| b == b':')
-        .context("expected `Name: value`")?;
-    let name = HeaderName::from_bytes(trim(&line[..colon])).context("invalid header name")?;
-    let value = HeaderValue::from_bytes(trim(&line[colon + 1..]))
+    let line = trim(line);
+    if !line.contains(&b':') {
+        bail!("expected `Name: value`");
+    }
+    let mut field = line.to_vec();
+    field.extend_from_slice(b"\r\n\r\n");
+    let mut slot = [httparse::EMPTY_HEADER; 1];
+    let h = match httparse::parse_headers(&field, &mut slot) {
+        Ok(httparse::Status::Complete((_, [h]))) => *h,
+        Ok(_) | Err(httparse::Error::TooManyHeaders) => bail!("expected one `Name: value`"),
+        Err(e) => bail!("{e} (expected `Name: value`)"),
+    };
+    let name = HeaderName::from_bytes(h.name.as_bytes()).context("invalid header name")?;
+    let value = HeaderValue::from_bytes(trim(h.value))
         .context("invalid header value (control characters?)")?;
     Ok((name, value))
 }
@@ -481,6 +561,40 @@ mod tests {
         assert_eq!(h.get("retry-after").unwrap(), "5");
         assert_eq!(h.get("x-long").unwrap(), "a b");
         assert!(h.get("body").is_none());
+    }
+
+    #[test]
+    fn blocks_without_an_end_and_bad_lines_named_by_number() {
+        // No blank line: what it holds is read, and there is no body.
+        let mut h = HeaderMap::new();
+        let (s, body_at) =
+            parse_block(b"\n\nHTTP/2 429\nRetry-After: 3\nRetry-After: 9", &mut h).unwrap();
+        assert_eq!((s, body_at), (Some(429), None));
+        let all: Vec<_> = h.get_all("retry-after").iter().collect();
+        assert_eq!(all, ["3", "9"]);
+        // Lines are numbered from the first of the input, blank lines included.
+        let e = parse_block(b"\nHTTP/1.1 429 x\nA: 1\nB C\n\n", &mut HeaderMap::new())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("stdin line 4 (B C)"), "{e}");
+        let e = parse_block(b" folded: x\n\n", &mut HeaderMap::new())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("stdin line 1: continuation line"), "{e}");
+        // A secret on a bad line is not echoed.
+        let e = parse_block(b"X-Api-Key hunter2\n\n", &mut HeaderMap::new())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("<redacted>") && !e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn one_flag_is_one_field() {
+        let (n, v) = parse_header_line(b"  Retry-After:  5 ").unwrap();
+        assert_eq!((n.as_str(), v.as_bytes()), ("retry-after", b"5".as_slice()));
+        assert!(parse_header_line(b"Retry-After 5").is_err());
+        assert!(parse_header_line(b"Bad Name: 5").is_err());
+        assert!(parse_header_line(b"A: 1\nB: 2").is_err());
     }
 
     #[test]

@@ -266,8 +266,7 @@ fn opt_count(s: &str) -> anyhow::Result<Option<u32>> {
 /// Whole seconds, rounded up: `500ms` must not become 0 (a zero window or suspension
 /// silently switches abuse protection off).
 fn secs(s: &str) -> anyhow::Result<u64> {
-    let d = parse_duration(s)?;
-    Ok(d.as_secs() + u64::from(d.subsec_nanos() > 0))
+    Ok(abide_core::retry_after::ceil_secs(parse_duration(s)?))
 }
 
 /// The configuration: the file if given, then flags on top.
@@ -361,11 +360,8 @@ fn config(a: &Args) -> anyhow::Result<ProviderConfig> {
 
 /// A command_status written `0x14` or `20`.
 fn status(s: &str) -> anyhow::Result<u32> {
-    let n = match s.strip_prefix("0x") {
-        Some(hex) => u32::from_str_radix(hex, 16),
-        None => s.parse(),
-    };
-    n.with_context(|| format!("{s:?} is not a command_status (0x14, 0x58, or decimal)"))
+    abide_core::classify::smpp::parse_command_status(s)
+        .with_context(|| format!("{s:?} is not a command_status (0x14, 0x58, or decimal)"))
 }
 
 /// The listeners: HTTP unless `--listen off`, SMPP with `--smpp`.

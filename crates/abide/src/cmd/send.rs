@@ -88,7 +88,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub(crate) workers: Option<u16>,
     /// Lease on a claimed item: a sender that hangs longer loses it and the item is retried
-    /// (same idempotency key). At least every provider's timeout_secs + 2 s; e.g. 30s, 2m.
+    /// (same idempotency key). At least every provider's timeout_secs + 2 s. A number with
+    /// a unit: e.g. 30s, 2m, 1m30s (a bare number is refused).
     #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = parse_lease)]
     pub(crate) lease: Duration,
     /// Print the final report as JSON.
@@ -119,15 +120,23 @@ pub(crate) struct Args {
         value_parser = parse_redis_prefix)]
     pub(crate) redis_prefix: Option<String>,
     /// After draining, keep SMPP binds up this long (at most) for the delivery receipts of
-    /// SUBMITTED items, storing them as they come; e.g. 10s. Receipts that come later are
-    /// delivered by the SMSC at the next bind.
+    /// SUBMITTED items, storing them as they come; a number with a unit, e.g. 10s, 2m.
+    /// Receipts that come later are delivered by the SMSC at the next bind.
     #[arg(long, default_value = "0s", value_name = "DURATION", value_parser = parse_wait)]
     pub(crate) receipt_wait: Duration,
 }
 
+/// A `DURATION` flag: a number with a unit, as `humantime` reads it (`500ms`, `30s`,
+/// `1.5s`, `2m`, `1h30m`); a bare number is refused, since its unit would be a guess.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| {
+        format!("{s:?} is not a duration with a unit (e.g. 500ms, 30s, 2m, 1h30m): {e}")
+    })
+}
+
 /// `--receipt-wait`: a duration up to 1 h.
 fn parse_wait(s: &str) -> Result<Duration, String> {
-    let d = abide_fake::parse_duration(s).map_err(|e| e.to_string())?;
+    let d = parse_duration(s)?;
     if d > Duration::from_secs(3600) {
         return Err("must be at most 1h".into());
     }
@@ -136,7 +145,7 @@ fn parse_wait(s: &str) -> Result<Duration, String> {
 
 /// `--lease`: a duration between 100 ms and 1 h.
 pub(crate) fn parse_lease(s: &str) -> Result<Duration, String> {
-    let d = abide_fake::parse_duration(s).map_err(|e| e.to_string())?;
+    let d = parse_duration(s)?;
     if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&d) {
         return Err("must be between 100ms and 1h".into());
     }
@@ -493,4 +502,25 @@ async fn unconfigured_waiting<S: abide_outbox::Store>(
         }
     }
     active(all).saturating_sub(configured)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duration_flags_need_a_unit_and_keep_their_bounds() {
+        assert_eq!(parse_lease("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_lease("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_lease("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_wait("0s"), Ok(Duration::ZERO));
+        let e = parse_lease("30").unwrap_err();
+        assert!(e.contains("\"30\"") && e.contains("unit"), "{e}");
+        assert_eq!(
+            parse_lease("50ms").unwrap_err(),
+            "must be between 100ms and 1h"
+        );
+        assert_eq!(parse_wait("2h").unwrap_err(), "must be at most 1h");
+    }
 }

@@ -86,9 +86,7 @@ async fn asset(content_type: &'static str, body: &'static str) -> Response {
 
 /// RFC 3339 (UTC), e.g. `2026-12-01T02:03:22Z`.
 pub(crate) fn rfc3339(t: SystemTime) -> String {
-    time::OffsetDateTime::from(t)
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| "9999-12-31T23:59:59Z".to_owned())
+    abide_core::rfc3339::format(t)
 }
 
 /// Recent `FAILED` and `DEFERRED` items: what an operator acts on. Ids, provider, reason,

@@ -78,11 +78,13 @@ pub(crate) struct Args {
 }
 
 fn parse_scenario(s: &str) -> Result<Scenario, String> {
-    s.parse().map_err(|e: abide_sim::SimError| e.to_string())
+    s.parse()
+        .map_err(|e: abide_core::UnknownName| e.to_string())
 }
 
 fn parse_policy(s: &str) -> Result<PolicyKind, String> {
-    s.parse().map_err(|e: abide_sim::SimError| e.to_string())
+    s.parse()
+        .map_err(|e: abide_core::UnknownName| e.to_string())
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {

@@ -1,5 +1,6 @@
 //! `Retry-After` (RFC 9110 §10.2.3): parsing every form the spec allows and turning the
-//! result into a clamped delay with its reason.
+//! result into a clamped delay with its reason; and writing it ([`RetryAfter::after`],
+//! [`RetryAfter::at`], [`RetryAfter::to_header_value`]) as servers should.
 //!
 //! ```text
 //! Retry-After = HTTP-date / delay-seconds
@@ -55,8 +56,11 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::HeaderMap;
+
+mod write;
 use rand::{Rng, RngCore};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+pub use write::{ceil_secs, delay_seconds};
 
 /// A parsed `Retry-After` value, before any floor or cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,32 +96,27 @@ pub enum RetryAfterError {
     Conflicting,
 }
 
-/// Why a delay was chosen. Serialised in snake_case for `abide inspect`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DelayReason {
-    /// The server's value lay within [floor, cap] and was used as is.
-    Honoured,
-    /// The server asked for less than the floor (e.g. `0`, a past date); the floor was used.
-    Floored,
-    /// The server asked for more than the cap (e.g. `86400`); the cap was used.
-    Capped,
-    /// The value could not be parsed; a long jittered wait was used and the raw value kept.
-    Unparseable,
-    /// No `Retry-After` was sent; the delay came from our own backoff.
-    Absent,
-}
-
-impl DelayReason {
-    /// Stable name, as serialised.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DelayReason::Honoured => "honoured",
-            DelayReason::Floored => "floored",
-            DelayReason::Capped => "capped",
-            DelayReason::Unparseable => "unparseable",
-            DelayReason::Absent => "absent",
-        }
+crate::named_enum! {
+    /// Why a delay was chosen. `as_str` is the stable name stored with an attempt and
+    /// shown by `abide inspect` (serialised the same, snake_case); `FromStr` reads it back.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    #[non_exhaustive]
+    pub enum DelayReason("delay reason") {
+        /// The server's value lay within [floor, cap] and was used as is.
+        Honoured = "honoured",
+        /// The server asked for less than the floor (e.g. `0`, a past date); the floor was used.
+        Floored = "floored",
+        /// The server asked for more than the cap (e.g. `86400`); the cap was used.
+        Capped = "capped",
+        /// The value could not be parsed; a long jittered wait was used and the raw value kept.
+        Unparseable = "unparseable",
+        /// No `Retry-After` was sent; the delay came from our own backoff.
+        Absent = "absent",
+        /// No answer was seen: the item's lease ran out (its worker crashed or hung) and it
+        /// was taken back with no wait. Never chosen by a [`RetryAfterPolicy`]; a queue
+        /// records it for the attempts its reclaim accounts for.
+        LeaseExpired = "lease_expired",
     }
 }
 
@@ -143,7 +142,9 @@ pub const MAX_RAW_LEN: usize = 256;
 ///
 /// The fields are public, so a floor of zero is representable; without this minimum it would
 /// turn `Retry-After: 0` (or a date in the past) back into "retry at once, with every worker",
-/// the very failure the clamp exists to prevent (seed 004). 100 ms is far below any delay a
+/// the very failure the clamp exists to prevent (an edge answering `403` with
+/// `Retry-After: 0` had every client that obeyed it retry at once until the account was
+/// suspended). 100 ms is far below any delay a
 /// server means and far above a busy loop.
 pub const MIN_FLOOR: Duration = Duration::from_millis(100);
 
@@ -384,24 +385,13 @@ fn resolve_two_digit_year(yy: i64, current: i64) -> i64 {
     base + (yy - base).rem_euclid(100)
 }
 
-/// The proleptic Gregorian year of `t` (UTC); times before the epoch count as 1970.
+/// The proleptic Gregorian year of `t` (UTC); times before the epoch count as 1970, times
+/// beyond what `time` holds as 9999.
 pub(crate) fn year_of(t: SystemTime) -> i64 {
-    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    civil_from_days(i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2)).0
-}
-
-/// Days since 1970-01-01 to (year, month 1–12, day 1–31); H. Hinnant's algorithm.
-pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    if t < UNIX_EPOCH {
+        return 1970;
+    }
+    crate::rfc3339::to_utc(t).map_or(9999, |d| i64::from(d.year()))
 }
 
 /// Lossy, escaped, bounded copy of a raw header value for logs and JSON.
@@ -587,10 +577,15 @@ mod tests {
     }
 
     #[test]
-    fn civil_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_619), (2026, 6, 15));
+    fn years() {
+        assert_eq!(year_of(UNIX_EPOCH), 1970);
         assert_eq!(year_of(at("Mon, 15 Jun 2026 08:02:31 GMT")), 2026);
+        assert_eq!(year_of(at("Thu, 31 Dec 2099 23:59:59 GMT")), 2099);
+        assert_eq!(year_of(UNIX_EPOCH - Duration::from_secs(10)), 1970);
+        assert_eq!(
+            year_of(UNIX_EPOCH + Duration::from_secs(u64::MAX / 4)),
+            9999
+        );
     }
 
     #[test]
