@@ -116,9 +116,6 @@ struct FileFailover {
     after_pending_secs: u64,
 }
 
-/// Highest accepted `rate_hint`, requests per second.
-const MAX_RATE_HINT: f64 = 1_000_000.0;
-
 /// A file-level setting refused.
 pub(super) fn invalid(field: &str, message: impl Into<String>) -> Error {
     Error::Config {
@@ -242,19 +239,13 @@ pub(super) fn validate_provider(mut p: FileProvider) -> Result<ProviderConfig, T
     let kind = kind_of(n, &p)?;
     let keys = transport_keys(n, kind, &mut p)?;
     let transport = (kind.read)(n, &keys)?;
-    if p.rate_hint
-        .is_some_and(|r| !(r.is_finite() && r > 0.0 && r <= MAX_RATE_HINT))
-    {
-        let why = format!("must be in (0, {MAX_RATE_HINT}] requests per second");
-        return Err(Error::config(n, "rate_hint", why).into());
-    }
     let rate_limit_dialect = match &p.rate_limit_dialect {
         Some(v) => v
             .parse::<Dialect>()
             .map_err(|e| Error::config(n, "rate_limit_dialect", e.to_string()))?,
         None => Dialect::Auto,
     };
-    let (retry, budget, mut pacer) = session::rules(n, &p.retry, &p.budget, &p.pacer)?;
+    let (retry, budget, mut pacer) = session::rules(&p.retry, &p.budget, &p.pacer);
     pacer.rate_hint = p.rate_hint;
     let failover = p
         .failover
@@ -269,7 +260,7 @@ pub(super) fn validate_provider(mut p: FileProvider) -> Result<ProviderConfig, T
             })
         })
         .transpose()?;
-    Ok(ProviderConfig {
+    let cfg = ProviderConfig {
         transport,
         retry,
         budget,
@@ -278,5 +269,7 @@ pub(super) fn validate_provider(mut p: FileProvider) -> Result<ProviderConfig, T
         rate_limit_dialect,
         failover,
         name,
-    })
+    };
+    session::check(&cfg)?;
+    Ok(cfg)
 }

@@ -513,9 +513,20 @@ mod tests {
                 "base_url",
             ),
             (
+                // Core's validator blames the cap, bounded below by the base.
                 GOOD.replace("backoff_base_ms = 100", "backoff_base_ms = 60000"),
                 "a",
+                "retry.backoff_cap_secs",
+            ),
+            (
+                GOOD.replace("backoff_base_ms = 100", "backoff_base_ms = 0"),
+                "a",
                 "retry.backoff_base_ms",
+            ),
+            (
+                GOOD.replace("409 = \"retry\"", "202 = \"retry\""),
+                "a",
+                "classify.http.202",
             ),
             (GOOD.replace("name = \"b\"", "name = \"a\""), "a", "name"),
             (

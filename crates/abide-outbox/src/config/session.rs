@@ -1,20 +1,15 @@
 //! The session's rules of one provider as the providers file writes them
-//! (`[provider.retry]`, `[provider.budget]`, `[provider.pacer]`), and their bounds.
-//!
-//! These bounds are the session's, not the file's: they are the one place that is to
-//! hand its checks to `abide_core::SessionConfig::validate` (named bounds, errors naming
-//! the setting), mapping each setting it names to the key written here
-//! (`retry.backoff_base_ms`, `pacer.headroom`, ...). Everything else in the file is
-//! checked by `super::file` and the transports.
+//! (`[provider.retry]`, `[provider.budget]`, `[provider.pacer]`, `rate_hint`), and their
+//! check: abide-core's one validator ([`abide_core::SessionConfig::validate`], named
+//! bounds), its setting paths said as the file's keys.
 
 use std::time::Duration;
 
-use abide_core::{Backoff, Jitter, RetryBudgetConfig};
+use abide_core::{Backoff, Jitter, RetryBudgetConfig, SettingError};
 use serde::Deserialize;
 
-use super::{PacerSettings, RetryConfig};
-use crate::error::{Error, Result};
-
+use super::{PacerSettings, ProviderConfig, RetryConfig};
+use crate::error::Error;
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FileRetry {
@@ -42,18 +37,13 @@ pub(super) struct FilePacer {
     max_throttle_pause_secs: Option<u64>,
 }
 
-/// The retry caps, the retry budget and the pacer settings of provider `n` (without its
-/// `rate_hint`), each checked against its bounds.
-///
-/// # Errors
-/// [`Error::Config`] naming `n` and the key.
+/// The retry caps, the retry budget and the pacer settings as written (defaults where a
+/// key is absent); checked with the rest of the session by [`check`].
 pub(super) fn rules(
-    n: &str,
     r: &FileRetry,
     b: &FileBudget,
     p: &FilePacer,
-) -> Result<(RetryConfig, RetryBudgetConfig, PacerSettings)> {
-    let bad = |field: &str, why: &str| Err(Error::config(n, field, why));
+) -> (RetryConfig, RetryBudgetConfig, PacerSettings) {
     let d = RetryConfig::default();
     let retry = RetryConfig {
         max_attempts: r.max_attempts.unwrap_or(d.max_attempts),
@@ -69,28 +59,12 @@ pub(super) fn rules(
             jitter: Jitter::Full,
         },
     };
-    if retry.max_attempts == 0 {
-        return bad("retry.max_attempts", "must be at least 1");
-    }
-    if retry.unknown_max_attempts == 0 {
-        return bad("retry.unknown_max_attempts", "must be at least 1");
-    }
-    if retry.max_age.is_zero() {
-        return bad("retry.max_age_secs", "must be positive");
-    }
-    if retry.backoff.base.is_zero() || retry.backoff.base > retry.backoff.cap {
-        let why = "must be positive and at most backoff_cap_secs";
-        return bad("retry.backoff_base_ms", why);
-    }
     let db = RetryBudgetConfig::default();
     let budget = RetryBudgetConfig {
         ttl: b.ttl_secs.map_or(db.ttl, Duration::from_secs),
         min_per_sec: b.min_per_sec.unwrap_or(db.min_per_sec),
         retry_ratio: b.retry_ratio.unwrap_or(db.retry_ratio),
     };
-    if !(budget.retry_ratio.is_finite() && budget.retry_ratio >= 0.0) {
-        return bad("budget.retry_ratio", "must be a finite number >= 0");
-    }
     let dp = PacerSettings::default();
     let pacer = PacerSettings {
         rate_hint: None,
@@ -105,18 +79,38 @@ pub(super) fn rules(
             .max_throttle_pause_secs
             .map_or(dp.max_throttle_pause, Duration::from_secs),
     };
-    if !(pacer.headroom.is_finite() && pacer.headroom > 0.0 && pacer.headroom <= 1.0) {
-        return bad("pacer.headroom", "must be in (0, 1]");
+    (retry, budget, pacer)
+}
+
+/// Check `p`'s session ([`ProviderConfig::session_config`]) with abide-core's validator.
+///
+/// # Errors
+/// [`Error::Config`] naming the provider and the key as the file writes it.
+pub(super) fn check(p: &ProviderConfig) -> Result<(), Error> {
+    if let Some(hint) = p.pacer.rate_hint {
+        abide_core::session::limits::RATE_HINT
+            .check("rate_hint", hint)
+            .map_err(|e| said(p, &e))?;
     }
-    let max = abide_core::pacer::MAX_PAUSE;
-    if !(Duration::from_millis(100)..=max).contains(&pacer.throttle_pause) {
-        return bad("pacer.throttle_pause_ms", "must be in [100, 600000]");
-    }
-    if !(pacer.throttle_pause..=max).contains(&pacer.max_throttle_pause) {
-        return bad(
-            "pacer.max_throttle_pause_secs",
-            "must be in [throttle_pause, 600]",
-        );
-    }
-    Ok((retry, budget, pacer))
+    p.session_config().validate().map_err(|e| said(p, &e))
+}
+
+/// `e` said of provider `p`, its setting named by the providers file's key.
+fn said(p: &ProviderConfig, e: &SettingError) -> Error {
+    let key = match e.setting() {
+        "retry.max_age" => "retry.max_age_secs",
+        "retry.backoff.base" => "retry.backoff_base_ms",
+        "retry.backoff.cap" => "retry.backoff_cap_secs",
+        "budget.ttl" => "budget.ttl_secs",
+        "pacer.throttle_pause" => "pacer.throttle_pause_ms",
+        "pacer.max_throttle_pause" => "pacer.max_throttle_pause_secs",
+        "pacer.initial_rate" => "rate_hint",
+        other => other,
+    };
+    let message = match e {
+        SettingError::OutOfRange { value, range, .. } => format!("{value} is outside {range}"),
+        SettingError::Classify { problem, .. } => (*problem).to_owned(),
+        other => other.to_string(),
+    };
+    Error::config(&p.name, key, message)
 }

@@ -274,7 +274,7 @@ async fn attempt<S: Store>(
         };
         if let Some(d) = &answer.delay {
             record.delay = Some(d.delay);
-            record.delay_reason = Some(d.reason.into());
+            record.delay_reason = Some(d.reason);
             if let Some(raw) = &d.raw {
                 tracing::debug!(provider = %rt.cfg.name, raw = %raw,
                     delay_ms = d.delay.as_millis() as u64, "Retry-After");

@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
-use abide_core::VerdictClass;
+use abide_core::{DelayReason, VerdictClass};
 use serde::Serialize;
 
 use super::ser;
@@ -56,76 +56,6 @@ impl FromStr for RemoteCode {
     }
 }
 
-/// Why the delay before the next attempt was chosen: what the remote's `Retry-After` led
-/// to ([`abide_core::DelayReason`]), or a lease that ran out (the answer was never seen).
-/// Stored and serialised as [`DelayReason::as_str`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DelayReason {
-    /// The remote's value lay within the floor and cap and was used as is.
-    Honoured,
-    /// The remote asked for less than the floor; the floor was used.
-    Floored,
-    /// The remote asked for more than the cap; the cap was used.
-    Capped,
-    /// The remote's value could not be parsed; a long jittered wait was used.
-    Unparseable,
-    /// The remote named no delay; it came from our backoff.
-    Absent,
-    /// The lease ran out without an answer ([`super::LEASE_EXPIRED_REASON`]): due at once.
-    LeaseExpired,
-}
-
-impl DelayReason {
-    /// Every value.
-    pub const ALL: [DelayReason; 6] = [
-        DelayReason::Honoured,
-        DelayReason::Floored,
-        DelayReason::Capped,
-        DelayReason::Unparseable,
-        DelayReason::Absent,
-        DelayReason::LeaseExpired,
-    ];
-
-    /// The stored name: `honoured`, `floored`, `capped`, `unparseable`, `absent`,
-    /// `lease_expired`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DelayReason::Honoured => "honoured",
-            DelayReason::Floored => "floored",
-            DelayReason::Capped => "capped",
-            DelayReason::Unparseable => "unparseable",
-            DelayReason::Absent => "absent",
-            DelayReason::LeaseExpired => super::LEASE_EXPIRED_REASON,
-        }
-    }
-}
-
-impl From<abide_core::DelayReason> for DelayReason {
-    fn from(r: abide_core::DelayReason) -> Self {
-        match r {
-            abide_core::DelayReason::Honoured => DelayReason::Honoured,
-            abide_core::DelayReason::Floored => DelayReason::Floored,
-            abide_core::DelayReason::Capped => DelayReason::Capped,
-            abide_core::DelayReason::Unparseable => DelayReason::Unparseable,
-            abide_core::DelayReason::Absent => DelayReason::Absent,
-        }
-    }
-}
-
-impl FromStr for DelayReason {
-    type Err = String;
-
-    /// # Errors
-    /// A name other than those of [`DelayReason::as_str`], quoted.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        DelayReason::ALL
-            .into_iter()
-            .find(|r| r.as_str() == s)
-            .ok_or_else(|| format!("unknown delay reason {s:?}"))
-    }
-}
-
 /// One attempt, as recorded in the attempts table. Serialised with `at` as RFC 3339 and
 /// the durations as whole milliseconds (`delay_ms`, `latency_ms`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -142,7 +72,8 @@ pub struct AttemptRecord {
     /// The delay chosen before the next attempt, if any.
     #[serde(rename = "delay_ms", serialize_with = "ser::millis_opt")]
     pub delay: Option<Duration>,
-    /// Why that delay.
+    /// Why that delay (stored as [`DelayReason::as_str`]; a reclaimed lease's
+    /// attempts say [`DelayReason::LeaseExpired`]).
     pub delay_reason: Option<DelayReason>,
     /// Time from send to response.
     #[serde(rename = "latency_ms", serialize_with = "ser::millis")]

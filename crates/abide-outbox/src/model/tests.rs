@@ -168,7 +168,7 @@ fn moved_by_names_round_trip_and_unknown_ones_are_named() {
         assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
     }
     let err = "failed_over_from:x".parse::<MovedBy>().unwrap_err();
-    assert!(err.contains("failed_over_from:x"), "{err}");
+    assert!(err.to_string().contains("failed_over_from:x"), "{err}");
 }
 
 #[test]

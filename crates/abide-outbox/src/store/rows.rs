@@ -3,8 +3,6 @@
 use std::time::Duration;
 
 use abide_core::VerdictClass;
-use serde::de::{self, value::StrDeserializer};
-use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::model::{
@@ -127,10 +125,10 @@ impl RawAttempt {
                 self.attempt_no, self.item_id
             ))
         };
-        let verdict_class = VerdictClass::deserialize(StrDeserializer::<de::value::Error>::new(
-            &self.verdict_class,
-        ))
-        .map_err(|e| corrupt("verdict_class", &e))?;
+        let verdict_class: VerdictClass = self
+            .verdict_class
+            .parse()
+            .map_err(|e| corrupt("verdict_class", &e))?;
         let delay_reason: Option<DelayReason> = match &self.delay_reason {
             Some(r) => Some(r.parse().map_err(|e| corrupt("delay_reason", &e))?),
             None => None,

@@ -358,7 +358,7 @@ where
                     .bind(smpp)
                     .bind(r.record.verdict_class.as_str())
                     .bind(r.record.delay.map(duration_ms))
-                    .bind(r.record.delay_reason.map(DelayReason::as_str))
+                    .bind(r.record.delay_reason.map(|r| r.as_str()))
                     .bind(duration_ms(r.record.latency))
                     .bind(r.key.as_str());
             }

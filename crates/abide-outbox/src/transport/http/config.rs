@@ -29,8 +29,9 @@ use crate::transport::{BuildEnv, Kind, Preflight, Transport, TransportConfig, Tr
 pub const DEFAULT_IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
 /// Longest accepted `base_url`, in bytes.
 const MAX_BASE_URL_LEN: usize = 2048;
-/// Highest accepted `concurrency`.
-pub const MAX_CONCURRENCY: usize = 1024;
+/// Highest accepted `concurrency`: abide-core's bound on senders
+/// ([`abide_core::session::limits::SENDERS`]).
+pub const MAX_CONCURRENCY: usize = abide_core::ratelimit::MAX_CONCURRENCY as usize;
 
 /// How to reach one HTTP provider.
 ///
