@@ -19,33 +19,46 @@
 //! ```
 //!
 //! ## Map
-//! - [`model`]: [`Item`], [`Request`], [`NewItem`], [`Outcome`], attempt records.
+//!
+//! Two ideas, and one folder per transport.
+//!
+//! **The durable queue**: what is stored and the rules of storing it.
+//! - [`model`]: [`Item`], [`Request`], [`NewItem`], [`Outcome`], attempt records (typed:
+//!   [`RemoteCode`], [`abide_core::VerdictClass`], [`DelayReason`], stored as text).
 //! - [`state`]: the state machine as one pure table, [`transition`].
 //! - [`store`]: the [`Store`] trait; [`SqlStore`] written once over a [`SqlBackend`], as
-//!   [`SqliteStore`] (default) and [`PostgresStore`]; [`AnyStore`] (chosen from a URL).
-//!   Stores enforce the table in SQL.
+//!   `SqliteStore` (feature `sqlite`, default) and `PostgresStore` (feature `postgres`);
+//!   [`AnyStore`] (chosen from a URL). Stores enforce the table in SQL.
 //! - [`lock`]: one sender per SQLite file ([`SenderLock`]) and the start-up reclaim of a
 //!   dead run's leases ([`open_for_sending`]).
 //! - [`keys`]: idempotency keys derived from content ([`assign_content_keys`], streamed
 //!   [`ContentKeys`]) and one key per message over a stream ([`KeyUses`]).
-//! - [`config`]: providers from TOML ([`Config`]); the file names credentials, never holds them.
-//! - [`dispatcher`]: [`Dispatcher`]: per provider a claimer, N senders sharing one
-//!   [`abide_core::Session`] (pace, pauses, retry budget, rules), and a completer;
-//!   [`Progress`] snapshots.
-//! - [`transport`]: the [`Transport`] seam: [`HttpTransport`] (reqwest),
-//!   [`SmppTransport`] (SMPP 3.4 on rusmpp: one bind per provider, a window of
-//!   outstanding `submit_sm`, delivery receipts), [`ScriptedTransport`] (answers from a
-//!   script, for tests and benchmarks).
-//! - Redis coordination (feature `redis`, default): several nodes sharing each provider's
-//!   limit through abide-redis's `RedisCoordination` (abide-core's
-//!   [`abide_core::Coordination`] seam), configured by `[coordination]`.
-//! - [`credentials`]: where tokens come from ([`EnvCredentials`] at the CLI edge,
-//!   [`StaticCredentials`] in tests and for library users).
 //! - [`receipt`]: delivery receipts ([`Receipt`], [`ReceiptState`], [`ReceiptCounts`]),
 //!   stored apart from items and matched to them by `message_id`.
+//!
+//! **Its engine**: delivering what the queue holds, by the rules of a run.
+//! - [`config`]: providers from TOML ([`Config`]); the file names credentials, never
+//!   holds them; the session's rules checked by [`abide_core::SessionConfig::validate`].
+//! - [`dispatcher`]: [`Dispatcher`]: per provider a claimer, N senders sharing one
+//!   [`abide_core::Session`] (pace, pauses, retry budget, rules), and a completer;
+//!   [`preflight`] before a run; [`Dispatcher::run_until`] and the drained run
+//!   ([`Dispatcher::run_drained`], [`Dispatcher::is_drained`]); [`Progress`] snapshots.
+//! - Redis coordination (feature `redis`): several nodes sharing each provider's limit
+//!   through abide-redis's `RedisCoordination` (abide-core's [`abide_core::Coordination`]
+//!   seam), configured by `[coordination]`.
+//! - [`credentials`]: where tokens come from ([`EnvCredentials`] at the CLI edge,
+//!   [`StaticCredentials`] in tests and for library users).
+//! - [`error`]: [`Error`] and its [`ErrorKind`].
 //! - [`echo`]: what may be shown of input: bounded ([`echo::clip`]), without credentials
 //!   ([`echo::redact_url`]); abide-core's, re-exported.
 //! - [`sleep`]: how waiting is done ([`TokioSleeper`], [`ManualSleeper`] for tests).
+//!
+//! **The transports** ([`transport`], [`Transport`], [`TransportConfig`]; adding one is a
+//! folder and an enum arm, see the module docs): `transport/http/` ([`HttpTransport`],
+//! and item paths confined below the base path), `transport/smpp/` (feature `smpp`:
+//! `SmppTransport`, SMPP 3.4 on rusmpp: one bind per provider, a window of outstanding
+//! `submit_sm`, delivery receipts), `transport/scripted/` ([`ScriptedTransport`]: answers
+//! from a script, for tests and benchmarks).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 

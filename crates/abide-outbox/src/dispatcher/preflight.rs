@@ -11,7 +11,7 @@ use crate::credentials::{CredentialSource, EnvCredentials};
 use crate::error::Result;
 use crate::transport::{BuildEnv, Preflight};
 
-/// Check, without a store, what [`Dispatcher::new`] checks before it starts: every
+/// Check, without a store, what [`crate::Dispatcher::new`] checks before it starts: every
 /// provider's lease rule (the lease outlasts its longest attempt by [`MIN_LEASE_MARGIN`])
 /// and its transport's preflight (its credential set, and fit for the protocol). For a
 /// caller that would rather refuse a run before it opens or creates a database.

@@ -45,7 +45,7 @@ impl AnyStore {
     /// # Errors
     /// [`Error::DatabaseUrl`] for an empty string or an `sqlite:` URL without a path,
     /// [`Error::Unreachable`](crate::Error::Unreachable) for a Postgres server that does
-    /// not answer within [`super::POSTGRES_CONNECT_TIMEOUT`], connection or migration
+    /// not answer within `POSTGRES_CONNECT_TIMEOUT`, connection or migration
     /// errors.
     pub async fn connect(url_or_path: &str) -> Result<Self> {
         let trimmed = url_or_path.trim();
@@ -99,7 +99,7 @@ impl AnyStore {
     }
 
     /// Close the store cleanly: for SQLite checkpoint the write-ahead log into the `.db`
-    /// file ([`SqliteStore::close`]); for Postgres close the pool. Call it once at the end
+    /// file (`SqliteStore::close`); for Postgres close the pool. Call it once at the end
     /// of a run; other clones fail afterwards.
     ///
     /// # Errors

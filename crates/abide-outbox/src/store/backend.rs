@@ -23,7 +23,7 @@ mod sealed {
     impl Sealed for sqlx::Postgres {}
 }
 
-/// A SQL database the outbox can live in: [`sqlx::Sqlite`] or [`sqlx::Postgres`]. Sealed.
+/// A SQL database the outbox can live in: `Sqlite` or `Postgres`. Sealed.
 pub trait SqlBackend: Database + sealed::Sealed {
     /// The claim statement (`UPDATE … RETURNING` of the claimed items).
     #[doc(hidden)]

@@ -3,7 +3,7 @@
 //! [`Store`] is the only thing the dispatcher knows about storage, and holds only what
 //! the dispatcher and the CLI call. One implementation, [`SqlStore`], is written once
 //! over a [`SqlBackend`] (as sqlx's drivers mirror one core trait); its two instances are
-//! [`SqliteStore`] (embedded, the default) and [`PostgresStore`], and [`AnyStore`] picks
+//! `SqliteStore` (embedded, the default) and `PostgresStore`, and [`AnyStore`] picks
 //! one from a URL at run time. Both keep callers unaware of the backend:
 //!
 //! - Every method that compares times takes `now` from the caller's

@@ -37,12 +37,12 @@ use crate::model::{
 type LostRow = (String, String, String, i64, i64, i64);
 use crate::state::{transition, Event, State};
 
-/// The outbox in a SQL database; [`super::SqliteStore`] and [`super::PostgresStore`] name
+/// The outbox in a SQL database; `SqliteStore` and `PostgresStore` name
 /// its two instances and hold their constructors.
 ///
 /// Two pools: `writes` takes every change, `reads` the queries that change nothing
 /// (counts, progress, `get`). On SQLite they differ (one writing connection, see
-/// [`super::SqliteStore`]); on Postgres they are one pool.
+/// `SqliteStore`); on Postgres they are one pool.
 ///
 /// # Clone
 /// Clones share the connection pools.
