@@ -126,111 +126,66 @@ fn not_built(feature: &str) -> Error {
     ))
 }
 
+/// `impl Store for AnyStore`: each method handed to the backend the value holds.
 macro_rules! delegate {
-    ($self:ident, $s:ident => $call:expr) => {
-        match *$self {
-            #[cfg(feature = "sqlite")]
-            AnyStore::Sqlite(ref $s) => $call.await,
-            #[cfg(feature = "postgres")]
-            AnyStore::Postgres(ref $s) => $call.await,
+    ($( fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty; )+) => {
+        impl Store for AnyStore {
+            $(
+                async fn $name(&self $(, $arg: $ty)*) -> $ret {
+                    match *self {
+                        #[cfg(feature = "sqlite")]
+                        AnyStore::Sqlite(ref s) => s.$name($($arg),*).await,
+                        #[cfg(feature = "postgres")]
+                        AnyStore::Postgres(ref s) => s.$name($($arg),*).await,
+                    }
+                }
+            )+
         }
     };
 }
 
-impl Store for AnyStore {
-    async fn enqueue(&self, items: &[NewItem], now: SystemTime) -> Result<Vec<Enqueued>> {
-        delegate!(self, s => s.enqueue(items, now))
-    }
-    async fn check_keys(&self, items: &[NewItem]) -> Result<()> {
-        delegate!(self, s => s.check_keys(items))
-    }
-    async fn claim(
+delegate! {
+    fn enqueue(&self, items: &[NewItem], now: SystemTime) -> Result<Vec<Enqueued>>;
+    fn check_keys(&self, items: &[NewItem]) -> Result<()>;
+    fn claim(
         &self,
         provider: &str,
         owner: &str,
         now: SystemTime,
         lease: Duration,
         limit: usize,
-    ) -> Result<Vec<Item>> {
-        delegate!(self, s => s.claim(provider, owner, now, lease, limit))
-    }
-    async fn complete(
-        &self,
-        completions: &[Completion],
-        now: SystemTime,
-    ) -> Result<Vec<Result<State>>> {
-        delegate!(self, s => s.complete(completions, now))
-    }
-    async fn mark_sent(&self, sends: &[SendMark]) -> Result<Vec<bool>> {
-        delegate!(self, s => s.mark_sent(sends))
-    }
-    async fn reclaim_expired(&self, now: SystemTime) -> Result<u64> {
-        delegate!(self, s => s.reclaim_expired(now))
-    }
-    async fn reclaim_all_in_flight(&self, now: SystemTime) -> Result<u64> {
-        delegate!(self, s => s.reclaim_all_in_flight(now))
-    }
-    async fn defer_older_than(
+    ) -> Result<Vec<Item>>;
+    fn complete(&self, completions: &[Completion], now: SystemTime) -> Result<Vec<Result<State>>>;
+    fn mark_sent(&self, sends: &[SendMark]) -> Result<Vec<bool>>;
+    fn reclaim_expired(&self, now: SystemTime) -> Result<u64>;
+    fn reclaim_all_in_flight(&self, now: SystemTime) -> Result<u64>;
+    fn defer_older_than(
         &self,
         provider: &str,
         window_started_before: SystemTime,
         reason: &str,
         now: SystemTime,
-    ) -> Result<u64> {
-        delegate!(self, s => s.defer_older_than(provider, window_started_before, reason, now))
-    }
-    async fn requeue_deferred(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64> {
-        delegate!(self, s => s.requeue_deferred(filter, now))
-    }
-    async fn requeue_failed(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64> {
-        delegate!(self, s => s.requeue_failed(filter, now))
-    }
-    async fn reason_counts(&self, state: Option<State>) -> Result<Vec<(State, String, u64)>> {
-        delegate!(self, s => s.reason_counts(state))
-    }
-    async fn list(&self, filter: &ListFilter) -> Result<Vec<Item>> {
-        delegate!(self, s => s.list(filter))
-    }
-    async fn fail_over(
+    ) -> Result<u64>;
+    fn requeue_deferred(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64>;
+    fn requeue_failed(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64>;
+    fn reason_counts(&self, state: Option<State>) -> Result<Vec<(State, String, u64)>>;
+    fn list(&self, filter: &ListFilter) -> Result<Vec<Item>>;
+    fn fail_over(
         &self,
         from: &str,
         to: &str,
         pending_since_before: SystemTime,
         now: SystemTime,
-    ) -> Result<u64> {
-        delegate!(self, s => s.fail_over(from, to, pending_since_before, now))
-    }
-    async fn counts_by_state(&self, provider: Option<&str>) -> Result<Counts> {
-        delegate!(self, s => s.counts_by_state(provider))
-    }
-    async fn oldest_pending_age(&self, now: SystemTime) -> Result<Option<Duration>> {
-        delegate!(self, s => s.oldest_pending_age(now))
-    }
-    async fn expired_leases(&self, now: SystemTime) -> Result<u64> {
-        delegate!(self, s => s.expired_leases(now))
-    }
-    async fn has_active(&self, providers: &[&str]) -> Result<bool> {
-        delegate!(self, s => s.has_active(providers))
-    }
-    async fn next_due(&self, provider: &str) -> Result<Option<SystemTime>> {
-        delegate!(self, s => s.next_due(provider))
-    }
-    async fn get(&self, id: &str) -> Result<Option<Item>> {
-        delegate!(self, s => s.get(id))
-    }
-    async fn attempts(&self, id: &str) -> Result<Vec<StoredAttempt>> {
-        delegate!(self, s => s.attempts(id))
-    }
-    async fn remote_counts(&self, provider: Option<&str>) -> Result<Vec<(RemoteCode, u64)>> {
-        delegate!(self, s => s.remote_counts(provider))
-    }
-    async fn record_receipts(&self, receipts: &[Receipt]) -> Result<()> {
-        delegate!(self, s => s.record_receipts(receipts))
-    }
-    async fn receipt_counts(&self, provider: Option<&str>) -> Result<ReceiptCounts> {
-        delegate!(self, s => s.receipt_counts(provider))
-    }
-    async fn receipt_of(&self, id: &str) -> Result<Option<(ReceiptState, SystemTime)>> {
-        delegate!(self, s => s.receipt_of(id))
-    }
+    ) -> Result<u64>;
+    fn counts_by_state(&self, provider: Option<&str>) -> Result<Counts>;
+    fn oldest_pending_age(&self, now: SystemTime) -> Result<Option<Duration>>;
+    fn expired_leases(&self, now: SystemTime) -> Result<u64>;
+    fn has_active(&self, providers: &[&str]) -> Result<bool>;
+    fn next_due(&self, provider: &str) -> Result<Option<SystemTime>>;
+    fn get(&self, id: &str) -> Result<Option<Item>>;
+    fn attempts(&self, id: &str) -> Result<Vec<StoredAttempt>>;
+    fn remote_counts(&self, provider: Option<&str>) -> Result<Vec<(RemoteCode, u64)>>;
+    fn record_receipts(&self, receipts: &[Receipt]) -> Result<()>;
+    fn receipt_counts(&self, provider: Option<&str>) -> Result<ReceiptCounts>;
+    fn receipt_of(&self, id: &str) -> Result<Option<(ReceiptState, SystemTime)>>;
 }
