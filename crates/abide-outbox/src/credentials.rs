@@ -7,9 +7,34 @@
 //! again after a `401`, so a rotated credential is picked up without a restart.
 
 use std::collections::BTreeMap;
-use std::fmt::Debug;
+use std::fmt::{self, Debug};
 
-use crate::config::Secret;
+/// A credential (a token, a password). `Debug` and `Display` print `***`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wrap a value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    /// The value, for building the request header (or the bind) only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
 
 /// A source of provider credentials, looked up by the name the providers file gives
 /// (`credentials_env`).

@@ -8,6 +8,7 @@
 //! of an item is not part of its key: inserting an unrelated line changes no other key.
 //! Keys are stable across runs, machines and abide versions that keep the `v1` prefix.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -19,13 +20,88 @@ use crate::model::{Body, NewItem};
 /// ([`content_key`], counting identical items earlier in `items`). Items with a key keep
 /// it, and do not count as occurrences.
 pub fn assign_content_keys(items: &mut [NewItem]) {
-    let mut seen: HashMap<[u8; 32], u64> = HashMap::new();
-    for item in items.iter_mut().filter(|it| it.idempotency_key.is_none()) {
+    let mut keys = ContentKeys::default();
+    for item in items {
+        keys.assign(item);
+    }
+}
+
+/// The content-derived keys of a stream of items, as [`assign_content_keys`] gives them
+/// to a slice, for input read (and enqueued) in parts: one 128-bit digest and a count per
+/// distinct message without a key (a 24-byte slot, 2-3 times that as the table grows by
+/// doubling), none per item.
+#[derive(Debug, Default)]
+pub struct ContentKeys {
+    seen: HashMap<[u8; 16], u64>,
+}
+
+impl ContentKeys {
+    /// Give `item` its derived key if it has none; the next item of the same content gets
+    /// the next occurrence. An item with a key keeps it and does not count.
+    pub fn assign(&mut self, item: &mut NewItem) {
+        if item.idempotency_key.is_some() {
+            return;
+        }
         let digest = content_digest(item);
-        let n = seen.entry(digest).or_insert(0);
+        let n = self.seen.entry(half(&digest)).or_insert(0);
         item.idempotency_key = Some(derived_key(&digest, *n));
         *n += 1;
     }
+}
+
+/// One explicit idempotency key, one message, over a stream of items checked before any
+/// is stored (the store checks each enqueue call on its own): 40 bytes per distinct key
+/// (128-bit digests of the key and of its first message), none per item.
+#[derive(Debug, Default)]
+pub struct KeyUses {
+    first: HashMap<[u8; 16], (usize, [u8; 16])>,
+}
+
+impl KeyUses {
+    /// Note `item`, at position `at` of the stream. Items without a key pass.
+    ///
+    /// # Errors
+    /// The position of the first item that gave its key to a different message (a
+    /// different content, or the same with header names written otherwise: what
+    /// [`NewItem`]'s equality sees).
+    pub fn note(&mut self, at: usize, item: &NewItem) -> Result<(), usize> {
+        let Some(key) = &item.idempotency_key else {
+            return Ok(());
+        };
+        let mut h = Sha256::new();
+        h.update(content_digest(item));
+        for name in item.request.headers.keys() {
+            h.update(name.as_bytes());
+            h.update(b"\0");
+        }
+        let message = half(&h.finalize().into());
+        let key = half(&Sha256::digest(key.as_bytes()).into());
+        match self.first.entry(key) {
+            Entry::Occupied(first) if first.get().1 != message => Err(first.get().0),
+            Entry::Occupied(_) => Ok(()),
+            Entry::Vacant(v) => {
+                v.insert((at, message));
+                Ok(())
+            }
+        }
+    }
+
+    /// Distinct keys noted so far.
+    pub fn len(&self) -> usize {
+        self.first.len()
+    }
+
+    /// Whether no key was noted.
+    pub fn is_empty(&self) -> bool {
+        self.first.is_empty()
+    }
+}
+
+/// The first 128 bits of a digest.
+fn half(d: &[u8; 32]) -> [u8; 16] {
+    let mut h = [0u8; 16];
+    h.copy_from_slice(&d[..16]);
+    h
 }
 
 /// The content-derived key of `item` when `earlier` identical items precede it (0 for
@@ -179,7 +255,7 @@ mod tests {
         NewItem::new(
             "sms",
             Request {
-                method: "PUT".into(),
+                method: http::Method::PUT,
                 path: "/v1/x".into(),
                 headers: [("X-Tenant", "t1"), ("accept", "a/b")]
                     .into_iter()
@@ -194,7 +270,7 @@ mod tests {
         NewItem::new(
             "mail",
             Request {
-                method: "POST".into(),
+                method: http::Method::POST,
                 path: "/send".into(),
                 headers: Default::default(),
                 body: None,
@@ -249,7 +325,7 @@ mod tests {
             },
             {
                 let mut x = sms();
-                x.request.method = "PUT".into();
+                x.request.method = http::Method::PUT;
                 x
             },
             {
@@ -260,6 +336,42 @@ mod tests {
         ] {
             assert_ne!(content_key(&changed, 0), content_key(&sms(), 0));
         }
+    }
+
+    #[test]
+    fn a_key_given_to_two_messages_names_the_first() {
+        let mut uses = KeyUses::default();
+        assert_eq!(uses.note(1, &sms().with_idempotency_key("k")), Ok(()));
+        assert_eq!(uses.note(2, &sms().with_idempotency_key("k")), Ok(()));
+        assert_eq!(uses.note(3, &sms()), Ok(()), "no key: nothing to check");
+        assert_eq!(uses.note(4, &no_body().with_idempotency_key("k")), Err(1));
+        let mut upper = sms();
+        upper.request.headers.insert("X-Tenant".into(), "t1".into());
+        let mut lower = sms();
+        lower.request.headers.insert("x-tenant".into(), "t1".into());
+        assert_eq!(uses.note(5, &upper.with_idempotency_key("h")), Ok(()));
+        assert_eq!(uses.note(6, &lower.with_idempotency_key("h")), Err(5));
+        assert_eq!(uses.len(), 2);
+    }
+
+    /// Streamed, items get the keys a slice gets.
+    #[test]
+    fn streamed_keys_are_the_slices() {
+        let mut batch = vec![
+            sms(),
+            put_text(),
+            sms(),
+            sms().with_idempotency_key("x"),
+            sms(),
+        ];
+        let mut streamed = batch.clone();
+        assign_content_keys(&mut batch);
+        let mut keys = ContentKeys::default();
+        for it in &mut streamed {
+            keys.assign(it);
+        }
+        assert_eq!(batch, streamed);
+        assert_eq!(batch[4].idempotency_key, Some(content_key(&sms(), 2)));
     }
 
     #[test]

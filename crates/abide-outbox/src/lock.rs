@@ -113,13 +113,16 @@ pub struct SendingStore {
 /// `IN_FLIGHT` (only under the lock).
 ///
 /// # Errors
-/// As [`SenderLock::acquire`] and [`AnyStore::connect`], or database errors from the
-/// reclaim.
+/// As [`SenderLock::acquire`] and [`AnyStore::connect`], or
+/// [`Error::PrepareForSending`] when the reclaim (the run's first write) fails.
 pub async fn open_for_sending(url_or_path: &str, now: SystemTime) -> Result<SendingStore> {
     let lock = SenderLock::acquire(url_or_path)?;
     let store = AnyStore::connect(url_or_path).await?;
     let reclaimed = match &lock {
-        Some(lock) => lock.reclaim_dead_leases(&store, now).await?,
+        Some(lock) => lock
+            .reclaim_dead_leases(&store, now)
+            .await
+            .map_err(|e| Error::PrepareForSending(Box::new(e)))?,
         None => 0,
     };
     Ok(SendingStore {

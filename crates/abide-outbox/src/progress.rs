@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::model::Counts;
 use crate::receipt::ReceiptCounts;
-use crate::transport::SmppStats;
+use crate::transport::TransportStats;
 
 /// Counters of what this dispatcher did (since it started). Cheap atomics.
 #[derive(Debug, Default)]
@@ -215,9 +215,10 @@ pub struct ProviderProgress {
     pub counts: Counts,
     /// Delivery receipts of this provider's items, and those matching none (SMPP).
     pub receipts: ReceiptCounts,
-    /// What this provider's SMPP bind has seen (binds, drops, timeouts); `None` over HTTP.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub smpp: Option<SmppStats>,
+    /// What the provider's transport has seen beyond the answers (an SMPP bind's binds,
+    /// drops, timeouts: `"smpp": {...}` in JSON); `None` over HTTP.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportStats>,
     /// Why the provider will not send again this run (an SMPP bind refused for good,
     /// naming the field to fix); its items wait. `None` while it sends.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -9,53 +9,69 @@
 //! never changes an item's outbox state: `SUBMITTED` means the remote accepted it; the
 //! receipt says whether it then reached the handset.
 
-use std::fmt;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::Serialize;
+use tokio::sync::{mpsc, oneshot, Mutex};
 
-/// The final state a receipt reports, reduced to what a sender acts on.
-///
-/// From the SMPP 3.4 receipt text (`stat:`, Appendix B) or the `message_state` TLV
-/// (§5.3.2.35): `DELIVRD`/2 → delivered; `UNDELIV`/5 and `DELETED`/4 → undeliverable;
-/// `EXPIRED`/3 → expired; `REJECTD`/8 → rejected; everything else (`ACCEPTD`, `UNKNOWN`,
-/// `ENROUTE`, unreadable) → unknown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReceiptState {
-    /// Reached the handset.
-    Delivered,
-    /// Will not be delivered (the network gave up, or the message was deleted).
-    Undeliverable,
-    /// Its validity period ran out before it could be delivered.
-    Expired,
-    /// The SMSC or network refused it after accepting it.
-    Rejected,
-    /// The receipt said nothing final or nothing readable.
-    Unknown,
+/// A receipt a transport received (an SMPP `deliver_sm`), waiting to be stored: the
+/// remote is acknowledged once it is ([`InboundReceipt::stored`]); one dropped unstored is
+/// answered with a temporary error and delivered again.
+#[derive(Debug)]
+pub struct InboundReceipt {
+    /// The `message_id` it names.
+    pub message_id: String,
+    /// Its state.
+    pub state: ReceiptState,
+    ack: oneshot::Sender<()>,
+}
+
+impl InboundReceipt {
+    /// A receipt, and what resolves once it is stored (an error if it is dropped).
+    pub fn new(message_id: String, state: ReceiptState) -> (Self, oneshot::Receiver<()>) {
+        let (ack, stored) = oneshot::channel();
+        let r = Self {
+            message_id,
+            state,
+            ack,
+        };
+        (r, stored)
+    }
+
+    /// The receipt is stored: the remote may be told so.
+    pub fn stored(self) {
+        let _ = self.ack.send(());
+    }
+}
+
+/// Where a dispatcher takes a transport's receipts from (shared by its runs).
+pub type ReceiptInbox = Arc<Mutex<mpsc::Receiver<InboundReceipt>>>;
+
+abide_core::named_enum! {
+    /// The final state a receipt reports, reduced to what a sender acts on.
+    ///
+    /// From the SMPP 3.4 receipt text (`stat:`, Appendix B) or the `message_state` TLV
+    /// (§5.3.2.35): `DELIVRD`/2 → delivered; `UNDELIV`/5 and `DELETED`/4 → undeliverable;
+    /// `EXPIRED`/3 → expired; `REJECTD`/8 → rejected; everything else (`ACCEPTD`, `UNKNOWN`,
+    /// `ENROUTE`, unreadable) → unknown.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ReceiptState("receipt state") {
+        /// Reached the handset.
+        Delivered = "delivered",
+        /// Will not be delivered (the network gave up, or the message was deleted).
+        Undeliverable = "undeliverable",
+        /// Its validity period ran out before it could be delivered.
+        Expired = "expired",
+        /// The SMSC or network refused it after accepting it.
+        Rejected = "rejected",
+        /// The receipt said nothing final or nothing readable.
+        Unknown = "unknown",
+    }
 }
 
 impl ReceiptState {
-    /// Every state.
-    pub const ALL: [ReceiptState; 5] = [
-        ReceiptState::Delivered,
-        ReceiptState::Undeliverable,
-        ReceiptState::Expired,
-        ReceiptState::Rejected,
-        ReceiptState::Unknown,
-    ];
-
-    /// The stored name: `delivered`, `undeliverable`, `expired`, `rejected`, `unknown`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReceiptState::Delivered => "delivered",
-            ReceiptState::Undeliverable => "undeliverable",
-            ReceiptState::Expired => "expired",
-            ReceiptState::Rejected => "rejected",
-            ReceiptState::Unknown => "unknown",
-        }
-    }
-
     /// From a receipt text's `stat:` value (SMPP 3.4 Appendix B), case-insensitive.
     pub fn from_stat(stat: &str) -> Self {
         match stat.to_ascii_uppercase().as_str() {
@@ -76,25 +92,6 @@ impl ReceiptState {
             8 => ReceiptState::Rejected,
             _ => ReceiptState::Unknown,
         }
-    }
-}
-
-impl fmt::Display for ReceiptState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for ReceiptState {
-    type Err = String;
-
-    /// # Errors
-    /// A name other than those of [`ReceiptState::as_str`], quoted.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ReceiptState::ALL
-            .into_iter()
-            .find(|r| r.as_str() == s)
-            .ok_or_else(|| format!("unknown receipt state {s:?}"))
     }
 }
 

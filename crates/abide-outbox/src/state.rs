@@ -18,78 +18,35 @@
 //! the source state (and, for `IN_FLIGHT`, on the lease owner), so an illegal move is
 //! rejected by the database rather than merely avoided by well-behaved callers.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 
-/// Where an item is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum State {
-    /// Waiting to be claimed by a worker.
-    Queued,
-    /// Claimed by a worker holding a lease; an attempt may be on the wire.
-    InFlight,
-    /// Accepted by the provider. Terminal.
-    Submitted,
-    /// Waiting for `next_attempt_at` before another attempt.
-    Pending,
-    /// Rejected for good (e.g. HTTP 400); the reason is stored. Terminal for the
-    /// dispatcher: only a person sends it round again (`requeue`).
-    Failed,
-    /// Past its attempt cap or maximum age: waits for a person (`requeue`).
-    Deferred,
+abide_core::named_enum! {
+    /// Where an item is in its life. `ALL` is in display order; `as_str` is the stable
+    /// name stored in the database and shown to people (`IN_FLIGHT`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+    pub enum State("item state") {
+        /// Waiting to be claimed by a worker.
+        Queued = "QUEUED",
+        /// Claimed by a worker holding a lease; an attempt may be on the wire.
+        InFlight = "IN_FLIGHT",
+        /// Waiting for `next_attempt_at` before another attempt.
+        Pending = "PENDING",
+        /// Accepted by the provider. Terminal.
+        Submitted = "SUBMITTED",
+        /// Rejected for good (e.g. HTTP 400); the reason is stored. Terminal for the
+        /// dispatcher: only a person sends it round again (`requeue`).
+        Failed = "FAILED",
+        /// Past its attempt cap or maximum age: waits for a person (`requeue`).
+        Deferred = "DEFERRED",
+    }
 }
 
 impl State {
-    /// Every state, in display order.
-    pub const ALL: [State; 6] = [
-        State::Queued,
-        State::InFlight,
-        State::Pending,
-        State::Submitted,
-        State::Failed,
-        State::Deferred,
-    ];
-
-    /// The stable name stored in the database and shown to people, e.g. `"IN_FLIGHT"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Queued => "QUEUED",
-            State::InFlight => "IN_FLIGHT",
-            State::Submitted => "SUBMITTED",
-            State::Pending => "PENDING",
-            State::Failed => "FAILED",
-            State::Deferred => "DEFERRED",
-        }
-    }
-
     /// True for states a dispatcher still has work to do on (`QUEUED`, `IN_FLIGHT`,
     /// `PENDING`). `DEFERRED` waits for a person, so it does not keep a run going.
     pub fn is_active(self) -> bool {
         matches!(self, State::Queued | State::InFlight | State::Pending)
-    }
-}
-
-impl fmt::Display for State {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A state name that is not one of [`State::ALL`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown item state {0:?}")]
-pub struct UnknownState(pub String);
-
-impl FromStr for State {
-    type Err = UnknownState;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        State::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| UnknownState(s.to_owned()))
     }
 }
 

@@ -37,41 +37,35 @@
 //! ```
 //!
 //! Every field but `name` and `base_url` is optional; see [`ProviderConfig`] for the
-//! defaults. Validation errors name the provider and the field.
+//! defaults. Validation errors name the provider and the field ([`Error::Config`]), or
+//! the line and column of text that is not TOML of this shape ([`Error::Toml`]).
 //!
-//! A provider reached over SMPP 3.4 says `transport = "smpp"` and replaces the HTTP keys
-//! (`base_url`, `credentials_env`, `auth_header`, `idempotency_key_header`,
-//! `timeout_secs`, `concurrency`, `rate_limit_dialect`, `pacer.use_rate_limit_headers`,
-//! `classify.http`) with its own (see [`SmppConfig`]); a key of the other transport is
-//! refused by name.
+//! `transport` says how the provider is reached, `http` when absent; each transport has
+//! keys of its own ([`crate::transport::HttpConfig`]; over SMPP 3.4, `transport = "smpp"`,
+//! `SmppConfig`, feature `smpp`; [`crate::transport::ScriptedConfig`]). A key of another
+//! transport is refused by name, as is a shared key the transport has no use for (an
+//! SMPP provider's `rate_limit_dialect`, `pacer.use_rate_limit_headers`, `classify.http`).
 
 use std::collections::HashSet;
-use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
 use abide_core::{
-    Backoff, Classifier, ClassifyOverrides, Dialect, Jitter, PacerConfig, RetryBudgetConfig,
-    SessionConfig,
+    Classifier, ClassifyOverrides, Dialect, PacerConfig, RetryBudgetConfig, SessionConfig,
 };
-use serde::Deserialize;
 
 use crate::echo::{self, clip};
 use crate::error::{Error, Result};
-use crate::model::{NewItem, MAX_HEADER_NAME_LEN, MAX_PROVIDER_NAME_LEN};
+use crate::model::NewItem;
+use crate::toml_keys::TableError;
+use crate::transport::TransportConfig;
 
 mod file;
-mod smpp;
+mod session;
 
-pub use smpp::{
-    SmppConfig, DEFAULT_MAX_TEXT_OCTETS, MAX_ADDR_LEN, MAX_PASSWORD_LEN, MAX_SYSTEM_ID_LEN,
-    MAX_SYSTEM_TYPE_LEN, MAX_TEXT_OCTETS, MAX_WINDOW,
-};
+pub use crate::credentials::Secret;
 
 use file::{invalid, toml_error, validate_provider, FileConfig};
-
-/// Default idempotency-key header (IETF draft-ietf-httpapi-idempotency-key-header).
-pub const DEFAULT_IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
 
 /// All configured providers.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,49 +82,24 @@ pub struct Config {
 /// One provider.
 ///
 /// # Default
-/// - `rate_hint`: none: the pacer starts at
-///   [`PacerConfig::cold_start_rate`]`(concurrency)` and searches (an advertised limit is
-///   adopted at the first answer that carries one)
-/// - `concurrency`: 4 senders
-/// - `timeout`: 10 s per request
-/// - `idempotency_key_header`: `Idempotency-Key`
-/// - `auth_header`: none, i.e. `Authorization: Bearer <token>` (RFC 6750 §2.1)
+/// - `transport`: see [`crate::transport::HttpConfig`] and the other transports' settings
 /// - `retry`: see [`RetryConfig`]
 /// - `budget`: [`RetryBudgetConfig::default`]
-/// - `pacer`: see [`PacerSettings`]
+/// - `pacer`: see [`PacerSettings`] (no `rate_hint`: the pacer starts at
+///   [`PacerConfig::cold_start_rate`] for the provider's senders and searches)
 /// - `rate_limit_dialect`: `auto` (see [`abide_core::ratelimit`])
-/// - no credentials, no classification overrides, no failover
-///
-/// An SMPP provider (`smpp` is set) has `concurrency` = its `window` and `timeout` = two
-/// `pdu_timeout`s (the wait for a bind, then for the response); its HTTP fields keep
-/// their defaults and are not used.
-#[derive(Clone, PartialEq)]
+/// - no classification overrides, no failover
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProviderConfig {
     /// Unique name items refer to.
     pub name: String,
-    /// Base URL; item paths are appended to it. For an SMPP provider, `smpp://` and its
-    /// `address` (shown, never sent to).
-    pub base_url: reqwest::Url,
-    /// Name of the environment variable holding the token (never the token itself).
-    pub credentials_env: Option<String>,
-    /// Header that carries the token as is; `None` sends `Authorization: Bearer <token>`.
-    pub auth_header: Option<http::HeaderName>,
-    /// Starting send rate, requests per second; `None` starts from what the senders can do
-    /// ([`PacerConfig::cold_start_rate`]) and searches.
-    pub rate_hint: Option<f64>,
-    /// Concurrent senders.
-    pub concurrency: usize,
-    /// Longest time one attempt may take (per-request timeout).
-    pub timeout: Duration,
-    /// Set when the provider is an SMSC reached over SMPP 3.4 (`transport = "smpp"`).
-    pub smpp: Option<SmppConfig>,
-    /// Header carrying the item's idempotency key.
-    pub idempotency_key_header: http::HeaderName,
+    /// How it is reached, with the transport's own settings.
+    pub transport: TransportConfig,
     /// Attempt caps and backoff.
     pub retry: RetryConfig,
     /// Retry budget shared by the provider's senders.
     pub budget: RetryBudgetConfig,
-    /// Pacer tuning for this provider.
+    /// Pacer tuning for this provider, its starting rate included.
     pub pacer: PacerSettings,
     /// Classification overrides for this provider.
     pub classify: ClassifyOverrides,
@@ -142,30 +111,18 @@ pub struct ProviderConfig {
     pub failover: Option<FailoverConfig>,
 }
 
-impl fmt::Debug for ProviderConfig {
-    // Written out so that a future secret field cannot leak through a derive; the
-    // credential itself is never held here, only the variable's name.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ProviderConfig")
-            .field("name", &self.name)
-            .field("base_url", &self.base_url.as_str())
-            .field("credentials_env", &self.credentials_env)
-            .field("auth_header", &self.auth_header)
-            .field("rate_hint", &self.rate_hint)
-            .field("concurrency", &self.concurrency)
-            .field("timeout", &self.timeout)
-            .field("smpp", &self.smpp)
-            .field("idempotency_key_header", &self.idempotency_key_header)
-            .field("retry", &self.retry)
-            .field("pacer", &self.pacer)
-            .field("classify", &self.classify)
-            .field("rate_limit_dialect", &self.rate_limit_dialect)
-            .field("failover", &self.failover)
-            .finish_non_exhaustive()
-    }
-}
-
 impl ProviderConfig {
+    /// Concurrent senders (an HTTP provider's `concurrency`, an SMPP provider's `window`).
+    pub fn concurrency(&self) -> usize {
+        self.transport.settings().concurrency()
+    }
+
+    /// Longest time one attempt may take (see
+    /// [`crate::transport::TransportSettings::attempt_timeout`]).
+    pub fn attempt_timeout(&self) -> Duration {
+        self.transport.settings().attempt_timeout()
+    }
+
     /// The classifier for this provider: defaults plus overrides.
     pub fn classifier(&self) -> Classifier {
         Classifier::default()
@@ -173,21 +130,21 @@ impl ProviderConfig {
             .with_dialect(self.rate_limit_dialect)
     }
 
-    /// The rules of this provider's [`abide_core::Session`]: its retry caps, budget, pacer settings
-    /// (starting at `rate_hint`, or without one at [`PacerConfig::cold_start_rate`] for
-    /// `concurrency` senders) and classification overrides; everything else is
-    /// [`SessionConfig::default`].
+    /// The rules of this provider's [`abide_core::Session`]: its retry caps, budget, pacer
+    /// settings (starting at `rate_hint`, or without one at
+    /// [`PacerConfig::cold_start_rate`] for its senders) and classification overrides;
+    /// everything else is [`SessionConfig::default`].
     pub fn session_config(&self) -> SessionConfig {
         let d = PacerConfig::default();
+        let hint = self.pacer.rate_hint;
         SessionConfig {
             retry: self.retry,
             pacer: PacerConfig {
                 // Without a hint: from what the senders can do, then the search.
-                initial_rate: self
-                    .rate_hint
-                    .unwrap_or_else(|| PacerConfig::cold_start_rate(self.concurrency)),
+                initial_rate: hint
+                    .unwrap_or_else(|| PacerConfig::cold_start_rate(self.concurrency())),
                 // A hint above the default ceiling would otherwise be clamped to it.
-                max_rate: self.rate_hint.map_or(d.max_rate, |r| r.max(d.max_rate)),
+                max_rate: hint.map_or(d.max_rate, |r| r.max(d.max_rate)),
                 headroom: self.pacer.headroom,
                 throttle_pause: self.pacer.throttle_pause,
                 max_throttle_pause: self.pacer.max_throttle_pause,
@@ -202,45 +159,23 @@ impl ProviderConfig {
     }
 }
 
-/// A credential read from the environment. `Debug` and `Display` print `***`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wrap a value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-    /// The value, for building the request header only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
 /// Attempt caps and backoff (`[provider.retry]`): abide-core's rules, re-exported.
 pub use abide_core::RetryConfig;
 
-/// Per-provider pacer tuning (`[provider.pacer]`); the rest of [`PacerConfig`] is
-/// abide-core's default, with the rate starting at `rate_hint`.
+/// Per-provider pacer tuning (`rate_hint` and `[provider.pacer]`); the rest of
+/// [`PacerConfig`] is abide-core's default, with the rate starting at `rate_hint`.
 ///
 /// # Default
+/// - `rate_hint`: none (start from what the senders can do, and search)
 /// - `headroom`: [`PacerConfig::default`]'s (0.97 of an advertised limit)
 /// - `use_rate_limit_headers`: true
 /// - `throttle_pause`: 1 s, `max_throttle_pause`: 10 min
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PacerSettings {
+    /// Starting send rate, requests per second (TOML `rate_hint`, beside `name`); `None`
+    /// starts from what the senders can do ([`PacerConfig::cold_start_rate`]) and
+    /// searches.
+    pub rate_hint: Option<f64>,
     /// Fraction of a rate the provider advertises (`RateLimit-Policy`, `X-RateLimit-*`) to
     /// aim at, in (0, 1].
     pub headroom: f64,
@@ -259,6 +194,7 @@ impl Default for PacerSettings {
     fn default() -> Self {
         let d = PacerConfig::default();
         Self {
+            rate_hint: None,
             headroom: d.headroom,
             use_rate_limit_headers: true,
             throttle_pause: d.throttle_pause,
@@ -276,54 +212,54 @@ pub struct FailoverConfig {
     pub after_pending: Duration,
 }
 
-// ---- the file format -------------------------------------------------------------------
-
 impl Config {
     /// Read and validate a TOML file.
     ///
     /// # Errors
-    /// [`Error::Config`] naming the provider and field (or `"<file>"` for syntax errors).
+    /// [`Error::ReadConfig`] when the file cannot be read, otherwise as
+    /// [`Config::from_toml_str`].
     pub fn load(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| invalid("<file>", &path.display().to_string(), e.to_string()))?;
+        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadConfig {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Self::from_toml_str(&text)
     }
 
     /// Parse and validate TOML text.
     ///
     /// # Errors
-    /// [`Error::Config`] naming the provider and field (or `"<file>"` for syntax errors).
+    /// [`Error::Toml`] with the line and column of text that is not TOML of this shape;
+    /// [`Error::Config`] naming the provider (`None` for a file-level setting) and the
+    /// setting.
     pub fn from_toml_str(text: &str) -> Result<Self> {
         let file: FileConfig =
-            toml::from_str(text).map_err(|e| invalid("<file>", "toml", toml_error(text, &e)))?;
+            toml::from_str(text).map_err(|e| toml_error(text, e.span(), e.message()))?;
         if file.provider.is_empty() {
-            return Err(invalid("<file>", "provider", "no [[provider]] configured"));
+            return Err(invalid("provider", "no [[provider]] configured"));
         }
         let mut names = HashSet::new();
         let mut providers = Vec::with_capacity(file.provider.len());
         for p in file.provider {
-            let cfg = validate_provider(p)?;
+            let cfg = validate_provider(p).map_err(|e| match e {
+                TableError::Invalid(e) => e,
+                TableError::At { span, message } => toml_error(text, Some(span), &message),
+            })?;
             if !names.insert(cfg.name.clone()) {
-                return Err(invalid(&cfg.name, "name", "configured twice"));
+                return Err(Error::config(&cfg.name, "name", "configured twice"));
             }
             providers.push(cfg);
         }
         for p in &providers {
             if let Some(f) = &p.failover {
                 if f.to == p.name {
-                    return Err(invalid(
-                        &p.name,
-                        "failover.to",
-                        "cannot fail over to itself",
-                    ));
+                    let why = "cannot fail over to itself";
+                    return Err(Error::config(&p.name, "failover.to", why));
                 }
                 if !names.contains(&f.to) {
-                    return Err(invalid(
-                        &p.name,
-                        "failover.to",
-                        format!("{} is not a configured provider", clip(&f.to)),
-                    ));
+                    let why = format!("{} is not a configured provider", clip(&f.to));
+                    return Err(Error::config(&p.name, "failover.to", why));
                 }
             }
         }
@@ -332,15 +268,12 @@ impl Config {
             None => abide_redis::CoordinationConfig::default(),
             Some(c) => {
                 abide_redis::CoordinationConfig::new(c.redis_url, c.expected_nodes, c.key_prefix)
-                    .map_err(|e| {
-                        invalid("<file>", &format!("coordination.{}", e.setting), e.problem)
-                    })?
+                    .map_err(|e| invalid(&format!("coordination.{}", e.setting), e.problem))?
             }
         };
         #[cfg(not(feature = "redis"))]
         if file.coordination.is_some() {
             return Err(invalid(
-                "<file>",
                 "coordination",
                 "this build has no Redis coordination (abide-outbox's cargo feature `redis`)",
             ));
@@ -357,15 +290,14 @@ impl Config {
         self.providers.iter().find(|p| p.name == name)
     }
 
-    /// Check that `item` is well formed and targets a configured provider. For an SMPP
-    /// provider, that it is an SMS that provider can send
-    /// ([`crate::transport::smpp::message`]). For an HTTP provider, that its path
-    /// stays below the provider's base path ([`crate::path::confine`]), and that it
-    /// carries neither that provider's idempotency-key header (abide sends the item's key
-    /// there) nor its auth header (a secret).
+    /// Check that `item` is well formed, targets a configured provider, and is one that
+    /// provider's transport can send
+    /// ([`crate::transport::TransportSettings::check_item`]: an HTTP item's path stays
+    /// below the base path and carries neither the provider's idempotency-key header nor
+    /// its auth header; an SMPP item is an SMS it can send).
     ///
     /// # Errors
-    /// [`Error::UnknownProvider`], [`Error::InvalidRequest`].
+    /// [`Error::UnknownProvider`], [`Error::InvalidRequest`], [`Error::Path`].
     pub fn check_item(&self, item: &NewItem) -> Result<()> {
         let Some(p) = self.provider(&item.provider) else {
             return Err(Error::UnknownProvider(echo::truncate(
@@ -373,41 +305,7 @@ impl Config {
                 echo::MAX_ECHO_BYTES,
             )));
         };
-        if let Some(smpp) = &p.smpp {
-            item.validate()?;
-            return crate::transport::smpp::message::check(&item.request, smpp).map_err(|e| {
-                Error::InvalidRequest(format!("{e} (provider {:?} sends SMS over SMPP)", p.name))
-            });
-        }
-        // Before `validate`, which checks the path too but cannot name the base path.
-        crate::path::confine(&p.base_url, &item.request.path).map_err(|e| {
-            Error::InvalidRequest(format!(
-                "{e}; provider {:?} sends below {}",
-                p.name,
-                echo::clip(&echo::redact_url(p.base_url.as_str()))
-            ))
-        })?;
-        item.validate()?;
-        for name in item.request.headers.keys() {
-            if name.eq_ignore_ascii_case(p.idempotency_key_header.as_str()) {
-                return Err(Error::InvalidRequest(format!(
-                    "header {name:?} is provider {:?}'s idempotency-key header, set by abide \
-                     from the item's idempotency_key; remove it",
-                    p.name
-                )));
-            }
-            if p.auth_header
-                .as_ref()
-                .is_some_and(|h| name.eq_ignore_ascii_case(h.as_str()))
-            {
-                return Err(Error::InvalidRequest(format!(
-                    "header {name:?} carries provider {:?}'s credential; credentials come \
-                     from its credentials_env",
-                    p.name
-                )));
-            }
-        }
-        Ok(())
+        p.transport.settings().check_item(&p.name, item)
     }
 }
 
@@ -442,7 +340,7 @@ mod tests {
     fn parses_with_defaults() {
         let c = Config::from_toml_str(GOOD).unwrap();
         let a = c.provider("a").unwrap();
-        assert_eq!(a.concurrency, 20);
+        assert_eq!(a.concurrency(), 20);
         assert_eq!(a.retry.max_attempts, 5);
         assert_eq!(a.retry.backoff.cap, Duration::from_secs(10));
         assert_eq!(a.classify.http.get(&409), Some(&VerdictClass::Retry));
@@ -454,8 +352,12 @@ mod tests {
             })
         );
         let b = c.provider("b").unwrap();
-        assert_eq!(b.idempotency_key_header.as_str(), "idempotency-key");
-        assert_eq!(b.concurrency, 4);
+        let TransportConfig::Http(h) = &b.transport else {
+            panic!("{b:?}")
+        };
+        assert_eq!(h.idempotency_key_header.as_str(), "idempotency-key");
+        assert_eq!(b.concurrency(), 4);
+        assert_eq!(a.pacer.rate_hint, Some(50.0));
         assert_eq!(b.retry, RetryConfig::default());
         assert_eq!(b.pacer, PacerSettings::default());
         assert_eq!(b.rate_limit_dialect, Dialect::Auto);
@@ -545,6 +447,7 @@ mod tests {
         assert_eq!(
             p,
             PacerSettings {
+                rate_hint: Some(50.0),
                 headroom: 0.95,
                 use_rate_limit_headers: false,
                 throttle_pause: Duration::from_millis(500),
@@ -568,11 +471,14 @@ mod tests {
         }
     }
 
+    /// The provider and setting an error names: `<file>` for a file-level setting,
+    /// `toml` with the line for text that is not TOML of this shape.
     fn err_of(text: &str) -> (String, String) {
         match Config::from_toml_str(text) {
             Err(Error::Config {
                 provider, field, ..
-            }) => (provider, field),
+            }) => (provider.unwrap_or_else(|| "<file>".into()), field),
+            Err(Error::Toml { line, .. }) => (format!("line {line:?}"), "toml".into()),
             other => panic!("expected a config error, got {other:?}"),
         }
     }
@@ -607,12 +513,37 @@ mod tests {
                 "base_url",
             ),
             (
+                // Core's validator blames the cap, bounded below by the base.
                 GOOD.replace("backoff_base_ms = 100", "backoff_base_ms = 60000"),
+                "a",
+                "retry.backoff_cap_secs",
+            ),
+            (
+                GOOD.replace("backoff_base_ms = 100", "backoff_base_ms = 0"),
                 "a",
                 "retry.backoff_base_ms",
             ),
+            (
+                GOOD.replace("409 = \"retry\"", "202 = \"retry\""),
+                "a",
+                "classify.http.202",
+            ),
             (GOOD.replace("name = \"b\"", "name = \"a\""), "a", "name"),
-            (GOOD.replace("rate_hint", "rate_hnit"), "<file>", "toml"),
+            (
+                GOOD.replace("rate_hint", "rate_hnit"),
+                "line Some(6)",
+                "toml",
+            ),
+            (
+                GOOD.replace("concurrency = 20", "concurrency = \"20\""),
+                "line Some(7)",
+                "toml",
+            ),
+            (
+                GOOD.replace("max_attempts = 5", "max_attempts = -5"),
+                "line Some(9)",
+                "toml",
+            ),
         ];
         for (text, provider, field) in cases {
             assert_eq!(
@@ -702,7 +633,7 @@ mod tests {
                 "idempotency_key_header",
             ),
             ("to = \"b\"", format!("to = \"{big}\""), "failover.to"),
-            ("rate_hint = 50.0", format!("{big} = 1"), "toml"),
+            ("rate_hint = 50.0", format!("{big} = 1"), "TOML"),
         ] {
             let err = Config::from_toml_str(&GOOD.replacen(from, &to, 1)).unwrap_err();
             let shown = err.to_string();

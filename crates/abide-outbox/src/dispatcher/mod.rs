@@ -22,9 +22,11 @@
 
 mod claim;
 mod complete;
+mod drain;
 mod health;
 mod maintain;
 mod mark;
+mod preflight;
 mod receipts;
 mod runtime;
 mod send;
@@ -39,16 +41,22 @@ use tokio::sync::{mpsc, watch, Mutex};
 use tokio::task::JoinSet;
 
 use crate::config::{Config, ProviderConfig};
-use crate::credentials::{CredentialSource, EnvCredentials};
+use crate::credentials::CredentialSource;
 use crate::error::Result;
 use crate::model::{Completion, Enqueued, Item, NewItem};
 use crate::progress::{Progress, ProviderProgress, Stats, Totals};
 use crate::sleep::{Sleeper, TokioSleeper};
 use crate::store::Store;
-use crate::transport::{HttpTransport, SmppTransport, Transport};
+use crate::transport::{HttpTransport, Transport, TransportStats};
 #[cfg(feature = "redis")]
 use abide_redis::{CoordinationTarget, RedisCoordination};
 use runtime::ProviderRuntime;
+
+pub use drain::{Ending, Feed, FeedCloser, FeedState};
+#[cfg(feature = "redis")]
+use preflight::credentials;
+pub use preflight::preflight;
+use preflight::{build_env, lease_rule};
 
 /// How much longer than a provider's request timeout the lease must be: an attempt that
 /// runs to its timeout still completes (and writes its result) before the lease ends and
@@ -68,14 +76,15 @@ pub const MIN_LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// - `max_response_body`: 64 KiB read from each response, the rest discarded
 /// - `seed`: `None` (jitter from the OS RNG); set it for reproducible schedules
 /// - `sleeper`: `None` = [`TokioSleeper`] on the dispatcher's clock
-/// - `credentials`: `None` = [`EnvCredentials`] (each provider's `credentials_env`)
+/// - `credentials`: `None` = [`crate::EnvCredentials`] (each provider's `credentials_env`)
 /// - `store_fault_limit`: 60 s (results failing to be written this long stop the run)
 /// - `redis_url` (feature `redis`): `None` (each provider's limit is this node's alone,
 ///   in memory)
 /// - `coordination_prefix` (feature `redis`): `abide:coord`
 #[derive(Debug, Clone)]
 pub struct DispatcherOptions {
-    /// Lease on claimed items; at least every provider's `timeout` + [`MIN_LEASE_MARGIN`].
+    /// Lease on claimed items; at least every provider's attempt timeout +
+    /// [`MIN_LEASE_MARGIN`].
     pub lease: Duration,
     /// Most items per claim.
     pub claim_batch: usize,
@@ -172,24 +181,23 @@ pub(super) type Done = (usize, Completion);
 
 impl<S: Store> Dispatcher<S> {
     /// A dispatcher over `store` for the providers in `config`, reading time from `clock`,
-    /// sending over HTTP (or SMPP, for providers with `transport = "smpp"`) with
-    /// credentials from `opts.credentials` (default: the environment variables the
-    /// providers file names).
+    /// sending through each provider's transport (HTTP, SMPP, ...: `transport` in the
+    /// providers file) with credentials from `opts.credentials` (default: the environment
+    /// variables the providers file names). Nothing starts before every provider passes
+    /// its preflight ([`preflight`]).
     ///
     /// # Errors
-    /// [`crate::Error::Config`] if the HTTP client cannot be built, or naming the first
-    /// provider whose request timeout + [`MIN_LEASE_MARGIN`] exceeds `opts.lease`.
+    /// [`crate::Error::HttpClient`] if the HTTP client cannot be built;
+    /// [`crate::Error::Preflight`] naming the first provider that cannot send as
+    /// configured; [`crate::Error::Coordination`] for an unusable `redis_url`.
     pub fn new(
         store: S,
         config: Config,
         clock: Arc<dyn Clock>,
         opts: DispatcherOptions,
     ) -> Result<Self> {
-        let client = HttpTransport::client().map_err(|e| crate::Error::Config {
-            provider: "<all>".into(),
-            field: "http client".into(),
-            message: e.to_string(),
-        })?;
+        let client =
+            HttpTransport::client().map_err(|e| crate::Error::HttpClient(e.to_string()))?;
         Self::with_client(store, config, clock, opts, client)
     }
 
@@ -197,8 +205,7 @@ impl<S: Store> Dispatcher<S> {
     /// its HTTP providers.
     ///
     /// # Errors
-    /// [`crate::Error::Config`] naming the first provider whose request timeout +
-    /// [`MIN_LEASE_MARGIN`] exceeds `opts.lease`.
+    /// As [`Dispatcher::new`].
     pub fn with_client(
         store: S,
         config: Config,
@@ -206,19 +213,9 @@ impl<S: Store> Dispatcher<S> {
         opts: DispatcherOptions,
         client: reqwest::Client,
     ) -> Result<Self> {
-        let source = opts
-            .credentials
-            .clone()
-            .unwrap_or_else(|| Arc::new(EnvCredentials));
-        let max_body = opts.max_response_body;
-        Self::with_transports(store, config, clock, opts, |p| match &p.smpp {
-            Some(smpp) => Arc::new(SmppTransport::new(&p.name, smpp, Arc::clone(&source))),
-            None => Arc::new(HttpTransport::new(
-                p,
-                client.clone(),
-                Arc::clone(&source),
-                max_body,
-            )),
+        let env = build_env(&opts, client, &clock);
+        Self::with_transports(store, config, clock, opts, |p| {
+            p.transport.settings().build(&p.name, &env)
         })
     }
 
@@ -226,8 +223,9 @@ impl<S: Store> Dispatcher<S> {
     /// per provider (HTTP, SMPP, a [`crate::transport::ScriptedTransport`] in tests).
     ///
     /// # Errors
-    /// [`crate::Error::Config`] naming the first provider whose request timeout +
-    /// [`MIN_LEASE_MARGIN`] exceeds `opts.lease`.
+    /// [`crate::Error::Preflight`] naming the first provider whose lease rule or
+    /// transport preflight ([`Transport::preflight`]) fails;
+    /// [`crate::Error::Coordination`] for an unusable `redis_url`.
     pub fn with_transports(
         store: S,
         config: Config,
@@ -235,28 +233,12 @@ impl<S: Store> Dispatcher<S> {
         opts: DispatcherOptions,
         mut transport: impl FnMut(&ProviderConfig) -> Arc<dyn Transport>,
     ) -> Result<Self> {
-        // A lease that ends while the request may still be on the wire lets a second
-        // worker send the item again while the first is still waiting for its answer.
         for p in &config.providers {
-            let least = p.timeout + MIN_LEASE_MARGIN;
-            if opts.lease < least {
-                return Err(crate::Error::Config {
-                    provider: p.name.clone(),
-                    field: "timeout_secs".into(),
-                    message: format!(
-                        "the lease ({:?}) must be at least the request timeout ({:?}) + {:?}; \
-                         lengthen the lease or shorten the timeout",
-                        opts.lease, p.timeout, MIN_LEASE_MARGIN
-                    ),
-                });
-            }
+            lease_rule(p, opts.lease)?;
         }
         let mono = clock.monotonic();
         #[cfg(feature = "redis")]
-        let credentials = opts
-            .credentials
-            .clone()
-            .unwrap_or_else(|| Arc::new(EnvCredentials));
+        let credentials = credentials(&opts);
         let owner = opts
             .owner
             .clone()
@@ -278,14 +260,7 @@ impl<S: Store> Dispatcher<S> {
                         expected_nodes: config.coordination.expected_nodes,
                     };
                     // The limit belongs to the credential: its digest is in the key.
-                    let credential = match &p.smpp {
-                        Some(s) => Some(s.system_id.clone()),
-                        None => p
-                            .credentials_env
-                            .as_deref()
-                            .and_then(|name| credentials.get(name))
-                            .map(|s| s.expose().to_owned()),
-                    };
+                    let credential = p.transport.settings().account(&*credentials);
                     let c = RedisCoordination::start(
                         &target,
                         &abide_redis::limit_key(&p.name, credential.as_deref()),
@@ -294,21 +269,21 @@ impl<S: Store> Dispatcher<S> {
                         rules.budget,
                         Arc::clone(&clock),
                     )
-                    .map_err(|e| crate::Error::Config {
-                        provider: "<all>".into(),
-                        field: "redis_url".into(),
-                        message: format!(
-                            "{}: {}",
+                    .map_err(|e| {
+                        crate::Error::Coordination(format!(
+                            "redis_url {}: {}",
                             crate::echo::redact_url(url),
                             crate::echo::redact_url(&e.to_string())
-                        ),
+                        ))
                     })?;
                     Arc::new(c)
                 }
             };
+            let transport = transport(p);
+            transport.preflight()?;
             providers.push(Arc::new(ProviderRuntime {
                 session: Arc::new(Session::with_coordination(rules, mono, coordination)),
-                transport: transport(p),
+                transport,
                 stats: Stats::default(),
                 cfg: p.clone(),
             }));
@@ -371,10 +346,10 @@ impl<S: Store> Dispatcher<S> {
         self.runtime(name).map(|rt| Arc::clone(rt.session.budget()))
     }
 
-    /// What the SMPP transport of provider `name` has seen (binds, drops, timeouts,
-    /// receipts); `None` for other transports.
-    pub fn smpp_stats(&self, name: &str) -> Option<crate::transport::SmppStats> {
-        self.runtime(name).and_then(|rt| rt.transport.smpp_stats())
+    /// What the transport of provider `name` has seen beyond the answers (an SMPP bind's
+    /// binds, drops, timeouts, receipts); `None` for transports with nothing to add.
+    pub fn transport_stats(&self, name: &str) -> Option<TransportStats> {
+        self.runtime(name).and_then(|rt| rt.transport.stats())
     }
 
     /// The providers that will not send again this run, each with why (an SMPP bind
@@ -461,9 +436,9 @@ impl<S: Store> Dispatcher<S> {
                 throttle_rate: pacer.throttle_rate(mono),
                 last_pause: rt.stats.last_pause(),
                 sunset: rt.stats.sunset(),
-                limited_by_concurrency: t.on_wire >= rt.cfg.concurrency as u64
+                limited_by_concurrency: t.on_wire >= rt.cfg.concurrency() as u64
                     && pacer.next_slot(mono) <= mono,
-                concurrency: rt.cfg.concurrency,
+                concurrency: rt.cfg.concurrency(),
                 slots: pacer.slot_counts(),
                 host_in_flight: rt.session.in_flight(),
                 coordination: {
@@ -473,7 +448,7 @@ impl<S: Store> Dispatcher<S> {
                 },
                 counts: inner.store.counts_by_state(Some(&rt.cfg.name)).await?,
                 receipts: inner.store.receipt_counts(Some(&rt.cfg.name)).await?,
-                smpp: rt.transport.smpp_stats(),
+                transport: rt.transport.stats(),
                 suspended: rt.transport.suspended(),
                 totals: t,
             });
@@ -486,36 +461,6 @@ impl<S: Store> Dispatcher<S> {
             elapsed: mono.saturating_duration_since(inner.started),
             oldest_pending_age: inner.store.oldest_pending_age(now).await?,
         })
-    }
-
-    /// Deliver until no item of a configured provider is `QUEUED`, `IN_FLIGHT` or
-    /// `PENDING` (deferred and failed items do not keep it running), then return the
-    /// final [`Progress`].
-    ///
-    /// # Errors
-    /// Database errors from the final snapshot; errors during the run are logged and
-    /// retried, never fatal.
-    pub async fn run_until_drained(&self) -> Result<Progress> {
-        let this = self.clone();
-        self.run_until(async move {
-            loop {
-                let deadline = this.inner.clock.monotonic() + this.inner.opts.maintenance_interval;
-                this.inner.sleeper.sleep_until(deadline).await;
-                if this.drained().await.unwrap_or(false) {
-                    return;
-                }
-            }
-        })
-        .await
-    }
-
-    async fn drained(&self) -> Result<bool> {
-        for rt in &self.inner.providers {
-            if self.inner.store.has_active(&rt.cfg.name).await? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
     }
 
     /// Deliver until `shutdown` resolves, then stop claiming, hand unsent claimed items
@@ -536,7 +481,7 @@ impl<S: Store> Dispatcher<S> {
         let (mark_tx, mark_rx) = mpsc::channel::<mark::MarkRequest>(1024);
         let mut workers = JoinSet::new();
         for (idx, rt) in self.inner.providers.iter().enumerate() {
-            let cap = (rt.cfg.concurrency * 2).max(self.inner.opts.claim_batch.min(256));
+            let cap = (rt.cfg.concurrency() * 2).max(self.inner.opts.claim_batch.min(256));
             let (item_tx, item_rx) = mpsc::channel::<Item>(cap);
             let item_rx = Arc::new(Mutex::new(item_rx));
             if let Some(inbox) = rt.transport.receipts() {
@@ -553,7 +498,7 @@ impl<S: Store> Dispatcher<S> {
                 item_tx,
                 stop_rx.clone(),
             ));
-            for w in 0..rt.cfg.concurrency {
+            for w in 0..rt.cfg.concurrency() {
                 let seed = self
                     .inner
                     .opts

@@ -12,8 +12,8 @@ use tokio::sync::watch;
 use super::runtime::ProviderRuntime;
 use super::Inner;
 use crate::receipt::Receipt;
+use crate::receipt::ReceiptInbox;
 use crate::store::Store;
-use crate::transport::ReceiptInbox;
 
 /// Most receipts stored in one transaction.
 const MAX_BATCH: usize = 512;

@@ -23,7 +23,7 @@ pub(crate) struct ProviderRuntime {
 /// How long before its lease ends an item may still be sent: the request's timeout plus a
 /// second, so an answer always arrives (and is written) while the lease is ours.
 fn lease_margin(cfg: &ProviderConfig) -> Duration {
-    cfg.timeout + Duration::from_secs(1)
+    cfg.attempt_timeout() + Duration::from_secs(1)
 }
 
 impl ProviderRuntime {

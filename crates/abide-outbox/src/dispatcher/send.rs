@@ -102,7 +102,7 @@ fn give_back(
         }
         _ => reason.to_owned(),
     };
-    let last_provider_code = attempts.last().map(|a| a.remote.to_string());
+    let last_provider_code = attempts.last().map(|a| a.remote);
     Completion {
         id: item.id.clone(),
         lease_owner: item.lease_owner.clone().unwrap_or_default(),
@@ -237,7 +237,7 @@ async fn attempt<S: Store>(
                 Decision::Retry { after } => now + after,
                 // Past its maximum age the message is parked for a person, unsent.
                 Decision::Deferred(reason) => {
-                    let last_provider_code = records.last().map(|a| a.remote.to_string());
+                    let last_provider_code = records.last().map(|a| a.remote);
                     return Completion {
                         id: item.id.clone(),
                         lease_owner: item.lease_owner.clone().unwrap_or_default(),
@@ -267,14 +267,14 @@ async fn attempt<S: Store>(
             at: now,
             provider: rt.cfg.name.clone(),
             remote: response.remote(),
-            verdict_class: verdict.class.as_str().to_owned(),
+            verdict_class: verdict.class,
             delay: None,
             delay_reason: None,
             latency,
         };
         if let Some(d) = &answer.delay {
             record.delay = Some(d.delay);
-            record.delay_reason = Some(d.reason.as_str().to_owned());
+            record.delay_reason = Some(d.reason);
             if let Some(raw) = &d.raw {
                 tracing::debug!(provider = %rt.cfg.name, raw = %raw,
                     delay_ms = d.delay.as_millis() as u64, "Retry-After");
@@ -299,7 +299,7 @@ async fn attempt<S: Store>(
                 reason: answer.verdict.reason.clone(),
             },
         };
-        let code = record.remote.to_string();
+        let code = record.remote;
         records.push(record);
         let message_id = match outcome {
             Outcome::Submitted => response.message_id().map(str::to_owned),

@@ -2,8 +2,10 @@
 //! ([`Completion`]), and the mark written before a request goes out ([`SendMark`]).
 
 use std::fmt;
+use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
+use abide_core::{DelayReason, VerdictClass};
 use serde::Serialize;
 
 use super::ser;
@@ -22,12 +24,35 @@ pub enum RemoteCode {
 }
 
 impl fmt::Display for RemoteCode {
+    /// `http_429`, `smpp_0x58`, `no_response`: the text stored as an item's
+    /// `last_provider_code`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RemoteCode::Http(s) => write!(f, "http_{s}"),
             RemoteCode::Smpp(c) => write!(f, "smpp_0x{c:02x}"),
             RemoteCode::NoResponse => f.write_str("no_response"),
         }
+    }
+}
+
+impl FromStr for RemoteCode {
+    type Err = String;
+
+    /// The text [`RemoteCode`]'s `Display` writes.
+    ///
+    /// # Errors
+    /// Any other text, quoted.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let code = if s == "no_response" {
+            Some(RemoteCode::NoResponse)
+        } else if let Some(n) = s.strip_prefix("http_") {
+            n.parse().ok().map(RemoteCode::Http)
+        } else if let Some(n) = s.strip_prefix("smpp_0x") {
+            u32::from_str_radix(n, 16).ok().map(RemoteCode::Smpp)
+        } else {
+            None
+        };
+        code.ok_or_else(|| format!("unknown remote code {s:?}"))
     }
 }
 
@@ -42,14 +67,14 @@ pub struct AttemptRecord {
     pub provider: String,
     /// What the remote side said.
     pub remote: RemoteCode,
-    /// Our classification, e.g. `"throttle"` ([`abide_core::VerdictClass::as_str`]).
-    pub verdict_class: String,
+    /// Our classification (stored as [`VerdictClass::as_str`], e.g. `throttle`).
+    pub verdict_class: VerdictClass,
     /// The delay chosen before the next attempt, if any.
     #[serde(rename = "delay_ms", serialize_with = "ser::millis_opt")]
     pub delay: Option<Duration>,
-    /// Why that delay (`"honoured"`, `"floored"`, `"capped"`, `"unparseable"`, `"absent"`,
-    /// `"budget_exhausted"`).
-    pub delay_reason: Option<String>,
+    /// Why that delay (stored as [`DelayReason::as_str`]; a reclaimed lease's
+    /// attempts say [`DelayReason::LeaseExpired`]).
+    pub delay_reason: Option<DelayReason>,
     /// Time from send to response.
     #[serde(rename = "latency_ms", serialize_with = "ser::millis")]
     pub latency: Duration,
@@ -121,7 +146,7 @@ pub struct Completion {
     /// The attempts made under this lease (usually one; two after a credential refresh).
     pub attempts: Vec<AttemptRecord>,
     /// The last thing the provider said, stored on the item.
-    pub last_provider_code: Option<String>,
+    pub last_provider_code: Option<RemoteCode>,
     /// The remote's id of the message, stored on the item with an accepting outcome
     /// ([`Outcome::Submitted`]); ignored otherwise.
     pub message_id: Option<String>,

@@ -17,11 +17,13 @@ mod query;
 mod request;
 mod ser;
 
+pub use abide_core::DelayReason;
 pub use attempt::{AttemptRecord, Completion, Outcome, RemoteCode, SendMark, StoredAttempt};
 pub use query::{Counts, ListFilter, RequeueFilter};
 pub use request::{
-    Body, Request, MAX_BODY_BYTES, MAX_HEADERS, MAX_HEADER_NAME_LEN, MAX_HEADER_VALUE_LEN,
-    MAX_IDEMPOTENCY_KEY_LEN, MAX_METHOD_LEN, MAX_PATH_LEN, MAX_PROVIDER_NAME_LEN,
+    parse_method, Body, Request, MAX_BODY_BYTES, MAX_HEADERS, MAX_HEADER_NAME_LEN,
+    MAX_HEADER_VALUE_LEN, MAX_IDEMPOTENCY_KEY_LEN, MAX_METHOD_LEN, MAX_PATH_LEN,
+    MAX_PROVIDER_NAME_LEN,
 };
 
 /// An item to enqueue.
@@ -135,8 +137,10 @@ pub struct Item {
     /// Earliest time of the next attempt (UTC; RFC 3339).
     #[serde(serialize_with = "ser::rfc3339")]
     pub next_attempt_at: SystemTime,
-    /// What the provider said last, e.g. `"http_429"` or `"smpp_0x58"`.
-    pub last_provider_code: Option<String>,
+    /// What the provider said last; serialised (and stored) as its text, e.g. `http_429`
+    /// or `smpp_0x58`.
+    #[serde(serialize_with = "ser::display_opt")]
+    pub last_provider_code: Option<RemoteCode>,
     /// Why it is in its state (failure reason, deferral reason, ...): free text for
     /// people, never decided on (see [`Item::moved_by`] for what the outbox decides on).
     pub reason: Option<String>,
@@ -166,48 +170,18 @@ pub const FAILED_OVER_PREFIX: &str = "failed_over_from:";
 /// nothing we know of. Shown to people only; the outbox decides on [`Item::moved_by`].
 pub const LEASE_EXPIRED_REASON: &str = "lease_expired";
 
-/// Why the outbox itself (not the remote) put an item back in the queue; stored in the
-/// `moved_by` column as [`MovedBy::as_str`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MovedBy {
-    /// Its lease ran out (the worker crashed or hung): the next attempt repeats one whose
-    /// answer was never seen. Reason shown: [`LEASE_EXPIRED_REASON`].
-    LeaseExpired,
-    /// It moved to the fail-over provider: the next attempt is its first there. Reason
-    /// shown: [`FAILED_OVER_PREFIX`] and the provider it left.
-    FailedOver,
-}
-
-impl MovedBy {
-    /// Every value.
-    pub const ALL: [MovedBy; 2] = [MovedBy::LeaseExpired, MovedBy::FailedOver];
-
-    /// The stored name: `lease_expired` or `failed_over`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MovedBy::LeaseExpired => "lease_expired",
-            MovedBy::FailedOver => "failed_over",
-        }
-    }
-}
-
-impl std::fmt::Display for MovedBy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for MovedBy {
-    type Err = String;
-
-    /// # Errors
-    /// A name other than those of [`MovedBy::as_str`], quoted.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        MovedBy::ALL
-            .into_iter()
-            .find(|h| h.as_str() == s)
-            .ok_or_else(|| format!("unknown moved_by {s:?}"))
+abide_core::named_enum! {
+    /// Why the outbox itself (not the remote) put an item back in the queue; stored in the
+    /// `moved_by` column as [`MovedBy::as_str`].
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum MovedBy("moved_by") {
+        /// Its lease ran out (the worker crashed or hung): the next attempt repeats one
+        /// whose answer was never seen. Reason shown: [`LEASE_EXPIRED_REASON`].
+        LeaseExpired = "lease_expired",
+        /// It moved to the fail-over provider: the next attempt is its first there. Reason
+        /// shown: [`FAILED_OVER_PREFIX`] and the provider it left.
+        FailedOver = "failed_over",
     }
 }
 

@@ -8,8 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::echo::clip;
 use crate::error::Error;
 
-/// Longest accepted request path, in bytes.
-pub const MAX_PATH_LEN: usize = 2048;
+pub use crate::transport::http::path::MAX_PATH_LEN;
 /// Longest accepted method, in bytes (the longest in the IANA HTTP Method Registry,
 /// `UPDATEREDIRECTREF`, has 17).
 pub const MAX_METHOD_LEN: usize = 32;
@@ -58,6 +57,41 @@ const SECRET_HEADERS: &[&str] = &[
     "api-key",
 ];
 
+/// `name` as an HTTP method: at most [`MAX_METHOD_LEN`] bytes, an RFC 9110 §9.1 token,
+/// in upper case (`POST`, `PUT`, an extension method such as `UPDATEREDIRECTREF`).
+///
+/// # Errors
+/// [`Error::InvalidRequest`] saying which rule `name` breaks, quoting it clipped.
+pub fn parse_method(name: &str) -> Result<http::Method, Error> {
+    if name.len() > MAX_METHOD_LEN {
+        return Err(Error::InvalidRequest(format!(
+            "method {} is longer than {MAX_METHOD_LEN} bytes",
+            clip(name)
+        )));
+    }
+    match http::Method::from_bytes(name.as_bytes()) {
+        Ok(m) if !name.is_empty() && name == name.to_ascii_uppercase() => Ok(m),
+        _ => Err(Error::InvalidRequest(format!(
+            "method {} is not an upper-case HTTP method",
+            clip(name)
+        ))),
+    }
+}
+
+/// [`Request::method`] as its name.
+mod method_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(m: &http::Method, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(m.as_str())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<http::Method, D::Error> {
+        let name = String::deserialize(d)?;
+        super::parse_method(&name).map_err(serde::de::Error::custom)
+    }
+}
+
 /// A request body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -71,8 +105,10 @@ pub enum Body {
 /// The call to make: relative to the provider's base URL, never a full URL.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Request {
-    /// HTTP method, upper case (e.g. `"POST"`).
-    pub method: String,
+    /// HTTP method, upper case (e.g. `POST`); serialised (and stored) as its name, read
+    /// back through [`parse_method`].
+    #[serde(with = "method_name")]
+    pub method: http::Method,
     /// Path (and optional query) below the provider's base URL, starting with `/`.
     pub path: String,
     /// Non-secret headers. `Authorization`, cookies and API keys are refused.
@@ -87,7 +123,7 @@ impl Request {
     /// A `POST` of a JSON body to `path`.
     pub fn post_json(path: impl Into<String>, body: serde_json::Value) -> Self {
         Self {
-            method: "POST".into(),
+            method: http::Method::POST,
             path: path.into(),
             headers: BTreeMap::new(),
             body: Some(Body::Json(body)),
@@ -98,7 +134,7 @@ impl Request {
     ///
     /// # Errors
     /// [`Error::InvalidRequest`] naming the problem: a path broken by a rule of
-    /// [`crate::path`] (an absolute URL, `//host`, a dot segment in any spelling, a
+    /// [`crate::transport::http::path`] (an absolute URL, `//host`, a dot segment in any spelling, a
     /// backslash, `%2F`, control characters, ...; the message names the rule), a method
     /// over [`MAX_METHOD_LEN`] bytes or not one, a header name over [`MAX_HEADER_NAME_LEN`]
     /// or a value over [`MAX_HEADER_VALUE_LEN`] bytes, a bad header, a secret header, a header abide sets or that belongs to the
@@ -108,22 +144,8 @@ impl Request {
     /// checked by [`crate::Config::check_item`].
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |why: String| Err(Error::InvalidRequest(why));
-        crate::path::check(&self.path)?;
-        if self.method.len() > MAX_METHOD_LEN {
-            return bad(format!(
-                "method {} is longer than {MAX_METHOD_LEN} bytes",
-                clip(&self.method)
-            ));
-        }
-        if http::Method::from_bytes(self.method.as_bytes()).is_err()
-            || self.method.is_empty()
-            || self.method != self.method.to_ascii_uppercase()
-        {
-            return bad(format!(
-                "method {} is not an upper-case HTTP method",
-                clip(&self.method)
-            ));
-        }
+        crate::transport::http::path::check(&self.path)?;
+        parse_method(self.method.as_str())?;
         if self.headers.len() > MAX_HEADERS {
             return bad(format!("more than {MAX_HEADERS} headers"));
         }

@@ -21,6 +21,16 @@ pub(crate) fn rfc3339_opt<S: Serializer>(t: &Option<SystemTime>, s: S) -> Result
     }
 }
 
+pub(crate) fn display_opt<S: Serializer, T: std::fmt::Display>(
+    v: &Option<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.collect_str(v),
+        None => s.serialize_none(),
+    }
+}
+
 pub(crate) fn millis<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

@@ -80,7 +80,7 @@ fn bodies_over_one_mib_are_refused_with_the_limit() {
 fn methods_names_and_values_are_bounded_and_echoes_clipped() {
     let big = "X".repeat(50_000_000);
     let mut r = req("/m");
-    r.method = big.clone();
+    r.method = http::Method::from_bytes(big.as_bytes()).unwrap();
     let err = r.validate().unwrap_err().to_string();
     assert!(
         err.len() < 500 && err.contains("longer than 32"),
@@ -109,8 +109,27 @@ fn methods_names_and_values_are_bounded_and_echoes_clipped() {
     let err = req(&format!("/{big}")).validate().unwrap_err().to_string();
     assert!(err.len() < 500 && err.contains("too-long"), "{err:.300}");
     let mut r = req("/m");
-    r.method = "UPDATEREDIRECTREF".into();
+    r.method = parse_method("UPDATEREDIRECTREF").unwrap();
     assert!(r.validate().is_ok());
+    for bad in ["post", "", "PO ST", "GET\n"] {
+        let err = parse_method(bad).unwrap_err().to_string();
+        assert!(
+            err.contains("not an upper-case HTTP method"),
+            "{bad:?}: {err}"
+        );
+    }
+    let err = parse_method(&big).unwrap_err().to_string();
+    assert!(
+        err.len() < 500 && err.contains("longer than 32"),
+        "{err:.300}"
+    );
+    // Read and written by its name, checked when read.
+    let json = serde_json::to_value(req("/m")).unwrap();
+    assert_eq!(json["method"], "POST");
+    let mut lower = json.clone();
+    lower["method"] = "post".into();
+    assert!(serde_json::from_value::<Request>(lower).is_err());
+    assert_eq!(serde_json::from_value::<Request>(json).unwrap(), req("/m"));
 }
 
 #[test]
@@ -149,7 +168,7 @@ fn moved_by_names_round_trip_and_unknown_ones_are_named() {
         assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
     }
     let err = "failed_over_from:x".parse::<MovedBy>().unwrap_err();
-    assert!(err.contains("failed_over_from:x"), "{err}");
+    assert!(err.to_string().contains("failed_over_from:x"), "{err}");
 }
 
 #[test]
@@ -196,9 +215,9 @@ fn times_serialise_as_rfc3339_and_durations_as_milliseconds() {
             at: t,
             provider: "p".into(),
             remote: RemoteCode::Http(429),
-            verdict_class: "throttle".into(),
+            verdict_class: abide_core::VerdictClass::Throttle,
             delay: Some(Duration::from_millis(1500)),
-            delay_reason: Some("honoured".into()),
+            delay_reason: Some(DelayReason::Honoured),
             latency: Duration::from_micros(12_700),
         },
     };
@@ -207,6 +226,8 @@ fn times_serialise_as_rfc3339_and_durations_as_milliseconds() {
     assert_eq!(v["delay_ms"], 1500);
     assert_eq!(v["latency_ms"], 12);
     assert_eq!(v["remote"], serde_json::json!({"http": 429}));
+    assert_eq!(v["verdict_class"], "throttle");
+    assert_eq!(v["delay_reason"], "honoured");
 }
 
 #[test]

@@ -1,9 +1,20 @@
 //! Pick a backend at run time from a URL.
 
+// A build without any store driver keeps the type (it has no value): its methods' arguments
+// go unused.
+#![cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(unused_variables)
+)]
+
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use super::{PostgresStore, SqliteStore, Store};
+#[cfg(feature = "postgres")]
+use super::PostgresStore;
+#[cfg(feature = "sqlite")]
+use super::SqliteStore;
+use super::Store;
 use crate::error::{Error, Result};
 use crate::model::{
     Completion, Counts, Enqueued, Item, ListFilter, NewItem, RemoteCode, RequeueFilter, SendMark,
@@ -19,9 +30,11 @@ use crate::state::State;
 /// Clones share the connection pool.
 #[derive(Debug, Clone)]
 pub enum AnyStore {
-    /// Embedded SQLite.
+    /// Embedded SQLite (feature `sqlite`).
+    #[cfg(feature = "sqlite")]
     Sqlite(SqliteStore),
-    /// PostgreSQL.
+    /// PostgreSQL (feature `postgres`).
+    #[cfg(feature = "postgres")]
     Postgres(PostgresStore),
 }
 
@@ -32,7 +45,7 @@ impl AnyStore {
     /// # Errors
     /// [`Error::DatabaseUrl`] for an empty string or an `sqlite:` URL without a path,
     /// [`Error::Unreachable`](crate::Error::Unreachable) for a Postgres server that does
-    /// not answer within [`super::POSTGRES_CONNECT_TIMEOUT`], connection or migration
+    /// not answer within `POSTGRES_CONNECT_TIMEOUT`, connection or migration
     /// errors.
     pub async fn connect(url_or_path: &str) -> Result<Self> {
         let trimmed = url_or_path.trim();
@@ -53,12 +66,19 @@ impl AnyStore {
             }
         }
         if url_or_path.starts_with("postgres://") || url_or_path.starts_with("postgresql://") {
-            Ok(Self::Postgres(PostgresStore::connect(url_or_path).await?))
-        } else if url_or_path.starts_with("sqlite:") {
+            #[cfg(feature = "postgres")]
+            return Ok(Self::Postgres(PostgresStore::connect(url_or_path).await?));
+            #[cfg(not(feature = "postgres"))]
+            return Err(not_built("postgres"));
+        }
+        #[cfg(feature = "sqlite")]
+        if url_or_path.starts_with("sqlite:") {
             Ok(Self::Sqlite(SqliteStore::connect(url_or_path).await?))
         } else {
             Ok(Self::Sqlite(SqliteStore::open(url_or_path).await?))
         }
+        #[cfg(not(feature = "sqlite"))]
+        Err(not_built("sqlite"))
     }
 }
 
@@ -79,15 +99,17 @@ impl AnyStore {
     }
 
     /// Close the store cleanly: for SQLite checkpoint the write-ahead log into the `.db`
-    /// file ([`SqliteStore::close`]); for Postgres close the pool. Call it once at the end
+    /// file (`SqliteStore::close`); for Postgres close the pool. Call it once at the end
     /// of a run; other clones fail afterwards.
     ///
     /// # Errors
     /// Database errors from the SQLite checkpoint.
     pub async fn close(&self) -> Result<()> {
-        match self {
-            AnyStore::Sqlite(s) => s.close().await,
-            AnyStore::Postgres(s) => {
+        match *self {
+            #[cfg(feature = "sqlite")]
+            AnyStore::Sqlite(ref s) => s.close().await,
+            #[cfg(feature = "postgres")]
+            AnyStore::Postgres(ref s) => {
                 s.close().await;
                 Ok(())
             }
@@ -95,109 +117,75 @@ impl AnyStore {
     }
 }
 
+/// The error for a database this build has no driver for.
+#[cfg(not(all(feature = "sqlite", feature = "postgres")))]
+fn not_built(feature: &str) -> Error {
+    Error::DatabaseUrl(format!(
+        "needs the {feature} store, which this build leaves out (abide-outbox feature \
+         `{feature}`)"
+    ))
+}
+
+/// `impl Store for AnyStore`: each method handed to the backend the value holds.
 macro_rules! delegate {
-    ($self:ident, $s:ident => $call:expr) => {
-        match $self {
-            AnyStore::Sqlite($s) => $call.await,
-            AnyStore::Postgres($s) => $call.await,
+    ($( fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty; )+) => {
+        impl Store for AnyStore {
+            $(
+                async fn $name(&self $(, $arg: $ty)*) -> $ret {
+                    match *self {
+                        #[cfg(feature = "sqlite")]
+                        AnyStore::Sqlite(ref s) => s.$name($($arg),*).await,
+                        #[cfg(feature = "postgres")]
+                        AnyStore::Postgres(ref s) => s.$name($($arg),*).await,
+                    }
+                }
+            )+
         }
     };
 }
 
-impl Store for AnyStore {
-    async fn enqueue(&self, items: &[NewItem], now: SystemTime) -> Result<Vec<Enqueued>> {
-        delegate!(self, s => s.enqueue(items, now))
-    }
-    async fn check_keys(&self, items: &[NewItem]) -> Result<()> {
-        delegate!(self, s => s.check_keys(items))
-    }
-    async fn claim(
+delegate! {
+    fn enqueue(&self, items: &[NewItem], now: SystemTime) -> Result<Vec<Enqueued>>;
+    fn check_keys(&self, items: &[NewItem]) -> Result<()>;
+    fn claim(
         &self,
         provider: &str,
         owner: &str,
         now: SystemTime,
         lease: Duration,
         limit: usize,
-    ) -> Result<Vec<Item>> {
-        delegate!(self, s => s.claim(provider, owner, now, lease, limit))
-    }
-    async fn complete(
-        &self,
-        completions: &[Completion],
-        now: SystemTime,
-    ) -> Result<Vec<Result<State>>> {
-        delegate!(self, s => s.complete(completions, now))
-    }
-    async fn mark_sent(&self, sends: &[SendMark]) -> Result<Vec<bool>> {
-        delegate!(self, s => s.mark_sent(sends))
-    }
-    async fn reclaim_expired(&self, now: SystemTime) -> Result<u64> {
-        delegate!(self, s => s.reclaim_expired(now))
-    }
-    async fn reclaim_all_in_flight(&self, now: SystemTime) -> Result<u64> {
-        delegate!(self, s => s.reclaim_all_in_flight(now))
-    }
-    async fn defer_older_than(
+    ) -> Result<Vec<Item>>;
+    fn complete(&self, completions: &[Completion], now: SystemTime) -> Result<Vec<Result<State>>>;
+    fn mark_sent(&self, sends: &[SendMark]) -> Result<Vec<bool>>;
+    fn reclaim_expired(&self, now: SystemTime) -> Result<u64>;
+    fn reclaim_all_in_flight(&self, now: SystemTime) -> Result<u64>;
+    fn defer_older_than(
         &self,
         provider: &str,
         window_started_before: SystemTime,
         reason: &str,
         now: SystemTime,
-    ) -> Result<u64> {
-        delegate!(self, s => s.defer_older_than(provider, window_started_before, reason, now))
-    }
-    async fn requeue_deferred(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64> {
-        delegate!(self, s => s.requeue_deferred(filter, now))
-    }
-    async fn requeue_failed(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64> {
-        delegate!(self, s => s.requeue_failed(filter, now))
-    }
-    async fn reason_counts(&self, state: Option<State>) -> Result<Vec<(State, String, u64)>> {
-        delegate!(self, s => s.reason_counts(state))
-    }
-    async fn list(&self, filter: &ListFilter) -> Result<Vec<Item>> {
-        delegate!(self, s => s.list(filter))
-    }
-    async fn fail_over(
+    ) -> Result<u64>;
+    fn requeue_deferred(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64>;
+    fn requeue_failed(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64>;
+    fn reason_counts(&self, state: Option<State>) -> Result<Vec<(State, String, u64)>>;
+    fn list(&self, filter: &ListFilter) -> Result<Vec<Item>>;
+    fn fail_over(
         &self,
         from: &str,
         to: &str,
         pending_since_before: SystemTime,
         now: SystemTime,
-    ) -> Result<u64> {
-        delegate!(self, s => s.fail_over(from, to, pending_since_before, now))
-    }
-    async fn counts_by_state(&self, provider: Option<&str>) -> Result<Counts> {
-        delegate!(self, s => s.counts_by_state(provider))
-    }
-    async fn oldest_pending_age(&self, now: SystemTime) -> Result<Option<Duration>> {
-        delegate!(self, s => s.oldest_pending_age(now))
-    }
-    async fn expired_leases(&self, now: SystemTime) -> Result<u64> {
-        delegate!(self, s => s.expired_leases(now))
-    }
-    async fn has_active(&self, provider: &str) -> Result<bool> {
-        delegate!(self, s => s.has_active(provider))
-    }
-    async fn next_due(&self, provider: &str) -> Result<Option<SystemTime>> {
-        delegate!(self, s => s.next_due(provider))
-    }
-    async fn get(&self, id: &str) -> Result<Option<Item>> {
-        delegate!(self, s => s.get(id))
-    }
-    async fn attempts(&self, id: &str) -> Result<Vec<StoredAttempt>> {
-        delegate!(self, s => s.attempts(id))
-    }
-    async fn remote_counts(&self, provider: Option<&str>) -> Result<Vec<(RemoteCode, u64)>> {
-        delegate!(self, s => s.remote_counts(provider))
-    }
-    async fn record_receipts(&self, receipts: &[Receipt]) -> Result<()> {
-        delegate!(self, s => s.record_receipts(receipts))
-    }
-    async fn receipt_counts(&self, provider: Option<&str>) -> Result<ReceiptCounts> {
-        delegate!(self, s => s.receipt_counts(provider))
-    }
-    async fn receipt_of(&self, id: &str) -> Result<Option<(ReceiptState, SystemTime)>> {
-        delegate!(self, s => s.receipt_of(id))
-    }
+    ) -> Result<u64>;
+    fn counts_by_state(&self, provider: Option<&str>) -> Result<Counts>;
+    fn oldest_pending_age(&self, now: SystemTime) -> Result<Option<Duration>>;
+    fn expired_leases(&self, now: SystemTime) -> Result<u64>;
+    fn has_active(&self, providers: &[&str]) -> Result<bool>;
+    fn next_due(&self, provider: &str) -> Result<Option<SystemTime>>;
+    fn get(&self, id: &str) -> Result<Option<Item>>;
+    fn attempts(&self, id: &str) -> Result<Vec<StoredAttempt>>;
+    fn remote_counts(&self, provider: Option<&str>) -> Result<Vec<(RemoteCode, u64)>>;
+    fn record_receipts(&self, receipts: &[Receipt]) -> Result<()>;
+    fn receipt_counts(&self, provider: Option<&str>) -> Result<ReceiptCounts>;
+    fn receipt_of(&self, id: &str) -> Result<Option<(ReceiptState, SystemTime)>>;
 }

@@ -3,17 +3,27 @@
 //! generated statements write parameters, and how a write transaction begins. Everything
 //! else is written once, generic over the backend ([`super::SqlStore`]).
 
-use sqlx::{Database, Postgres, Sqlite};
+use sqlx::Database;
+#[cfg(feature = "postgres")]
+use sqlx::Postgres;
+#[cfg(feature = "sqlite")]
+use sqlx::Sqlite;
 
-use super::sql::{Placeholders, CLAIM_POSTGRES, CLAIM_SQLITE};
+use super::sql::Placeholders;
+#[cfg(feature = "postgres")]
+use super::sql::CLAIM_POSTGRES;
+#[cfg(feature = "sqlite")]
+use super::sql::CLAIM_SQLITE;
 
 mod sealed {
     pub trait Sealed {}
+    #[cfg(feature = "sqlite")]
     impl Sealed for sqlx::Sqlite {}
+    #[cfg(feature = "postgres")]
     impl Sealed for sqlx::Postgres {}
 }
 
-/// A SQL database the outbox can live in: [`sqlx::Sqlite`] or [`sqlx::Postgres`]. Sealed.
+/// A SQL database the outbox can live in: `Sqlite` or `Postgres`. Sealed.
 pub trait SqlBackend: Database + sealed::Sealed {
     /// The claim statement (`UPDATE … RETURNING` of the claimed items).
     #[doc(hidden)]
@@ -35,6 +45,7 @@ pub trait SqlBackend: Database + sealed::Sealed {
     fn rows_affected(result: &Self::QueryResult) -> u64;
 }
 
+#[cfg(feature = "sqlite")]
 impl SqlBackend for Sqlite {
     const CLAIM: &'static str = CLAIM_SQLITE;
     const PLACEHOLDERS: Placeholders = Placeholders::Anonymous;
@@ -49,6 +60,7 @@ impl SqlBackend for Sqlite {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl SqlBackend for Postgres {
     const CLAIM: &'static str = CLAIM_POSTGRES;
     const PLACEHOLDERS: Placeholders = Placeholders::Numbered;

@@ -3,7 +3,7 @@
 //! [`Store`] is the only thing the dispatcher knows about storage, and holds only what
 //! the dispatcher and the CLI call. One implementation, [`SqlStore`], is written once
 //! over a [`SqlBackend`] (as sqlx's drivers mirror one core trait); its two instances are
-//! [`SqliteStore`] (embedded, the default) and [`PostgresStore`], and [`AnyStore`] picks
+//! `SqliteStore` (embedded, the default) and `PostgresStore`, and [`AnyStore`] picks
 //! one from a URL at run time. Both keep callers unaware of the backend:
 //!
 //! - Every method that compares times takes `now` from the caller's
@@ -37,18 +37,22 @@ use crate::state::State;
 mod any;
 mod backend;
 mod plan;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod rows;
 mod sql;
 mod sql_store;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 mod store_impl;
 
 pub use any::AnyStore;
 pub use backend::SqlBackend;
+#[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, POSTGRES_CONNECT_TIMEOUT};
 pub use sql::Placeholders;
 pub use sql_store::SqlStore;
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 
 /// Storage for the outbox. Cheap to clone (a connection pool inside); clones share it.
@@ -249,15 +253,14 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Database errors.
     fn expired_leases(&self, now: SystemTime) -> impl Future<Output = Result<u64>> + Send;
 
-    /// Whether `provider` still has an item `QUEUED`, `IN_FLIGHT` or `PENDING`: what
-    /// [`crate::Dispatcher::run_until_drained`] polls. The backends answer with an index
-    /// probe; the default counts every item, which reads the whole queue.
+    /// Whether any of `providers` still has an item `QUEUED`, `IN_FLIGHT` or `PENDING`, in
+    /// one read (one statement, one snapshot): an item moving from one of them to another
+    /// meanwhile (a fail-over) is seen on one side. What [`crate::Dispatcher::is_drained`]
+    /// asks; the backends answer with index probes.
     ///
     /// # Errors
     /// Database errors.
-    fn has_active(&self, provider: &str) -> impl Future<Output = Result<bool>> + Send {
-        async move { Ok(self.counts_by_state(Some(provider)).await?.active() > 0) }
-    }
+    fn has_active(&self, providers: &[&str]) -> impl Future<Output = Result<bool>> + Send;
 
     /// Earliest `next_attempt_at` among `provider`'s waiting items (`QUEUED`/`PENDING`);
     /// tells an idle worker how long it may sleep.

@@ -21,7 +21,7 @@ pub(crate) struct Planned<'a> {
     pub(crate) target: State,
     pub(crate) n: i64,
     pub(crate) next: Option<i64>,
-    pub(crate) code: Option<&'a str>,
+    pub(crate) code: Option<String>,
     pub(crate) reason: Option<&'a str>,
     pub(crate) message_id: Option<&'a str>,
 }
@@ -55,7 +55,7 @@ pub(crate) fn plan_completion(index: usize, c: &Completion) -> Result<Planned<'_
         target,
         n: i64::try_from(c.attempts.len()).unwrap_or(i64::MAX),
         next,
-        code: c.last_provider_code.as_deref(),
+        code: c.last_provider_code.map(|code| code.to_string()),
         reason,
         // Only an acceptance names the remote's id; anything else keeps what is stored.
         message_id: match c.outcome {

@@ -50,7 +50,7 @@ impl SqlStore<Postgres> {
             .map_err(|source| Error::Unreachable {
                 address,
                 timeout,
-                source,
+                source: source.into(),
             })?;
         Self::from_pool(pool).await
     }

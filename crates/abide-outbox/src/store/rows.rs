@@ -2,9 +2,11 @@
 
 use std::time::Duration;
 
+use abide_core::VerdictClass;
+
 use crate::error::{Error, Result};
 use crate::model::{
-    from_ms, AttemptRecord, Body, Item, MovedBy, RemoteCode, Request, StoredAttempt,
+    from_ms, AttemptRecord, Body, DelayReason, Item, MovedBy, RemoteCode, Request, StoredAttempt,
 };
 use crate::state::{Event, IllegalTransition, State};
 
@@ -67,9 +69,14 @@ impl RawItem {
             Some(h) => Some(h.parse().map_err(|e| corrupt("moved_by", &e))?),
             None => None,
         };
+        let last_provider_code: Option<RemoteCode> = match &self.last_provider_code {
+            Some(c) => Some(c.parse().map_err(|e| corrupt("last_provider_code", &e))?),
+            None => None,
+        };
+        let method = crate::model::parse_method(&self.method).map_err(|e| corrupt("method", &e))?;
         Ok(Item {
             request: Request {
-                method: self.method,
+                method,
                 path: self.path,
                 headers,
                 body,
@@ -84,7 +91,7 @@ impl RawItem {
             window_attempts: clamp_u32(self.window_attempts),
             window_start: from_ms(self.window_start_ms),
             next_attempt_at: from_ms(self.next_attempt_at_ms),
-            last_provider_code: self.last_provider_code,
+            last_provider_code,
             reason: self.reason,
             moved_by,
             lease_owner: self.lease_owner,
@@ -111,8 +118,22 @@ pub(crate) struct RawAttempt {
 }
 
 impl RawAttempt {
-    pub(crate) fn into_attempt(self) -> StoredAttempt {
-        StoredAttempt {
+    pub(crate) fn into_attempt(self) -> Result<StoredAttempt> {
+        let corrupt = |what: &str, e: &dyn std::fmt::Display| {
+            Error::Corrupt(format!(
+                "attempt {} of item {}: {what}: {e}",
+                self.attempt_no, self.item_id
+            ))
+        };
+        let verdict_class: VerdictClass = self
+            .verdict_class
+            .parse()
+            .map_err(|e| corrupt("verdict_class", &e))?;
+        let delay_reason: Option<DelayReason> = match &self.delay_reason {
+            Some(r) => Some(r.parse().map_err(|e| corrupt("delay_reason", &e))?),
+            None => None,
+        };
+        Ok(StoredAttempt {
             item_id: self.item_id,
             attempt_no: clamp_u32(self.attempt_no),
             idempotency_key: self.idempotency_key,
@@ -120,12 +141,12 @@ impl RawAttempt {
                 at: from_ms(self.at_ms),
                 provider: self.provider,
                 remote: remote_code(self.remote_http_status, self.remote_smpp_code),
-                verdict_class: self.verdict_class,
+                verdict_class,
                 delay: self.delay_ms.map(ms_duration),
-                delay_reason: self.delay_reason,
+                delay_reason,
                 latency: ms_duration(self.latency_ms),
             },
-        }
+        })
     }
 }
 

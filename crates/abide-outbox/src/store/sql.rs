@@ -19,6 +19,7 @@ macro_rules! item_cols {
 /// one writer. The outer state check is written `+state` so that the planner cannot use
 /// `items_state` for it: with a plain `state = $6` it walked every `QUEUED` row and tested
 /// `id IN (…)` on each, one full pass over the queue per claim (O(queue length)).
+#[cfg(feature = "sqlite")]
 pub(crate) const CLAIM_SQLITE: &str = concat!(
     "UPDATE items SET state = $1, lease_owner = $2, lease_expires_at_ms = $3, \
      updated_at_ms = $4 \
@@ -30,6 +31,7 @@ pub(crate) const CLAIM_SQLITE: &str = concat!(
 
 /// The Postgres claim statement. The rows are picked in a CTE with `FOR UPDATE SKIP
 /// LOCKED` (a `LIMIT` inside `IN (…)` may be re-evaluated per row and over-claim).
+#[cfg(feature = "postgres")]
 pub(crate) const CLAIM_POSTGRES: &str = concat!(
     "WITH picked AS (SELECT id AS picked_id FROM items WHERE current_provider = $5 \
      AND state = $6 AND next_attempt_at_ms <= $4 ORDER BY next_attempt_at_ms \
@@ -151,8 +153,27 @@ pub(crate) const OLDEST_WAITING: &str =
 pub(crate) const EXPIRED_LEASES: &str = "SELECT COUNT(*) FROM items \
     WHERE state = $1 AND lease_expires_at_ms <= $2";
 
-pub(crate) const ANY_ACTIVE: &str = "SELECT CAST(1 AS BIGINT) FROM items \
-    WHERE current_provider = $1 AND state IN ($2, $3, $4) LIMIT 1";
+/// Whether any of `providers` providers has an active item: bind the three active
+/// states, then the providers. One statement: one snapshot of the whole outbox. Probes
+/// `items_claim` (provider, state) per pair.
+pub(crate) fn any_active_sql(providers: usize, p: Placeholders) -> String {
+    let mut sql = String::from("SELECT CAST(1 AS BIGINT) FROM items WHERE state IN (");
+    for n in 1..=3 {
+        if n > 1 {
+            sql.push_str(", ");
+        }
+        p.push(&mut sql, n);
+    }
+    sql.push_str(") AND current_provider IN (");
+    for n in 4..4 + providers {
+        if n > 4 {
+            sql.push_str(", ");
+        }
+        p.push(&mut sql, n);
+    }
+    sql.push_str(") LIMIT 1");
+    sql
+}
 
 pub(crate) const NEXT_DUE: &str = "SELECT MIN(next_attempt_at_ms) FROM items \
     WHERE current_provider = $1 AND state IN ($2, $3)";

@@ -28,7 +28,7 @@ use abide_core::VerdictClass;
 use super::plan::{pow2_chunks, AttemptRow, MAX_ATTEMPT_ROWS};
 use super::rows::{code_columns, count_key, duration_ms};
 use crate::model::{
-    from_ms, to_ms, AttemptRecord, MovedBy, RemoteCode, RequeueFilter, SendMark,
+    from_ms, to_ms, AttemptRecord, DelayReason, MovedBy, RemoteCode, RequeueFilter, SendMark,
     LEASE_EXPIRED_REASON,
 };
 
@@ -37,12 +37,12 @@ use crate::model::{
 type LostRow = (String, String, String, i64, i64, i64);
 use crate::state::{transition, Event, State};
 
-/// The outbox in a SQL database; [`super::SqliteStore`] and [`super::PostgresStore`] name
+/// The outbox in a SQL database; `SqliteStore` and `PostgresStore` name
 /// its two instances and hold their constructors.
 ///
 /// Two pools: `writes` takes every change, `reads` the queries that change nothing
 /// (counts, progress, `get`). On SQLite they differ (one writing connection, see
-/// [`super::SqliteStore`]); on Postgres they are one pool.
+/// `SqliteStore`); on Postgres they are one pool.
 ///
 /// # Clone
 /// Clones share the connection pools.
@@ -312,9 +312,9 @@ where
                         at: claimed,
                         provider: l.1.clone(),
                         remote: RemoteCode::NoResponse,
-                        verdict_class: VerdictClass::Retry.as_str().to_owned(),
+                        verdict_class: VerdictClass::Retry,
                         delay: Some(Duration::ZERO),
-                        delay_reason: Some(LEASE_EXPIRED_REASON.to_owned()),
+                        delay_reason: Some(DelayReason::LeaseExpired),
                         latency: now.duration_since(claimed).unwrap_or_default(),
                     };
                     (1..=l.4.clamp(0, MAX_LOST_PER_ITEM)).map(move |k| (i, l.3 + k, record.clone()))
@@ -358,7 +358,7 @@ where
                     .bind(smpp)
                     .bind(r.record.verdict_class.as_str())
                     .bind(r.record.delay.map(duration_ms))
-                    .bind(r.record.delay_reason.as_deref())
+                    .bind(r.record.delay_reason.map(|r| r.as_str()))
                     .bind(duration_ms(r.record.latency))
                     .bind(r.key.as_str());
             }

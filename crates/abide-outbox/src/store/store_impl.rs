@@ -194,7 +194,7 @@ where
                             .bind(p.target.as_str())
                             .bind(p.n)
                             .bind(p.next)
-                            .bind(p.code)
+                            .bind(p.code.as_deref())
                             .bind(p.reason)
                             .bind(p.owner)
                             .bind(p.message_id);
@@ -414,15 +414,19 @@ where
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    async fn has_active(&self, provider: &str) -> Result<bool> {
-        let row: Option<(i64,)> = sqlx::query_as(sql::ANY_ACTIVE)
-            .bind(provider)
+    async fn has_active(&self, providers: &[&str]) -> Result<bool> {
+        if providers.is_empty() {
+            return Ok(false);
+        }
+        let statement = sql::any_active_sql(providers.len(), DB::PLACEHOLDERS);
+        let mut q = sqlx::query_as::<_, (i64,)>(&statement)
             .bind(State::Queued.as_str())
             .bind(State::InFlight.as_str())
-            .bind(State::Pending.as_str())
-            .fetch_optional(&self.reads)
-            .await?;
-        Ok(row.is_some())
+            .bind(State::Pending.as_str());
+        for p in providers {
+            q = q.bind(*p);
+        }
+        Ok(q.fetch_optional(&self.reads).await?.is_some())
     }
 
     async fn next_due(&self, provider: &str) -> Result<Option<SystemTime>> {
@@ -448,7 +452,7 @@ where
             .bind(id)
             .fetch_all(&self.reads)
             .await?;
-        Ok(rows.into_iter().map(RawAttempt::into_attempt).collect())
+        rows.into_iter().map(RawAttempt::into_attempt).collect()
     }
 
     async fn remote_counts(&self, provider: Option<&str>) -> Result<Vec<(RemoteCode, u64)>> {

@@ -2,123 +2,192 @@
 //! comes back. Nothing here decides anything: the answer goes to the provider's
 //! [`abide_core::Session`].
 //!
-//! - [`HttpTransport`]: reqwest, one per provider (base URL, timeout, credentials,
-//!   idempotency-key header).
-//! - [`SmppTransport`]: SMPP 3.4 to an SMSC, one bind per provider ([`smpp`]).
-//! - [`ScriptedTransport`]: answers from a script, in memory, for tests and benchmarks.
+//! Each transport lives in a folder of its own, with its settings:
 //!
-//! Any other protocol implements the same trait.
+//! - [`http`]: [`HttpTransport`] (reqwest, one per provider: base URL, timeout,
+//!   credentials, idempotency-key header), [`http::HttpConfig`], and the confinement of
+//!   item paths below the base path ([`http::path`]).
+//! - `smpp` (feature `smpp`): `SmppTransport`, SMPP 3.4 to an SMSC, one bind per
+//!   provider, and its `SmppConfig`.
+//! - [`scripted`]: [`ScriptedTransport`], answers from a script, in memory, for tests and
+//!   benchmarks; from the providers file (`transport = "scripted"`), a fixed answer.
+//!
+//! ## Adding a transport
+//!
+//! One folder and one arm:
+//!
+//! 1. `transport/<name>/`: the transport (a type implementing [`Transport`]) and its
+//!    settings: a type implementing [`TransportSettings`] (senders, attempt timeout,
+//!    what an item must be, the preflight, how to build the transport) and a `Kind`
+//!    (its name in `transport = "<name>"`, its keys in `[[provider]]`, how they are read,
+//!    which shared keys it has no use for);
+//! 2. its arm in the `transports!` list below, which makes the [`TransportConfig`] arm
+//!    and registers the `Kind`.
+//!
+//! The providers file, the checks at enqueue, the preflight, the dispatcher's senders and
+//! the coordination key go through [`TransportSettings`] and [`Transport`]; nothing
+//! outside the folder names the transport. [`scripted`] is the smallest example.
 
-mod http;
-mod scripted;
+pub mod http;
+pub(crate) mod preflight;
+mod response;
+pub mod scripted;
+#[cfg(feature = "smpp")]
 pub mod smpp;
 
 use std::fmt::Debug;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
 
-use abide_core::{Observation, TransportFailure};
-use bytes::Bytes;
+use abide_core::Clock;
+use serde::Serialize;
 
-pub use self::http::{target_url, HttpTransport, MAX_CLASSIFIED_BODY};
-pub use scripted::{ScriptedTransport, Sent};
-pub use smpp::{InboundReceipt, ReceiptInbox, SmppStats, SmppTransport};
+pub use self::http::{target_url, HttpConfig, HttpTransport};
+pub use preflight::Preflight;
+pub use response::{Response, MAX_CLASSIFIED_BODY};
+pub use scripted::{ScriptedConfig, ScriptedTransport, Sent};
+#[cfg(feature = "smpp")]
+pub use smpp::{SmppConfig, SmppStats, SmppTransport};
 
-use crate::model::{Item, RemoteCode};
+use crate::credentials::CredentialSource;
+use crate::error::Result;
+use crate::model::{Item, NewItem};
+use crate::receipt::ReceiptInbox;
+use crate::toml_keys::{Keys, TableError};
 
-/// What came back from one send.
-#[derive(Debug, Clone)]
-pub enum Response {
-    /// An HTTP response: status, headers and the start of the body.
-    Http {
-        /// Status code.
-        status: ::http::StatusCode,
-        /// Headers.
-        headers: ::http::HeaderMap,
-        /// Up to [`MAX_CLASSIFIED_BODY`] bytes of the body (some vendors say "rate
-        /// limited" only there).
-        body: Bytes,
-    },
-    /// An SMPP response PDU's `command_status` (SMPP 3.4 §5.1.3).
-    Smpp {
-        /// `command_status`.
-        command_status: u32,
-        /// The `message_id` of a `submit_sm_resp` (delivery receipts name it).
-        message_id: Option<String>,
-    },
-    /// No answer: the transport failed.
-    Transport(TransportFailure),
-}
-
-impl Response {
-    /// An HTTP answer with `status` and no headers or body.
-    pub fn status(status: u16) -> Self {
-        Response::Http {
-            status: ::http::StatusCode::from_u16(status)
-                .unwrap_or(::http::StatusCode::INTERNAL_SERVER_ERROR),
-            headers: ::http::HeaderMap::new(),
-            body: Bytes::new(),
+/// The transports compiled in: each makes one arm of [`TransportConfig`] (holding the
+/// transport's settings) and registers its `Kind` for the providers file.
+macro_rules! transports {
+    ($( $(#[cfg($cfg:meta)])? $arm:ident($settings:ty) = $kind:expr ),+ $(,)?) => {
+        /// How a provider is reached: the settings of its transport (`transport = "..."` in
+        /// the providers file; `http` when absent).
+        #[derive(Debug, Clone, PartialEq)]
+        #[non_exhaustive]
+        pub enum TransportConfig {
+            $(
+                $(#[cfg($cfg)])?
+                #[doc = concat!("See [`", stringify!($settings), "`].")]
+                $arm($settings),
+            )+
         }
-    }
 
-    /// An HTTP answer with `status` and the given headers (names and values must be valid;
-    /// invalid ones are skipped).
-    pub fn with_headers(status: u16, headers: &[(&str, &str)]) -> Self {
-        let mut r = Self::status(status);
-        if let Response::Http { headers: map, .. } = &mut r {
-            for (k, v) in headers {
-                if let (Ok(k), Ok(v)) = (
-                    ::http::HeaderName::from_bytes(k.as_bytes()),
-                    ::http::HeaderValue::from_str(v),
-                ) {
-                    map.append(k, v);
+        impl TransportConfig {
+            /// The settings, as the engine reads them.
+            pub fn settings(&self) -> &dyn TransportSettings {
+                match self {
+                    $( $(#[cfg($cfg)])? Self::$arm(s) => s, )+
                 }
             }
         }
-        r
+
+        /// Every transport compiled in, as the providers file names them.
+        pub(crate) const KINDS: &[Kind] = &[ $( $(#[cfg($cfg)])? $kind, )+ ];
+    };
+}
+
+transports! {
+    Http(HttpConfig) = http::KIND,
+    #[cfg(feature = "smpp")]
+    Smpp(SmppConfig) = smpp::KIND,
+    Scripted(ScriptedConfig) = scripted::KIND,
+}
+
+/// What the engine needs of a transport's settings (one implementation per transport).
+pub trait TransportSettings: Debug + Send + Sync {
+    /// Concurrent senders the provider gets (HTTP `concurrency`, an SMPP `window`).
+    fn concurrency(&self) -> usize;
+
+    /// Longest time one attempt may take (HTTP `timeout_secs`; SMPP the wait for the bind
+    /// and then for the response). A lease must outlast it by [`crate::MIN_LEASE_MARGIN`].
+    fn attempt_timeout(&self) -> Duration;
+
+    /// Where the provider is reached, as it may be shown (`https://api.example/v1`,
+    /// `smpp://smsc.example:2775`); never a credential.
+    fn endpoint(&self) -> String;
+
+    /// Check that `item` is one this provider can send (its path, its headers, an SMS
+    /// that fits), before it is stored.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidRequest`] or [`crate::Error::Path`] naming `provider` and
+    /// what is wrong.
+    fn check_item(&self, provider: &str, item: &NewItem) -> Result<()>;
+
+    /// Why the provider cannot start sending with the credentials in `credentials`
+    /// (unset, or unfit for the protocol); `Ok` by default.
+    ///
+    /// # Errors
+    /// The [`Preflight`] naming the provider and the setting.
+    fn preflight(
+        &self,
+        _provider: &str,
+        _credentials: &dyn CredentialSource,
+    ) -> std::result::Result<(), Preflight> {
+        Ok(())
     }
 
-    /// The remote's code as recorded per attempt.
-    pub fn remote(&self) -> RemoteCode {
+    /// Whether the remote sends delivery receipts for the messages it accepts (SMPP
+    /// `deliver_sm`): a drained run may wait for them ([`crate::Dispatcher::run_drained`]).
+    /// `false` by default.
+    fn delivers_receipts(&self) -> bool {
+        false
+    }
+
+    /// Who the provider's limit belongs to (the account a credential names): several
+    /// nodes share one limit per account, so it is part of the coordination key. `None`
+    /// when the provider has no account.
+    fn account(&self, credentials: &dyn CredentialSource) -> Option<String>;
+
+    /// The transport for provider `provider`.
+    fn build(&self, provider: &str, env: &BuildEnv) -> Arc<dyn Transport>;
+}
+
+/// What a transport may be built with ([`TransportSettings::build`]).
+#[derive(Debug, Clone)]
+pub struct BuildEnv {
+    /// The HTTP client (redirects off), shared by every HTTP provider.
+    pub client: reqwest::Client,
+    /// Where credentials are read.
+    pub credentials: Arc<dyn CredentialSource>,
+    /// Bytes of each response body read before the rest is dropped.
+    pub max_response_body: usize,
+    /// The dispatcher's clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// A transport as the providers file names it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Kind {
+    /// Its name in `transport = "..."`.
+    pub(crate) name: &'static str,
+    /// Its own keys in `[[provider]]` (its file struct's fields).
+    pub(crate) keys: fn() -> &'static [&'static str],
+    /// Shared keys it has no use for, as written (`rate_limit_dialect`,
+    /// `pacer.use_rate_limit_headers`, `classify.http`): refused by name.
+    pub(crate) unused_shared: &'static [&'static str],
+    /// Read and check its keys for provider `provider`.
+    pub(crate) read: fn(&str, &Keys) -> std::result::Result<TransportConfig, TableError>,
+}
+
+/// What a transport reports of itself beyond the counters every provider has;
+/// serialised as `{"<transport>": {...}}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TransportStats {
+    /// What an SMPP bind has seen (binds, drops, timeouts, receipts).
+    #[cfg(feature = "smpp")]
+    Smpp(SmppStats),
+}
+
+impl TransportStats {
+    /// An SMPP bind's counters, when these are.
+    #[cfg(feature = "smpp")]
+    pub fn smpp(&self) -> Option<&SmppStats> {
         match self {
-            Response::Http { status, .. } => RemoteCode::Http(status.as_u16()),
-            Response::Smpp { command_status, .. } => RemoteCode::Smpp(*command_status),
-            Response::Transport(_) => RemoteCode::NoResponse,
-        }
-    }
-
-    /// An SMPP answer with `command_status` and no `message_id`.
-    pub fn smpp(command_status: u32) -> Self {
-        Response::Smpp {
-            command_status,
-            message_id: None,
-        }
-    }
-
-    /// The remote's id of the message, when the answer names one (SMPP `message_id`).
-    pub fn message_id(&self) -> Option<&str> {
-        match self {
-            Response::Smpp { message_id, .. } => message_id.as_deref(),
-            _ => None,
-        }
-    }
-
-    /// The answer as the classifier reads it.
-    pub fn observation(&self) -> Observation<'_> {
-        match self {
-            Response::Http {
-                status,
-                headers,
-                body,
-            } => Observation::Http {
-                status: *status,
-                headers,
-                body,
-            },
-            Response::Smpp { command_status, .. } => Observation::Smpp {
-                command_status: *command_status,
-            },
-            Response::Transport(t) => Observation::Transport(*t),
+            TransportStats::Smpp(s) => Some(s),
         }
     }
 }
@@ -152,7 +221,7 @@ pub trait Transport: Debug + Send + Sync {
     fn refresh_credentials(&self) {}
 
     /// Delivery receipts the remote sends on its own (SMPP `deliver_sm`), to be stored
-    /// and then acknowledged ([`InboundReceipt::stored`]); `None` (the default) for
+    /// and then acknowledged ([`crate::receipt::InboundReceipt::stored`]); `None` (the default) for
     /// transports without them. Called by the dispatcher when a run starts; a transport
     /// may start its connection then, so receipts flow before the first send.
     fn receipts(&self) -> Option<ReceiptInbox> {
@@ -174,8 +243,19 @@ pub trait Transport: Debug + Send + Sync {
         None
     }
 
-    /// What an SMPP transport has seen; `None` (the default) for others.
-    fn smpp_stats(&self) -> Option<SmppStats> {
+    /// Why this transport cannot start sending (its credential unset or unfit for the
+    /// protocol); `Ok` by default. Run by [`crate::Dispatcher::new`] before anything is
+    /// claimed.
+    ///
+    /// # Errors
+    /// The [`Preflight`] naming the provider and the setting.
+    fn preflight(&self) -> std::result::Result<(), Preflight> {
+        Ok(())
+    }
+
+    /// What the transport has seen of the remote beyond the answers (SMPP: binds, drops,
+    /// timeouts, receipts); `None` (the default) when it has nothing to add.
+    fn stats(&self) -> Option<TransportStats> {
         None
     }
 

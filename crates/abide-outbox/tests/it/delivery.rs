@@ -353,12 +353,12 @@ async fn a_backlog_of_retries_drains_at_the_pacers_rate_once_the_provider_answer
                 at: now,
                 provider: "fake".into(),
                 remote: RemoteCode::Http(503),
-                verdict_class: "retry".into(),
+                verdict_class: abide_core::VerdictClass::Retry,
                 delay: None,
                 delay_reason: None,
                 latency: Duration::from_millis(1),
             }],
-            last_provider_code: Some("http_503".into()),
+            last_provider_code: Some(abide_outbox::RemoteCode::Http(503)),
             message_id: None,
         })
         .collect();
@@ -548,7 +548,11 @@ async fn a_lease_shorter_than_a_timeout_plus_margin_is_refused() {
     let err = Dispatcher::new(store.clone(), config.clone(), clock.clone(), with_lease(31))
         .expect_err("31 s < 30 s + 2 s");
     match &err {
-        abide_outbox::Error::Config { provider, .. } => assert_eq!(provider, "slow", "{err}"),
+        abide_outbox::Error::Preflight(abide_outbox::Preflight::LeaseTooShort {
+            provider,
+            least,
+            ..
+        }) => assert_eq!((provider.as_str(), least.as_secs()), ("slow", 32), "{err}"),
         other => panic!("{other:?}"),
     }
     assert!(Dispatcher::new(store, config, clock, with_lease(32)).is_ok());

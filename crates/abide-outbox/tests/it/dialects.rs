@@ -92,7 +92,11 @@ async fn throttles_against(style: &str, dialect: &str, token_env: &str) -> usize
         throttles.len()
     );
     for t in &throttles {
-        assert_eq!(t.verdict_class, "throttle", "{style}: {t:?}");
+        assert_eq!(
+            t.verdict_class,
+            abide_core::VerdictClass::Throttle,
+            "{style}: {t:?}"
+        );
     }
     throttles.len()
 }

@@ -34,12 +34,12 @@ fn accepted(id: &str) -> Completion {
             at: t0(),
             provider: "p".into(),
             remote: RemoteCode::Http(202),
-            verdict_class: "success".into(),
+            verdict_class: abide_core::VerdictClass::Success,
             delay: None,
             delay_reason: None,
             latency: Duration::from_millis(3),
         }],
-        last_provider_code: Some("http_202".into()),
+        last_provider_code: Some(abide_outbox::RemoteCode::Http(202)),
         message_id: None,
     }
 }

@@ -12,5 +12,6 @@ mod slow_provider;
 mod smpp;
 mod smpp_fake;
 mod store_conformance;
+mod stored_text;
 mod support;
 mod virtual_time;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use abide_core::{Clock, SystemClock};
 use abide_outbox::{
     Config, Dispatcher, DispatcherOptions, NewItem, Request, SqliteStore, State, StaticCredentials,
-    Store,
+    Store, TransportStats,
 };
 use serde_json::json;
 
@@ -85,7 +85,10 @@ async fn every_sms_is_accepted_once_throttles_never_fail_and_every_receipt_maps_
         Err(_) => panic!("not done within 60 s: {:?}", d.progress().await.unwrap()),
     };
     d.close().await;
-    println!("{:?} {:?}\n{:?}", p.elapsed, p.totals, p.providers[0].smpp);
+    println!(
+        "{:?} {:?}\n{:?}",
+        p.elapsed, p.totals, p.providers[0].transport
+    );
 
     assert_eq!(p.counts.submitted, N as u64, "{:?}", p.counts);
     assert_eq!(p.counts.failed, 0, "a throttle never fails an item");
@@ -133,7 +136,11 @@ async fn every_sms_is_accepted_once_throttles_never_fail_and_every_receipt_maps_
             it.attempts
         );
     }
-    let smpp = p.providers[0].smpp.unwrap();
+    let smpp = *p.providers[0]
+        .transport
+        .as_ref()
+        .and_then(TransportStats::smpp)
+        .unwrap();
     assert_eq!((smpp.binds, smpp.connections_lost), (2, 1));
 }
 

@@ -9,7 +9,7 @@ use abide_core::{Clock, SystemClock};
 use abide_fake::{spawn_listeners, Listeners, ProviderConfig as FakeConfig, RunningProvider};
 use abide_outbox::{
     Config, Dispatcher, DispatcherOptions, NewItem, Progress, Request, SqliteStore,
-    StaticCredentials,
+    StaticCredentials, TransportStats,
 };
 use serde_json::json;
 
@@ -131,7 +131,11 @@ async fn two_thousand_sms_through_a_throttling_smsc_exactly_once_with_every_rece
     let progress = run(&d, N as u64, Duration::from_secs(90)).await;
     d.close().await;
     let saw = p.stats().smpp.unwrap();
-    let ours = progress.providers[0].smpp.unwrap();
+    let ours = *progress.providers[0]
+        .transport
+        .as_ref()
+        .and_then(TransportStats::smpp)
+        .unwrap();
     println!(
         "{:?} {:?}\nours {ours:?}\nsmsc accepted {} repeats {} throttled {} by status {:?} binds {:?} dropped {:?}",
         progress.elapsed,

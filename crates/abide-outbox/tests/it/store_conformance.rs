@@ -7,7 +7,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
-use abide_outbox::model::Completion;
+use abide_core::VerdictClass;
+use abide_outbox::model::{Completion, DelayReason};
 use abide_outbox::{
     transition, AttemptRecord, Error, Event, ListFilter, NewItem, Outcome, Receipt, ReceiptCounts,
     ReceiptState, RemoteCode, Request, RequeueFilter, State,
@@ -29,30 +30,30 @@ fn item(provider: &str, key: &str) -> NewItem {
     .with_idempotency_key(key)
 }
 
-fn attempt(provider: &str, remote: RemoteCode, class: &str) -> AttemptRecord {
+fn attempt(provider: &str, remote: RemoteCode, class: VerdictClass) -> AttemptRecord {
     AttemptRecord {
         at: t0(),
         provider: provider.into(),
         remote,
-        verdict_class: class.into(),
+        verdict_class: class,
         delay: Some(Duration::from_secs(2)),
-        delay_reason: Some("honoured".into()),
+        delay_reason: Some(DelayReason::Honoured),
         latency: Duration::from_millis(12),
     }
 }
 
 fn done(id: &str, owner: &str, outcome: Outcome, remote: RemoteCode) -> Completion {
     let class = match outcome {
-        Outcome::Submitted => "success",
-        Outcome::Failed { .. } => "terminal",
-        _ => "throttle",
+        Outcome::Submitted => VerdictClass::Success,
+        Outcome::Failed { .. } => VerdictClass::Terminal,
+        _ => VerdictClass::Throttle,
     };
     Completion {
         id: id.into(),
         lease_owner: owner.into(),
         outcome,
         attempts: vec![attempt("p", remote, class)],
-        last_provider_code: Some(remote.to_string()),
+        last_provider_code: Some(remote),
         message_id: None,
     }
 }
@@ -190,7 +191,7 @@ pub async fn enqueue_is_idempotent_and_all_or_nothing<S: ByHand>(s: S) {
     let mut bad = item("p", "k4");
     bad.request.path = "https://elsewhere.example/x".into();
     let err = s.enqueue(&[item("p", "k5"), bad], t0()).await;
-    assert!(matches!(err, Err(Error::InvalidRequest(_))), "{err:?}");
+    assert!(matches!(err, Err(Error::Path(_))), "{err:?}");
     let c = s.counts_by_state(None).await.unwrap();
     assert_eq!(c.queued, 3, "nothing of the bad batch was stored");
 
@@ -279,7 +280,7 @@ pub async fn a_key_reused_for_another_message_is_refused<S: ByHand>(s: S) {
     v.provider = "q".into();
     variants.push(v);
     let mut v = base.clone();
-    v.request.method = "PUT".into();
+    v.request.method = http::Method::PUT;
     variants.push(v);
     let mut v = base.clone();
     v.request.path = "/v1/other".into();
@@ -415,8 +416,8 @@ pub async fn complete_records_attempts_and_checks_the_lease<S: ByHand>(s: S) {
     };
     let mut two = done(&ids[0], "w1", retry, RemoteCode::Http(401));
     two.attempts
-        .push(attempt("p", RemoteCode::Http(429), "throttle"));
-    two.last_provider_code = Some("http_429".into());
+        .push(attempt("p", RemoteCode::Http(429), VerdictClass::Throttle));
+    two.last_provider_code = Some(RemoteCode::Http(429));
     let r = s
         .complete(
             &[
@@ -442,14 +443,14 @@ pub async fn complete_records_attempts_and_checks_the_lease<S: ByHand>(s: S) {
     assert_eq!(it.attempts, 2);
     assert_eq!(it.window_attempts, 2);
     assert_eq!(it.next_attempt_at, t0() + Duration::from_secs(30));
-    assert_eq!(it.last_provider_code.as_deref(), Some("http_429"));
+    assert_eq!(it.last_provider_code, Some(RemoteCode::Http(429)));
     assert_eq!(it.reason.as_deref(), Some("http_429"));
     assert_eq!(it.lease_owner, None);
     let att = s.attempts(&ids[0]).await.unwrap();
     assert_eq!(att.iter().map(|a| a.attempt_no).collect::<Vec<_>>(), [1, 2]);
     assert!(att.iter().all(|a| a.idempotency_key == "k1"));
     assert_eq!(att[0].record.remote, RemoteCode::Http(401));
-    assert_eq!(att[1].record.verdict_class, "throttle");
+    assert_eq!(att[1].record.verdict_class, VerdictClass::Throttle);
     assert_eq!(att[1].record.delay, Some(Duration::from_secs(2)));
     assert_eq!(att[1].record.latency, Duration::from_millis(12));
 
@@ -595,8 +596,8 @@ pub async fn attempts_count_requests_on_the_wire<S: ByHand>(s: S) {
     assert_eq!(lost.idempotency_key, it.idempotency_key);
     assert_eq!(lost.record.remote, RemoteCode::NoResponse);
     assert_eq!(lost.record.provider, "w");
-    assert_eq!(lost.record.verdict_class, "retry");
-    assert_eq!(lost.record.delay_reason.as_deref(), Some("lease_expired"));
+    assert_eq!(lost.record.verdict_class, VerdictClass::Retry);
+    assert_eq!(lost.record.delay_reason, Some(DelayReason::LeaseExpired));
     assert_eq!((lost.record.at, lost.record.latency), (t0(), LEASE));
     // a's answered requests and b's lost one, counted by what the remote said.
     let mut counts = s.remote_counts(None).await.unwrap();
@@ -868,9 +869,9 @@ pub async fn remote_counts_group_what_the_remote_said<S: ByHand>(s: S) {
     s.claim("p", "w", t0(), LEASE, 10).await.unwrap();
     let mut c0 = done(&ids[0], "w", Outcome::Submitted, RemoteCode::Http(429));
     c0.attempts
-        .push(attempt("p", RemoteCode::Http(429), "throttle"));
+        .push(attempt("p", RemoteCode::Http(429), VerdictClass::Throttle));
     c0.attempts
-        .push(attempt("p", RemoteCode::Http(202), "success"));
+        .push(attempt("p", RemoteCode::Http(202), VerdictClass::Success));
     let c1 = done(&ids[1], "w", Outcome::Submitted, RemoteCode::Smpp(0x58));
     let fail = Outcome::Failed {
         reason: "connect".into(),
@@ -970,22 +971,40 @@ pub async fn large_batches_match_one_by_one_completion<S: ByHand>(s: S) {
     let it = s.get(&ids[1]).await.unwrap().unwrap();
     assert_eq!(it.next_attempt_at, t0() + HOUR);
     assert_eq!(it.reason.as_deref(), Some("http_429"));
-    assert_eq!(it.last_provider_code.as_deref(), Some("http_202"));
+    assert_eq!(it.last_provider_code, Some(RemoteCode::Http(202)));
     assert_eq!(it.lease_owner, None);
     assert!(s.attempts(&ids[7]).await.unwrap().is_empty());
 }
 
-/// `has_active` (an index probe) agrees with counting, for an item in every state.
+/// `has_active` (index probes) agrees with counting, for an item in every state, and
+/// answers for several providers at once: any of them active.
 pub async fn has_active_agrees_with_counts<S: ByHand>(s: S) {
+    let mut idle = Vec::new();
     for (n, target) in State::ALL.into_iter().enumerate() {
         let provider = format!("ha{n}");
         drive_to(&s, &provider, target).await;
         let active = matches!(target, State::Queued | State::InFlight | State::Pending);
         let counted = s.counts_by_state(Some(&provider)).await.unwrap().active() > 0;
         assert_eq!(counted, active, "{target:?}");
-        assert_eq!(s.has_active(&provider).await.unwrap(), active, "{target:?}");
+        assert_eq!(
+            s.has_active(&[&provider]).await.unwrap(),
+            active,
+            "{target:?}"
+        );
+        assert_eq!(
+            s.has_active(&["nobody", &provider, "none"]).await.unwrap(),
+            active,
+            "{target:?} among others"
+        );
+        if !active {
+            idle.push(provider);
+        }
     }
-    assert!(!s.has_active("nobody").await.unwrap());
+    let idle: Vec<&str> = idle.iter().map(String::as_str).collect();
+    assert!(idle.len() >= 3, "{idle:?}");
+    assert!(!s.has_active(&idle).await.unwrap());
+    assert!(!s.has_active(&["nobody"]).await.unwrap());
+    assert!(!s.has_active(&[]).await.unwrap());
 }
 
 /// `reason_counts` says why items are where they are; `list` is newest first, filtered and

@@ -547,3 +547,66 @@ async fn items_enqueued_while_running_are_claimed_at_once() {
         "first send {first:?} after the enqueue"
     );
 }
+
+/// A drained run ends only once its feed is complete and nothing of a configured
+/// provider is left (whatever waits for a provider the file does not name does not keep
+/// it running), and a broken feed stops it.
+#[tokio::test(start_paused = true)]
+async fn a_drained_run_waits_for_its_feed_and_stops_when_the_feed_breaks() {
+    use abide_outbox::{Ending, Feed};
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TokioClock::new(t0()));
+    let t = scripted(&clock, |_, _| Response::status(202));
+    let toml = r#"[[provider]]
+        name = "p"
+        base_url = "http://127.0.0.1:9"
+        rate_hint = 100.0"#;
+    let d = dispatcher(
+        store(&dir).await,
+        toml,
+        &clock,
+        &HashMap::from([("p", t.clone())]),
+    );
+    // Not configured here: never sent by this run, and not waited for.
+    d.store()
+        .enqueue(&items("elsewhere", 3), t0())
+        .await
+        .unwrap();
+    assert!(d.is_drained().await.unwrap());
+    d.enqueue(&items("p", 5)).await.unwrap();
+    assert!(!d.is_drained().await.unwrap());
+
+    let (closer, feed) = Feed::open();
+    let later = {
+        let d = d.clone();
+        async move {
+            // The first items are long delivered before the rest comes in.
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            let more: Vec<NewItem> = items("p", 10).split_off(5);
+            d.enqueue(&more).await.unwrap();
+            closer.complete();
+        }
+    };
+    let run = d.run_drained(feed, Duration::ZERO, pending());
+    let ((p, ending), ()) = tokio::join!(async { run.await.unwrap() }, later);
+    assert_eq!(ending, Ending::Drained);
+    assert_eq!(p.counts.get(State::Submitted), 10);
+    assert_eq!(t.sent().len(), 10);
+    assert!(d.is_drained().await.unwrap());
+    assert_eq!(d.store().counts_by_state(None).await.unwrap().queued, 3);
+
+    // Enqueueing failed (its closer dropped unclosed): the run stops at once.
+    let (closer, feed) = Feed::open();
+    drop(closer);
+    let (_, ending) = d
+        .run_drained(feed, Duration::ZERO, pending())
+        .await
+        .unwrap();
+    assert_eq!(ending, Ending::InputFailed);
+    // And one asked to stop says so.
+    let (_, ending) = d
+        .run_drained(Feed::complete(), Duration::from_secs(60), async {})
+        .await
+        .unwrap();
+    assert_eq!(ending, Ending::Stopped);
+}

@@ -2,11 +2,11 @@
 //!
 //! The rules of sending from a database (one sender per SQLite file, the start-up reclaim
 //! of a dead run's leases) live in `abide_outbox::lock`; `send` and `serve` reach them
-//! through [`open_for_sending`].
+//! through [`open_for_sending`], which only says them for the command line.
 
 use std::time::SystemTime;
 
-use abide_outbox::{AnyStore, SenderLock, SendingStore};
+use abide_outbox::{AnyStore, SendingStore};
 use anyhow::{bail, Context};
 
 /// The database used when `--db` is not given: a file in the current directory.
@@ -61,32 +61,24 @@ pub(crate) fn require_existing(db: &str, hint: &str) -> anyhow::Result<()> {
 }
 
 /// Open (creating if needed) the database for sending, by the rules of
-/// `abide_outbox::lock` (as `abide_outbox::open_for_sending`, one message per step): the
-/// sender lock first (SQLite; held as long as the returned value lives), then the store,
-/// then the reclaim of what a dead sender left `IN_FLIGHT`.
+/// `abide_outbox::lock` ([`abide_outbox::open_for_sending`]: the sender lock first
+/// (SQLite; held as long as the returned value lives), then the store, then the reclaim
+/// of what a dead sender left `IN_FLIGHT`); a failure to connect names the database.
 ///
 /// # Errors
 /// Another sender holds the lock; the database cannot be opened or written.
 pub(crate) async fn open_for_sending(db: &str, now: SystemTime) -> anyhow::Result<SendingStore> {
-    let lock = SenderLock::acquire(db)?;
-    let store = open(db).await?;
-    let reclaimed = match &lock {
-        Some(lock) => lock
-            .reclaim_dead_leases(&store, now)
-            .await
-            // The first write of a run, whether or not an earlier run left anything: a
-            // read-only or full database fails here, so the message names the operation.
-            .context(
-                "preparing the outbox database for sending (its first write: items an earlier \
-                 run left IN_FLIGHT go back to PENDING)",
-            )?,
-        None => 0,
-    };
-    Ok(SendingStore {
-        store,
-        reclaimed,
-        lock,
-    })
+    use abide_outbox::Error;
+    abide_outbox::open_for_sending(db, now)
+        .await
+        .map_err(|e| match e {
+            Error::Locked { .. } | Error::LockFile { .. } | Error::PrepareForSending(_) => {
+                anyhow::Error::new(e)
+            }
+            e => {
+                anyhow::Error::new(e).context(format!("opening the outbox database {}", shown(db)))
+            }
+        })
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! What `send`, `serve` and `demo` share: opening the outbox for sending, log set-up,
-//! and the delivery loop that runs the dispatcher until every item of a configured
-//! provider is finished (or a signal asks to stop), with live progress.
+//! and a drained run of the dispatcher ([`abide_outbox::Dispatcher::run_drained`], whose
+//! rules are the outbox's) with live progress and Ctrl-C.
 //!
 //! Stopping is graceful: the first Ctrl-C (or SIGTERM) stops claiming, hands unsent
 //! claimed items back as `PENDING`, waits for requests already on the wire and records
@@ -8,92 +8,43 @@
 //! `IN_FLIGHT` are reclaimed by the next `send` on the same database.
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use abide_outbox::{AnyStore, Counts, Dispatcher, Progress, Store};
+pub(crate) use abide_outbox::{Ending, Feed};
 
 use super::db;
 use super::progress::Display;
 
-/// How often the drain check looks at this run's own counters: the run ends this soon
-/// after its last answer is recorded (it was 250 ms, an eighth of a second of every run on
-/// average).
-const DRAIN_POLL: Duration = Duration::from_millis(20);
-/// How often it asks the store while this run holds nothing in flight but the outbox is
-/// not drained (retries waiting for their time, another sender's items).
-const DRAIN_CHECK: Duration = Duration::from_millis(250);
-
-/// Where the run's input stands. `send` delivers while it is still enqueueing (the first
-/// chunk goes out while the rest is written), so the run is drained only once the input
-/// is all in, and stops if enqueueing fails.
-#[derive(Debug, Clone)]
-pub(crate) struct Feed(tokio::sync::watch::Receiver<FeedState>);
-
-/// See [`Feed`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FeedState {
-    /// Items are still being enqueued.
-    Open,
-    /// Every item is in (or there was no input).
-    Complete,
-    /// Enqueueing failed; the caller says why.
-    Broken,
-}
-
-impl Feed {
-    /// Nothing more will be enqueued by this run.
-    pub(crate) fn complete() -> Self {
-        Self(tokio::sync::watch::channel(FeedState::Complete).1)
-    }
-
-    /// A feed still open, and the sender that closes it.
-    pub(crate) fn open() -> (tokio::sync::watch::Sender<FeedState>, Self) {
-        let (tx, rx) = tokio::sync::watch::channel(FeedState::Open);
-        (tx, Self(rx))
-    }
-
-    fn state(&self) -> FeedState {
-        *self.0.borrow()
-    }
-}
-
-/// Why the run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ending {
-    /// Nothing of a configured provider is `QUEUED`, `IN_FLIGHT` or `PENDING`.
-    Drained,
-    /// Ctrl-C or SIGTERM.
-    Interrupted,
-    /// A provider will not send again this run (an SMPP bind refused for good); its
-    /// items wait for the next run.
-    Suspended,
-    /// Enqueueing the input failed ([`FeedState::Broken`]): delivery stopped as after a
-    /// Ctrl-C, and the caller reports the error.
-    InputFailed,
-}
-
-impl Ending {
-    /// `drained` or `interrupted`, as the report says it.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Ending::Drained => "drained",
-            Ending::Interrupted => "interrupted",
-            Ending::Suspended => "provider_suspended",
-            Ending::InputFailed => "input_failed",
-        }
-    }
+/// How a run's [`Ending`] is said: its name in the report and the documented exit code.
+pub(crate) trait Said {
+    /// `drained`, `interrupted`, `provider_suspended` or `input_failed`, as the report
+    /// says it.
+    fn outcome(self) -> &'static str;
 
     /// The documented exit code: 130 interrupted; 4 a provider suspended; 2 the input
     /// failed; 1 drained with items `FAILED` or `DEFERRED` in `counts`; 0 otherwise.
-    pub(crate) fn exit_code(self, counts: &Counts) -> ExitCode {
+    fn exit_code(self, counts: &Counts) -> ExitCode;
+}
+
+impl Said for Ending {
+    fn outcome(self) -> &'static str {
         match self {
-            Ending::Interrupted => ExitCode::from(130),
+            Ending::Drained => "drained",
+            Ending::Suspended => "provider_suspended",
+            Ending::InputFailed => "input_failed",
+            _ => "interrupted",
+        }
+    }
+
+    fn exit_code(self, counts: &Counts) -> ExitCode {
+        match self {
             Ending::Suspended => ExitCode::from(4),
             Ending::InputFailed => ExitCode::from(2),
             Ending::Drained if counts.failed + counts.deferred > 0 => ExitCode::from(1),
             Ending::Drained => ExitCode::SUCCESS,
+            _ => ExitCode::from(130),
         }
     }
 }
@@ -203,39 +154,11 @@ impl Interrupt {
     }
 }
 
-/// Nothing of a configured provider is active. An index probe per provider, not a count
-/// of the whole queue: this runs up to four times a second. A database error reads as
-/// "not yet".
-async fn drained<S: Store>(d: &Dispatcher<S>) -> bool {
-    for p in &d.config().providers {
-        if !matches!(d.store().has_active(&p.name).await, Ok(false)) {
-            return false;
-        }
-    }
-    true
-}
-
-/// Every SMPP provider has as many items with a receipt as `SUBMITTED` items (true
-/// without SMPP providers). A database error reads as "not yet".
-async fn receipts_in<S: Store>(d: &Dispatcher<S>) -> bool {
-    for p in d.config().providers.iter().filter(|p| p.smpp.is_some()) {
-        let (Ok(c), Ok(r)) = (
-            d.store().counts_by_state(Some(&p.name)).await,
-            d.store().receipt_counts(Some(&p.name)).await,
-        ) else {
-            return false;
-        };
-        if r.matched() < c.submitted {
-            return false;
-        }
-    }
-    true
-}
-
 /// Run `d` until drained (with `feed` complete) or interrupted, showing progress on
-/// `display`; then, for up to `receipt_wait`, until every SMPP provider's `SUBMITTED`
-/// items have their delivery receipts (the bind stays up and receipts are stored
-/// meanwhile). A broken `feed` stops the run as a Ctrl-C does.
+/// `display`, by the outbox's rules of a drained run ([`Dispatcher::run_drained`]: then,
+/// for up to `receipt_wait`, the delivery receipts of what was accepted; a suspended
+/// provider or a broken `feed` ends it early). The first Ctrl-C stops it cleanly, a
+/// second exits at once.
 ///
 /// # Errors
 /// Database errors from the final snapshot.
@@ -252,11 +175,8 @@ pub(crate) async fn deliver<S: Store>(
         eprintln!("abide: interrupted before delivery began; run again to deliver");
         let p = d.progress().await?;
         display.finish(&p);
-        return Ok((p, Ending::Interrupted));
+        return Ok((p, Ending::Stopped));
     }
-    let interrupted = Arc::new(AtomicBool::new(false));
-    let suspended = Arc::new(AtomicBool::new(false));
-    let broken = Arc::new(AtomicBool::new(false));
     let display = Arc::new(display);
     let ticker = display.period().map(|period| {
         let d = d.clone();
@@ -273,79 +193,25 @@ pub(crate) async fn deliver<S: Store>(
         })
     });
     let stop = {
-        let d = d.clone();
-        let interrupted = Arc::clone(&interrupted);
-        let suspended = Arc::clone(&suspended);
-        let broken = Arc::clone(&broken);
         let interrupt = interrupt.clone();
         async move {
-            let drain = async {
-                let mut wait = DRAIN_POLL;
-                loop {
-                    tokio::time::sleep(wait).await;
-                    // A provider that cannot send this run would keep its items (and
-                    // the run) waiting for ever: stop, they wait for the next run.
-                    if !d.suspended().is_empty() {
-                        suspended.store(true, Ordering::SeqCst);
-                        return;
-                    }
-                    match feed.state() {
-                        FeedState::Open => continue,
-                        FeedState::Broken => {
-                            broken.store(true, Ordering::SeqCst);
-                            return;
-                        }
-                        FeedState::Complete => {}
-                    }
-                    // While this run holds items it is not drained: only its own counters
-                    // are read then, and the store is asked once it holds none.
-                    if d.totals().in_flight > 0 {
-                        wait = DRAIN_POLL;
-                        continue;
-                    }
-                    if drained(&d).await {
-                        break;
-                    }
-                    wait = DRAIN_CHECK;
-                }
-                let waited = tokio::time::timeout(receipt_wait, async {
-                    while !receipts_in(&d).await {
-                        tokio::time::sleep(DRAIN_CHECK).await;
-                    }
-                });
-                let _ = waited.await;
-            };
-            tokio::select! {
-                () = drain => {}
-                () = interrupt.nth(1) => {
-                    interrupted.store(true, Ordering::SeqCst);
-                    eprintln!(
-                        "abide: stopping: no new claims, finishing requests on the wire \
-                         (Ctrl-C again to exit now; unfinished items resume on the next run)"
-                    );
-                    tokio::spawn(async move {
-                        interrupt.nth(2).await;
-                        eprintln!("abide: exiting now; in-flight items are reclaimed on the next run");
-                        std::process::exit(130);
-                    });
-                }
-            }
+            interrupt.nth(1).await;
+            eprintln!(
+                "abide: stopping: no new claims, finishing requests on the wire \
+                 (Ctrl-C again to exit now; unfinished items resume on the next run)"
+            );
+            tokio::spawn(async move {
+                interrupt.nth(2).await;
+                eprintln!("abide: exiting now; in-flight items are reclaimed on the next run");
+                std::process::exit(130);
+            });
         }
     };
-    let result = d.run_until(stop).await;
+    let result = d.run_drained(feed, receipt_wait, stop).await;
     if let Some(t) = ticker {
         t.abort();
     }
-    let p = result?;
+    let (p, ending) = result?;
     display.finish(&p);
-    let ending = if broken.load(Ordering::SeqCst) {
-        Ending::InputFailed
-    } else if interrupted.load(Ordering::SeqCst) {
-        Ending::Interrupted
-    } else if suspended.load(Ordering::SeqCst) {
-        Ending::Suspended
-    } else {
-        Ending::Drained
-    };
     Ok((p, ending))
 }

@@ -13,6 +13,7 @@ use abide_fake::{ProviderConfig, ScheduleEntry, StatsSnapshot};
 use abide_outbox::Config;
 use anyhow::Context;
 
+use super::deliver::Said as _;
 use super::deliver::{init_logs, Interrupt};
 use super::demo_phases::{request_at, Timeline, SWITCHES};
 use super::demo_run::{self, through_outbox};

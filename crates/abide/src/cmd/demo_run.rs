@@ -11,7 +11,7 @@ use abide_core::Clock;
 use abide_fake::{ProviderConfig, Rate};
 use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, Request};
 
-use super::deliver::{deliver, Ending, Feed, Interrupt, Outbox};
+use super::deliver::{deliver, Ending, Feed, Interrupt, Outbox, Said as _};
 use super::demo::Args;
 use super::progress::{Display, Mode};
 use super::report::{InputSummary, RunReport, Snapshot};
@@ -85,7 +85,7 @@ where
     };
     d.close().await;
     let snap = Snapshot::load(&outbox.store, clock.now()).await?;
-    let report = RunReport::new(&p, ending.as_str(), Some(input), snap);
+    let report = RunReport::new(&p, ending.outcome(), Some(input), snap);
     Ok((report, ending, start))
 }
 

@@ -13,6 +13,7 @@ use abide_fake::{spawn_listeners, Listeners, ProviderConfig, ScheduleEntry, Smpp
 use abide_outbox::Config;
 
 use super::deliver::Interrupt;
+use super::deliver::Said as _;
 use super::demo::Args;
 use super::demo_run::{self, through_outbox};
 use super::report::RunReport;

@@ -6,12 +6,11 @@
 //! from their content, so running the same file twice enqueues nothing new (see
 //! `abide_outbox::keys`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 
-use abide_outbox::{echo, Body, Config, NewItem, Request};
+use abide_outbox::{echo, Body, Config, KeyUses, NewItem, Request};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 
 /// How many bad lines an error lists before summarising the rest.
 pub(crate) const MAX_LISTED_ERRORS: usize = 20;
@@ -117,8 +116,12 @@ impl Line {
             (None, Some(t)) => Some(Body::Text(t)),
             (None, None) => None,
         };
+        let method = match self.method {
+            Some(m) => abide_outbox::parse_method(&m).map_err(|e| e.to_string())?,
+            None => http::Method::POST,
+        };
         let request = Request {
-            method: self.method.unwrap_or_else(|| "POST".into()),
+            method,
             path: self.path,
             headers: self.headers,
             body,
@@ -183,31 +186,8 @@ pub(crate) struct Collector {
     accepted: usize,
     errors: Vec<Problem>,
     bad: usize,
-    /// Digest of an explicit key -> position and message digest of its first item.
-    keys: HashMap<[u8; 16], (usize, [u8; 16])>,
-}
-
-/// 128 bits of SHA-256 over `parts`, each followed by a NUL.
-fn digest128<'a>(parts: impl IntoIterator<Item = &'a str>) -> [u8; 16] {
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update(p.as_bytes());
-        h.update(b"\0");
-    }
-    let out = h.finalize();
-    let mut d = [0u8; 16];
-    d.copy_from_slice(&out[..16]);
-    d
-}
-
-/// What makes `item` this message, exactly as `NewItem`'s equality sees it: its content
-/// key (canonical JSON, so object key order does not matter) and its header names as
-/// written (the content key lower-cases them).
-fn message_digest(item: &NewItem) -> [u8; 16] {
-    let content = abide_outbox::content_key(item, 0);
-    digest128(
-        std::iter::once(content.as_str()).chain(item.request.headers.keys().map(String::as_str)),
-    )
+    /// Each explicit key and the message it names ([`abide_outbox::KeyUses`]).
+    keys: KeyUses,
 }
 
 impl Collector {
@@ -220,7 +200,7 @@ impl Collector {
             accepted: 0,
             errors: Vec::new(),
             bad: 0,
-            keys: HashMap::new(),
+            keys: KeyUses::default(),
         }
     }
 
@@ -235,29 +215,14 @@ impl Collector {
 
     /// Add the item at position `at` (a line number or an index), or its problem.
     pub(crate) fn push(&mut self, at: usize, parsed: Result<NewItem, String>) {
-        let checked = parsed.and_then(|item| {
-            let Some(key) = &item.idempotency_key else {
-                return Ok(item);
-            };
-            let message = message_digest(&item);
-            match self.keys.entry(digest128([key.as_str()])) {
-                std::collections::hash_map::Entry::Occupied(first) => {
-                    let (first, digest) = *first.get();
-                    if digest == message {
-                        Ok(item)
-                    } else {
-                        Err(format!(
-                            "idempotency_key {key:?} is already used by {} {first} for a \
-                             different message (one key names one message)",
-                            self.noun
-                        ))
-                    }
-                }
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert((at, message));
-                    Ok(item)
-                }
-            }
+        let checked = parsed.and_then(|item| match self.keys.note(at, &item) {
+            Ok(()) => Ok(item),
+            Err(first) => Err(format!(
+                "idempotency_key {:?} is already used by {} {first} for a different message \
+                 (one key names one message)",
+                item.idempotency_key.as_deref().unwrap_or_default(),
+                self.noun
+            )),
         });
         match checked {
             Ok(item) => {
@@ -334,32 +299,6 @@ fn parse_line(raw: &str, check: Check<'_>) -> Result<NewItem, String> {
     serde_json::from_str::<Line>(raw)
         .map_err(|e| json_error(&e))
         .and_then(|l| l.into_item(check))
-}
-
-/// The content-derived keys of a stream of items, as
-/// [`abide_outbox::assign_content_keys`] gives them to a slice: one 128-bit digest and
-/// count per distinct message without a key (a 24-byte slot), none per item.
-#[derive(Debug, Default)]
-pub(crate) struct DerivedKeys {
-    seen: HashMap<[u8; 16], u64>,
-}
-
-impl DerivedKeys {
-    /// Give `item` its derived key if it has none; the next one of the same content gets
-    /// the next occurrence.
-    pub(crate) fn assign(&mut self, item: &mut NewItem) {
-        if item.idempotency_key.is_some() {
-            return;
-        }
-        let first = abide_outbox::content_key(item, 0);
-        let n = self.seen.entry(digest128([first.as_str()])).or_insert(0);
-        item.idempotency_key = Some(if *n == 0 {
-            first
-        } else {
-            abide_outbox::content_key(item, *n)
-        });
-        *n += 1;
-    }
 }
 
 /// Line `number` (1-based) of an input, as read (with or without its `\n`): `None` when

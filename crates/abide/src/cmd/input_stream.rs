@@ -5,8 +5,9 @@
 //! anywhere and nothing is enqueued, the database is not even opened. Standard input, and
 //! a pipe given by name such as `<(generate)`, is copied on the way to an anonymous
 //! temporary file (in `$TMPDIR`, deleted on exit), which pass 2 reads. Pass 2
-//! ([`enqueue`]) reads the lines again, derives the keys of items that have none (the same
-//! keys as [`abide_outbox::assign_content_keys`]) and enqueues them in chunks of [`CHUNK`]
+//! ([`enqueue`]) reads the lines again, derives the keys of items that have none
+//! ([`abide_outbox::ContentKeys`], the keys of [`abide_outbox::assign_content_keys`]) and
+//! enqueues them in chunks of [`CHUNK`]
 //! items (the first of [`FIRST_CHUNK`], doubling), one transaction per chunk; `send`
 //! delivers while pass 2 runs.
 //!
@@ -398,7 +399,7 @@ where
     } = checked;
     let reader = reopen(&name, &source)?;
     let mut lines = Lines::new(reader, None);
-    let mut keys = input::DerivedKeys::default();
+    let mut keys = abide_outbox::ContentKeys::default();
     let mut summary = InputSummary::default();
     let mut chunk = Vec::with_capacity(CHUNK);
     // The line of each item of `chunk`, and the last line of the chunks committed so far:

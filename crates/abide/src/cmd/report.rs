@@ -423,7 +423,11 @@ impl RunReport {
                     limited_by_in_flight_limit: x.host_in_flight.held_back(),
                     coordination: x.coordination.clone(),
                     totals: x.totals,
-                    smpp: x.smpp,
+                    smpp: x
+                        .transport
+                        .as_ref()
+                        .and_then(abide_outbox::TransportStats::smpp)
+                        .copied(),
                     suspended: x.suspended.clone(),
                 })
                 .collect(),

@@ -1,6 +1,5 @@
 //! `abide send`: enqueue JSON lines into the durable outbox and deliver until drained.
 
-use abide_outbox::CredentialSource as _;
 use abide_outbox::Store as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -8,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
-use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem};
-use anyhow::{bail, Context};
+use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, TransportConfig};
+use anyhow::Context;
 
 use super::db;
-use super::deliver::{deliver, init_logs, Ending, Feed, FeedState, Interrupt, Outbox};
+use super::deliver::{deliver, init_logs, Ending, Feed, Interrupt, Outbox, Said as _};
 use super::input;
 use super::input_stream;
 use super::progress::{Display, Mode};
@@ -153,107 +152,106 @@ pub(crate) fn parse_lease(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// `providers file F: line N: message` for a TOML syntax or type error (the outbox reports
-/// it as a file-level `Config` error carrying the toml crate's multi-line text), otherwise
-/// `providers file F: ` and the outbox's own error.
-fn config_error(path: &std::path::Path, e: abide_outbox::Error) -> anyhow::Error {
+/// `providers file F: line N: message` for text that is not TOML of the expected shape,
+/// `providers file F: ` and what is wrong for a file-level problem, otherwise
+/// `providers file F: ` and the outbox's own error (naming the provider and the setting).
+fn config_error(path: &Path, e: abide_outbox::Error) -> anyhow::Error {
+    use abide_outbox::Error;
     let shown = path.display();
-    if let abide_outbox::Error::Config {
-        provider,
-        field,
-        message,
-        ..
-    } = &e
-    {
-        if provider == "<file>" && field == "toml" {
-            let line = message
-                .split_once("at line ")
-                .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
-                .filter(|n| !n.is_empty());
-            let what = message.lines().rev().find(|l| !l.trim().is_empty());
-            if let (Some(line), Some(what)) = (line, what) {
+    match &e {
+        Error::Toml {
+            line: Some(line),
+            message,
+            ..
+        } => {
+            if let Some(what) = message.lines().rev().find(|l| !l.trim().is_empty()) {
                 return anyhow::anyhow!("providers file {shown}: line {line}: {}", what.trim());
             }
-        } else if provider == "<file>" {
-            // A file-level problem names no provider: say what is wrong with the file
-            // (unreadable: the field is the path, already shown) rather than `provider "<file>"`.
-            if *field == shown.to_string() {
-                return anyhow::anyhow!("providers file {shown}: {message}");
-            }
-            return anyhow::anyhow!("providers file {shown}: {field}: {message}");
         }
+        Error::ReadConfig { source, .. } => {
+            return anyhow::anyhow!("providers file {shown}: {source}");
+        }
+        Error::Config {
+            provider: None,
+            field,
+            message,
+        } => return anyhow::anyhow!("providers file {shown}: {field}: {message}"),
+        _ => {}
     }
     anyhow::Error::new(e).context(format!("providers file {shown}"))
 }
 
+/// Why a provider of the providers file `path` cannot send with `--lease` and the
+/// environment ([`abide_outbox::Preflight`]), said in the terms of the command line.
+fn preflight_error(path: &Path, e: abide_outbox::Error) -> anyhow::Error {
+    use abide_outbox::Preflight;
+    let shown = path.display();
+    let abide_outbox::Error::Preflight(p) = &e else {
+        return anyhow::Error::new(e).context(format!("providers file {shown}"));
+    };
+    match p {
+        Preflight::LeaseTooShort {
+            provider,
+            lease,
+            attempt_timeout,
+            least,
+            ..
+        } => anyhow::anyhow!(
+            "--lease {lease:?} is too short for provider {provider:?} in {shown}: a claimed \
+             item must outlast its request (timeout_secs {attempt_timeout:?}) plus {} s, or \
+             it is handed back unsent every time; use --lease {}s or more",
+            (*least - *attempt_timeout).as_secs_f64(),
+            least.as_secs_f64().ceil()
+        ),
+        Preflight::CredentialMissing {
+            provider,
+            setting,
+            variable,
+            ..
+        } => anyhow::anyhow!(
+            "provider {provider:?} in {shown}: its {setting} variable {variable} is unset or \
+             empty; export it (the value is never stored or logged)"
+        ),
+        Preflight::PasswordUnfit {
+            provider,
+            variable,
+            max,
+            ..
+        } => anyhow::anyhow!(
+            "provider {provider:?} in {shown}: the password in its password_env variable \
+             {variable} is not 1-{max} printable ASCII characters, the most a bind carries \
+             (SMPP 3.4 §4.1: 9 octets with the NUL); the SMSC would refuse every bind (the \
+             value is never shown)"
+        ),
+        _ => anyhow::Error::new(e).context(format!("providers file {shown}")),
+    }
+}
+
 /// Load the providers file, applying `--workers`, and check it against `--lease` and
-/// the environment.
+/// the environment, by the outbox's preflight ([`abide_outbox::preflight`]), before
+/// anything is enqueued or a database opened.
 ///
 /// # Errors
-/// The file is unreadable or invalid; `lease` is shorter than a provider's request timeout
-/// plus 2 s (a sender hands back, unsent, an item whose lease would run out during its
-/// request, so every claim would be handed back and claimed again, nothing sent); or a
-/// provider's `credentials_env` variable is unset or empty (every attempt would get a 401
-/// and its item end `DEFERRED`); or an SMPP provider's password is longer than SMPP 3.4
-/// §4.1 allows (8 characters: no bind could succeed). All are refused before anything is
-/// enqueued. Errors name the variable, never a value.
+/// The file is unreadable or invalid, or a provider cannot send as configured: `lease`
+/// is too short for its request timeout, its credential is unset or empty, or an SMPP
+/// password does not fit a bind. Errors name the variable, never a value.
 pub(crate) fn load_config(
     path: &PathBuf,
     workers: Option<u16>,
     lease: Duration,
 ) -> anyhow::Result<Config> {
     let mut cfg = Config::load(path).map_err(|e| config_error(path, e))?;
-    for p in &cfg.providers {
-        let least = p.timeout + Duration::from_secs(2);
-        if lease < least {
-            bail!(
-                "--lease {lease:?} is too short for provider {:?} in {}: a claimed item must \
-                 outlast its request (timeout_secs {:?}) plus 2 s, or it is handed back \
-                 unsent every time; use --lease {}s or more",
-                p.name,
-                path.display(),
-                p.timeout,
-                least.as_secs_f64().ceil()
-            );
-        }
-    }
-    for p in &cfg.providers {
-        let (field, var) = match (&p.credentials_env, &p.smpp) {
-            (Some(var), _) => ("credentials_env", var),
-            (None, Some(smpp)) => match &smpp.password_env {
-                Some(var) => ("password_env", var),
-                None => continue,
-            },
-            (None, None) => continue,
-        };
-        let value = abide_outbox::EnvCredentials.get(var);
-        let Some(value) = value.filter(|s| !s.expose().trim().is_empty()) else {
-            bail!(
-                "provider {:?} in {}: its {field} variable {var} is unset or empty; export it \
-                 (the value is never stored or logged)",
-                p.name,
-                path.display()
-            );
-        };
-        // SMPP 3.4 §4.1: the bind's password is a C-Octet String of at most 9 octets with
-        // its NUL. A longer one could never bind: refuse it now, not at every bind.
-        let max = abide_outbox::config::MAX_PASSWORD_LEN;
-        let pw = value.expose();
-        if p.smpp.is_some() && (pw.len() > max || !pw.bytes().all(|b| (0x20..=0x7e).contains(&b))) {
-            bail!(
-                "provider {:?} in {}: the password in its password_env variable {var} is not \
-                 1-{max} printable ASCII characters, the most a bind carries (SMPP 3.4 §4.1: \
-                 9 octets with the NUL); the SMSC would refuse every bind (the value is never \
-                 shown)",
-                p.name,
-                path.display()
-            );
-        }
-    }
+    let opts = DispatcherOptions {
+        lease,
+        ..DispatcherOptions::default()
+    };
+    abide_outbox::preflight(&cfg, &opts).map_err(|e| preflight_error(path, e))?;
     if let Some(w) = workers {
         // An SMPP provider's senders are its window, bounded by the SMSC.
-        for p in cfg.providers.iter_mut().filter(|p| p.smpp.is_none()) {
-            p.concurrency = usize::from(w);
+        for p in &mut cfg.providers {
+            if let TransportConfig::Http(h) = &mut p.transport {
+                h.concurrency = usize::from(w);
+            }
         }
     }
     Ok(cfg)
@@ -405,7 +403,7 @@ async fn send(
     // Delivery starts with the first committed chunk, not after the last one: the rest
     // of the input is enqueued meanwhile (a million lines take minutes to enqueue), and
     // the run is drained only once it is all in. Enqueueing wakes the claimers.
-    let (feed_tx, feed) = Feed::open();
+    let (feed_closer, feed) = Feed::open();
     let enqueueing = async {
         let done = match checked {
             None => Ok(None),
@@ -417,10 +415,10 @@ async fn send(
                     .map(Some)
             }
         };
-        let _ = feed_tx.send(match &done {
-            Ok(_) => FeedState::Complete,
-            Err(_) => FeedState::Broken,
-        });
+        match &done {
+            Ok(_) => feed_closer.complete(),
+            Err(_) => feed_closer.broken(),
+        }
         done
     };
     let delivering = deliver(&d, display, args.receipt_wait, &interrupt, feed);
@@ -448,7 +446,7 @@ async fn send(
         },
     };
     let snap = Snapshot::load(&outbox.store, clock.now()).await?;
-    let report = RunReport::new(&p, ending.as_str(), input, snap);
+    let report = RunReport::new(&p, ending.outcome(), input, snap);
     // A reader that went away (`| head`) does not change the exit code nor skip the
     // clean close below; any other write error is reported after it.
     let printed = if args.json {

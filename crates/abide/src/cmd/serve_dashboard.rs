@@ -105,7 +105,7 @@ async fn recent(api: &Api) -> anyhow::Result<Vec<Value>> {
                 "provider": it.current_provider,
                 "state": it.state.as_str(),
                 "reason": it.reason,
-                "last_provider_code": it.last_provider_code,
+                "last_provider_code": it.last_provider_code.map(|c| c.to_string()),
                 "attempts": it.attempts,
                 "created_at": rfc3339(it.created_at),
             }));

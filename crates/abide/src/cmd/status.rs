@@ -207,7 +207,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                             "original_provider": it.provider,
                             "attempts": it.attempts,
                             "reason": it.reason,
-                            "last_provider_code": it.last_provider_code,
+                            "last_provider_code": it.last_provider_code.map(|c| c.to_string()),
                             "message_id": it.message_id,
                             "receipt": receipt.map(|r| r.as_str()),
                         })

@@ -37,7 +37,7 @@ use rusmpp::types::{AnyOctetString, COctetString, OctetString};
 use rusmpp::values::{DataCoding, MessagePayload, Npi, RegisteredDelivery, Ton};
 use serde::Deserialize;
 
-use crate::config::{SmppConfig, MAX_ADDR_LEN, MAX_TEXT_OCTETS};
+use super::config::{SmppConfig, MAX_ADDR_LEN, MAX_TEXT_OCTETS};
 use crate::echo::clip;
 use crate::model::{Body, Request};
 
@@ -89,10 +89,10 @@ pub fn check(request: &Request, cfg: &SmppConfig) -> Result<(), String> {
 /// # Errors
 /// As [`check`].
 pub fn encode(request: &Request, cfg: &SmppConfig) -> Result<Sms, String> {
-    if request.method != "POST" || request.path != "/" {
+    if request.method != http::Method::POST || request.path != "/" {
         return Err(format!(
             "an SMPP item is POST / (got {} {}); the message goes in the JSON body",
-            clip(&request.method),
+            clip(request.method.as_str()),
             clip(&request.path)
         ));
     }

@@ -37,16 +37,24 @@
 //! Files: [`message`] (item → `submit_sm`), [`receipt`] (`deliver_sm` → receipt), `link`
 //! (what senders and the connection task share), `session` (the connection task).
 
+mod config;
 pub mod message;
 pub mod receipt;
 
 mod link;
 mod session;
 
+pub(crate) use config::KIND;
+pub use config::{
+    SmppConfig, DEFAULT_MAX_TEXT_OCTETS, MAX_ADDR_LEN, MAX_PASSWORD_LEN, MAX_SYSTEM_ID_LEN,
+    MAX_SYSTEM_TYPE_LEN, MAX_TEXT_OCTETS, MAX_WINDOW,
+};
+
 #[cfg(test)]
 mod tests;
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use abide_core::TransportFailure;
 use rusmpp::{Command, CommandStatus};
@@ -54,21 +62,20 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::time::{timeout, Instant};
 
 pub use link::SmppStats;
-pub use session::InboundReceipt;
 
 use self::link::{Counters, Link, Reply, Sequence};
 use self::session::{Connector, Shared, Tcp};
-use super::{Response, SendFuture, Transport};
-use crate::config::SmppConfig;
+use super::{
+    BuildEnv, Preflight, Response, SendFuture, Transport, TransportSettings, TransportStats,
+};
 use crate::credentials::CredentialSource;
-use crate::model::Item;
+use crate::error::{Error, Result};
+use crate::model::{Item, NewItem};
+use crate::receipt::ReceiptInbox;
 
 /// Receipts waiting to be stored, at most (more are answered with a temporary error and
 /// delivered again by the SMSC).
 const RECEIPT_QUEUE: usize = 4096;
-
-/// Where a dispatcher takes an SMPP transport's receipts from (shared by its runs).
-pub type ReceiptInbox = Arc<tokio::sync::Mutex<mpsc::Receiver<InboundReceipt>>>;
 
 /// Sends items to one SMSC over SMPP 3.4 (see the [module docs](self)).
 #[derive(Debug)]
@@ -229,6 +236,78 @@ impl SmppTransport {
     }
 }
 
+impl TransportSettings for SmppConfig {
+    /// The `window`: one sender per outstanding `submit_sm`.
+    fn concurrency(&self) -> usize {
+        self.window
+    }
+
+    fn attempt_timeout(&self) -> Duration {
+        SmppConfig::attempt_timeout(self)
+    }
+
+    fn endpoint(&self) -> String {
+        format!("smpp://{}", self.address)
+    }
+
+    /// An SMS this provider can send ([`message`]).
+    fn check_item(&self, provider: &str, item: &NewItem) -> Result<()> {
+        item.validate()?;
+        message::check(&item.request, self).map_err(|e| {
+            Error::InvalidRequest(format!("{e} (provider {provider:?} sends SMS over SMPP)"))
+        })
+    }
+
+    /// The `password_env` credential, when one is named, is set and fits a bind (SMPP 3.4
+    /// §4.1.1: 1 to [`MAX_PASSWORD_LEN`] printable ASCII characters).
+    fn preflight(
+        &self,
+        provider: &str,
+        credentials: &dyn CredentialSource,
+    ) -> std::result::Result<(), Preflight> {
+        let Some(var) = &self.password_env else {
+            return Ok(());
+        };
+        let Some(pw) = credentials
+            .get(var)
+            .filter(|s| !s.expose().trim().is_empty())
+        else {
+            return Err(Preflight::CredentialMissing {
+                provider: provider.to_owned(),
+                setting: "password_env",
+                variable: var.clone(),
+            });
+        };
+        let pw = pw.expose();
+        if pw.len() > MAX_PASSWORD_LEN || !pw.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+            return Err(Preflight::PasswordUnfit {
+                provider: provider.to_owned(),
+                variable: var.clone(),
+                max: MAX_PASSWORD_LEN,
+            });
+        }
+        Ok(())
+    }
+
+    /// `deliver_sm` receipts, asked for on every `submit_sm`.
+    fn delivers_receipts(&self) -> bool {
+        true
+    }
+
+    /// The `system_id`: the SMSC's limit is per account.
+    fn account(&self, _credentials: &dyn CredentialSource) -> Option<String> {
+        Some(self.system_id.clone())
+    }
+
+    fn build(&self, provider: &str, env: &BuildEnv) -> Arc<dyn Transport> {
+        Arc::new(SmppTransport::new(
+            provider,
+            self,
+            Arc::clone(&env.credentials),
+        ))
+    }
+}
+
 /// Removes a request from the waiting list when its sender stops waiting.
 struct Forget<'a>(&'a link::Bound, u32);
 
@@ -262,8 +341,13 @@ impl Transport for SmppTransport {
         Some(Arc::clone(&self.inbox))
     }
 
-    fn smpp_stats(&self) -> Option<SmppStats> {
-        Some(self.stats())
+    fn preflight(&self) -> Result<(), Preflight> {
+        let shared = &self.shared;
+        shared.cfg.preflight(&shared.name, &*shared.credentials)
+    }
+
+    fn stats(&self) -> Option<TransportStats> {
+        Some(TransportStats::Smpp(SmppTransport::stats(self)))
     }
 
     fn suspended(&self) -> Option<String> {

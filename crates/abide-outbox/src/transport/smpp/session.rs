@@ -29,11 +29,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{sleep, sleep_until, timeout, Instant};
 use tokio_util::codec::Framed;
 
+use super::config::SmppConfig;
 use super::link::{Bound, Counters, Link, Reply, Sequence};
 use super::receipt::{self, Inbound};
-use crate::config::SmppConfig;
 use crate::credentials::CredentialSource;
-use crate::receipt::ReceiptState;
+use crate::receipt::InboundReceipt;
 
 /// Largest PDU read (a `deliver_sm` with a `message_payload` TLV may approach 64 KiB).
 const MAX_PDU_LEN: usize = 70 * 1024;
@@ -85,24 +85,6 @@ impl Connector for Tcp {
             s.set_nodelay(true)?;
             Ok(Box::new(s) as Box<dyn Io>)
         })
-    }
-}
-
-/// A receipt read from a `deliver_sm`, waiting to be stored; the SMSC gets its
-/// `deliver_sm_resp` once it is (or a temporary error if it is dropped unstored).
-#[derive(Debug)]
-pub struct InboundReceipt {
-    /// The `message_id` it names.
-    pub message_id: String,
-    /// Its state.
-    pub state: ReceiptState,
-    ack: oneshot::Sender<()>,
-}
-
-impl InboundReceipt {
-    /// The receipt is stored: answer the SMSC with success.
-    pub fn stored(self) {
-        let _ = self.ack.send(());
     }
 }
 
@@ -205,7 +187,7 @@ impl fmt::Display for BindError {
             BindError::Password => write!(
                 f,
                 "the password is longer than {} characters (SMPP 3.4 §4.1.1)",
-                crate::config::MAX_PASSWORD_LEN
+                super::config::MAX_PASSWORD_LEN
             ),
         }
     }
@@ -528,12 +510,7 @@ fn take_deliver(
 ) -> Option<oneshot::Receiver<()>> {
     match inbound {
         Inbound::Receipt { message_id, state } => {
-            let (ack, rx) = oneshot::channel();
-            let r = InboundReceipt {
-                message_id,
-                state,
-                ack,
-            };
+            let (r, rx) = InboundReceipt::new(message_id, state);
             match shared.receipts.try_send(r) {
                 Ok(()) => {
                     Counters::bump(&shared.counters.receipts);

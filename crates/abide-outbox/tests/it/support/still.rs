@@ -79,7 +79,7 @@ impl<S: Store> Store for StillStore<S> {
         let write = self.0.complete(completions, now);
         still(async move {
             if fail {
-                return Err(abide_outbox::Error::Database(sqlx::Error::Io(
+                return Err(abide_outbox::Error::from(sqlx::Error::Io(
                     std::io::Error::other("database or disk is full (injected)"),
                 )));
             }
@@ -91,7 +91,7 @@ impl<S: Store> Store for StillStore<S> {
         let write = self.0.mark_sent(sends);
         still(async move {
             if fail {
-                return Err(abide_outbox::Error::Database(sqlx::Error::Io(
+                return Err(abide_outbox::Error::from(sqlx::Error::Io(
                     std::io::Error::other("database or disk is full (injected)"),
                 )));
             }
@@ -157,8 +157,8 @@ impl<S: Store> Store for StillStore<S> {
     ) -> impl Future<Output = R<Option<Duration>>> + Send {
         still(self.0.oldest_pending_age(now))
     }
-    fn has_active(&self, provider: &str) -> impl Future<Output = R<bool>> + Send {
-        still(self.0.has_active(provider))
+    fn has_active(&self, providers: &[&str]) -> impl Future<Output = R<bool>> + Send {
+        still(self.0.has_active(providers))
     }
     fn next_due(&self, provider: &str) -> impl Future<Output = R<Option<SystemTime>>> + Send {
         still(self.0.next_due(provider))

@@ -25,10 +25,16 @@
 
 use std::time::Duration;
 
+use serde::Deserialize;
+
 use crate::echo::clip;
 use crate::error::{Error, Result};
+use crate::toml_keys::field_names;
+use crate::transport::{Kind, TransportConfig};
 
-use super::file::invalid;
+fn invalid(provider: &str, field: &str, message: impl Into<String>) -> Error {
+    Error::config(provider, field, message)
+}
 
 /// Longest `system_id`, in characters (SMPP 3.4 §4.1.1: 16 octets with the NUL).
 pub const MAX_SYSTEM_ID_LEN: usize = 15;
@@ -96,53 +102,42 @@ pub struct SmppConfig {
 }
 
 /// The `[[provider]]` keys of an SMPP provider, as written.
-#[derive(Debug, Default)]
-pub(super) struct FileSmpp {
-    pub(super) address: Option<String>,
-    pub(super) system_id: Option<String>,
-    pub(super) password_env: Option<String>,
-    pub(super) system_type: Option<String>,
-    pub(super) window: Option<usize>,
-    pub(super) source_addr: Option<String>,
-    pub(super) source_addr_ton: Option<u8>,
-    pub(super) source_addr_npi: Option<u8>,
-    pub(super) dest_addr_ton: Option<u8>,
-    pub(super) dest_addr_npi: Option<u8>,
-    pub(super) enquire_link_interval: Option<f64>,
-    pub(super) pdu_timeout: Option<f64>,
-    pub(super) max_text_octets: Option<usize>,
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSmpp {
+    address: Option<String>,
+    system_id: Option<String>,
+    password_env: Option<String>,
+    system_type: Option<String>,
+    window: Option<usize>,
+    source_addr: Option<String>,
+    source_addr_ton: Option<u8>,
+    source_addr_npi: Option<u8>,
+    dest_addr_ton: Option<u8>,
+    dest_addr_npi: Option<u8>,
+    enquire_link_interval: Option<f64>,
+    pdu_timeout: Option<f64>,
+    max_text_octets: Option<usize>,
 }
 
-impl FileSmpp {
-    /// The names of the keys that are set (an HTTP provider refuses every one).
-    pub(super) fn set_fields(&self) -> Vec<&'static str> {
-        let mut set = Vec::new();
-        let mut note = |present: bool, name| {
-            if present {
-                set.push(name);
-            }
-        };
-        note(self.address.is_some(), "address");
-        note(self.system_id.is_some(), "system_id");
-        note(self.password_env.is_some(), "password_env");
-        note(self.system_type.is_some(), "system_type");
-        note(self.window.is_some(), "window");
-        note(self.source_addr.is_some(), "source_addr");
-        note(self.source_addr_ton.is_some(), "source_addr_ton");
-        note(self.source_addr_npi.is_some(), "source_addr_npi");
-        note(self.dest_addr_ton.is_some(), "dest_addr_ton");
-        note(self.dest_addr_npi.is_some(), "dest_addr_npi");
-        note(
-            self.enquire_link_interval.is_some(),
-            "enquire_link_interval",
-        );
-        note(self.pdu_timeout.is_some(), "pdu_timeout");
-        note(self.max_text_octets.is_some(), "max_text_octets");
-        set
-    }
+/// `transport = "smpp"`.
+pub(crate) const KIND: Kind = Kind {
+    name: "smpp",
+    keys: field_names::<FileSmpp>,
+    unused_shared: &[
+        "rate_limit_dialect",
+        "pacer.use_rate_limit_headers",
+        "classify.http",
+    ],
+    read: |n, keys| {
+        let f: FileSmpp = keys.read()?;
+        Ok(TransportConfig::Smpp(f.validate(n)?))
+    },
+};
 
+impl FileSmpp {
     /// Check every key; errors name provider `n` and the field.
-    pub(super) fn validate(self, n: &str) -> Result<SmppConfig> {
+    fn validate(self, n: &str) -> Result<SmppConfig> {
         let address = self
             .address
             .ok_or_else(|| invalid(n, "address", "required for transport = \"smpp\""))?;
@@ -258,13 +253,6 @@ fn check_text(n: &str, field: &str, v: &str, min: usize, max: usize) -> Result<(
     Ok(())
 }
 
-/// The `smpp://host:port` URL of `address` (shown where an HTTP provider shows its
-/// base URL).
-pub(super) fn address_url(n: &str, address: &str) -> Result<reqwest::Url> {
-    reqwest::Url::parse(&format!("smpp://{address}"))
-        .map_err(|e| invalid(n, "address", format!("{}: {e}", clip(address))))
-}
-
 impl SmppConfig {
     /// How long one attempt may take at most: waiting for the bind (up to one
     /// `pdu_timeout`) and then for the `submit_sm_resp` (another).
@@ -273,19 +261,10 @@ impl SmppConfig {
     }
 }
 
-/// An error for a key that the provider's transport does not use.
-pub(super) fn not_for(n: &str, field: &str, transport: &str) -> Error {
-    invalid(
-        n,
-        field,
-        format!("is not used by transport = \"{transport}\"; remove it"),
-    )
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::Config;
     use super::*;
+    use crate::config::Config;
 
     const SMSC: &str = r#"
         [[provider]]
@@ -304,7 +283,7 @@ mod tests {
     fn err_of(text: &str) -> (String, String, String) {
         match Config::from_toml_str(text) {
             Err(Error::Config {
-                provider,
+                provider: Some(provider),
                 field,
                 message,
             }) => (provider, field, message),
@@ -316,29 +295,33 @@ mod tests {
     fn an_smpp_provider_parses_with_defaults() {
         let c = Config::from_toml_str(SMSC).unwrap();
         let p = c.provider("smsc").unwrap();
-        let s = p.smpp.as_ref().unwrap();
+        let TransportConfig::Smpp(s) = &p.transport else {
+            panic!("{p:?}")
+        };
         assert_eq!(s.address, "127.0.0.1:2775");
         assert_eq!(s.password_env.as_deref(), Some("SMSC_PASSWORD"));
-        assert_eq!((s.window, p.concurrency), (64, 64));
+        assert_eq!((s.window, p.concurrency()), (64, 64));
         assert_eq!((s.source_addr_ton, s.source_addr_npi), (5, 0));
         assert_eq!((s.dest_addr_ton, s.dest_addr_npi), (1, 1));
         assert_eq!(s.enquire_link_interval, Duration::from_secs(15));
         assert_eq!(s.pdu_timeout, Duration::from_millis(2500));
-        assert_eq!(p.timeout, Duration::from_secs(5), "bind wait + pdu_timeout");
-        assert_eq!(p.base_url.as_str(), "smpp://127.0.0.1:2775");
+        let timeout = p.transport.settings().attempt_timeout();
+        assert_eq!(timeout, Duration::from_secs(5), "bind wait + pdu_timeout");
+        assert_eq!(p.transport.settings().endpoint(), "smpp://127.0.0.1:2775");
         assert_eq!(s.system_type, "");
         let minimal = "[[provider]]\nname = \"s\"\ntransport = \"smpp\"\n\
                        address = \"smsc.example:2775\"\nsystem_id = \"x\"\n";
-        let s = Config::from_toml_str(minimal).unwrap().providers[0]
-            .smpp
-            .clone()
-            .unwrap();
+        let c = Config::from_toml_str(minimal).unwrap();
+        let TransportConfig::Smpp(s) = &c.providers[0].transport else {
+            panic!("{c:?}")
+        };
         assert_eq!((s.window, s.pdu_timeout), (10, Duration::from_secs(10)));
         assert_eq!(s.password_env, None);
         assert_eq!(s.max_text_octets, 1530);
-        // An HTTP provider has none.
+        // Without `transport`, a provider is HTTP.
         let http = "[[provider]]\nname = \"h\"\nbase_url = \"http://127.0.0.1:9\"\n";
-        assert_eq!(Config::from_toml_str(http).unwrap().providers[0].smpp, None);
+        let c = Config::from_toml_str(http).unwrap();
+        assert!(matches!(c.providers[0].transport, TransportConfig::Http(_)));
     }
 
     #[test]

@@ -32,8 +32,9 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::echo;
-use crate::error::Error;
-use crate::model::MAX_PATH_LEN;
+
+/// Longest accepted request path, in bytes.
+pub const MAX_PATH_LEN: usize = 2048;
 
 /// How many times a segment is percent-decoded before it is judged: a proxy and a server
 /// may each decode once, and a third layer is cheap to rule out.
@@ -128,13 +129,15 @@ impl Rule {
     }
 }
 
-/// A refused path: which rule, and the path (clipped, see [`echo::clip`]).
+/// A refused path: which rule, the path (clipped, see [`echo::clip`]), and the provider
+/// whose base path it was judged against, when it was.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathError {
     /// The rule that refused it.
     pub rule: Rule,
     path: String,
     detail: Option<String>,
+    below: Option<(String, String)>,
 }
 
 impl PathError {
@@ -143,7 +146,15 @@ impl PathError {
             rule,
             path: echo::clip(path),
             detail: None,
+            below: None,
         }
+    }
+
+    /// The same refusal, said of provider `provider`, which sends below `base` (shown as
+    /// given: clipped and without a password).
+    pub fn below(mut self, provider: &str, base: String) -> Self {
+        self.below = Some((provider.to_owned(), base));
+        self
     }
 
     fn detail(mut self, detail: String) -> Self {
@@ -164,17 +175,14 @@ impl fmt::Display for PathError {
         if let Some(d) = &self.detail {
             write!(f, " ({d})")?;
         }
+        if let Some((provider, base)) = &self.below {
+            write!(f, "; provider {provider:?} sends below {base}")?;
+        }
         Ok(())
     }
 }
 
 impl std::error::Error for PathError {}
-
-impl From<PathError> for Error {
-    fn from(e: PathError) -> Self {
-        Error::InvalidRequest(e.to_string())
-    }
-}
 
 /// Check `path` against every rule that needs no provider.
 ///
@@ -300,36 +308,21 @@ fn check_form(form: &str) -> Result<(), Rule> {
     Ok(())
 }
 
-/// Percent-decode `s` (UTF-8). With `strict`, a `%` not followed by two hex digits is an
-/// error; otherwise it is kept as is.
+/// Percent-decode `s` (UTF-8; the `percent-encoding` crate of rust-url, which keeps a `%`
+/// not followed by two hex digits as is). With `strict`, such a `%` is an error.
 fn percent_decode(s: &str, strict: bool) -> Result<String, Rule> {
     let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = match b.get(i + 1..i + 3) {
-                Some(&[h, l]) => hex_value(h).zip(hex_value(l)).map(|(h, l)| h << 4 | l),
-                _ => None,
-            };
-            match hex {
-                Some(v) => {
-                    out.push(v);
-                    i += 3;
-                    continue;
-                }
-                None if strict => return Err(Rule::BadEscape),
-                None => {}
-            }
-        }
-        out.push(b[i]);
-        i += 1;
+    let stray = |i: usize| {
+        !b.get(i + 1..i + 3)
+            .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+    };
+    if strict && b.iter().enumerate().any(|(i, &c)| c == b'%' && stray(i)) {
+        return Err(Rule::BadEscape);
     }
-    String::from_utf8(out).map_err(|_| Rule::BadEscape)
-}
-
-fn hex_value(b: u8) -> Option<u8> {
-    (b as char).to_digit(16).and_then(|d| u8::try_from(d).ok())
+    percent_encoding::percent_decode(b)
+        .decode_utf8()
+        .map(Cow::into_owned)
+        .map_err(|_| Rule::BadEscape)
 }
 
 #[cfg(test)]

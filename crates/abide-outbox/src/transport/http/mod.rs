@@ -1,21 +1,21 @@
-//! HTTP with reqwest: one [`HttpTransport`] per provider.
+//! HTTP with reqwest: one [`HttpTransport`] per provider, and [`path`]: item paths
+//! confined below the provider's base path.
+
+mod config;
+pub mod path;
+
+pub(crate) use config::KIND;
+pub use config::{HttpConfig, DEFAULT_IDEMPOTENCY_KEY_HEADER, MAX_CONCURRENCY};
 
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::Duration;
 
 use abide_core::TransportFailure;
 use bytes::{Bytes, BytesMut};
 use http::HeaderValue;
 
-use super::{Response, SendFuture, Transport};
-use crate::config::{ProviderConfig, Secret};
-use crate::credentials::CredentialSource;
+use super::{Preflight, Response, SendFuture, Transport, TransportSettings, MAX_CLASSIFIED_BODY};
+use crate::credentials::{CredentialSource, Secret};
 use crate::model::{Body, Item};
-
-/// Bytes of a response body kept for classification (the rest of what is read is
-/// dropped): the classifier's own bound, [`abide_core::MAX_CLASSIFY_BODY`], so the two can
-/// never drift.
-pub const MAX_CLASSIFIED_BODY: usize = abide_core::MAX_CLASSIFY_BODY;
 
 /// Sends items to one provider over HTTP.
 ///
@@ -24,34 +24,29 @@ pub const MAX_CLASSIFIED_BODY: usize = abide_core::MAX_CLASSIFY_BODY;
 /// hostile provider cannot make us buffer without limit.
 #[derive(Debug)]
 pub struct HttpTransport {
+    provider: String,
+    cfg: HttpConfig,
     client: reqwest::Client,
-    base_url: reqwest::Url,
-    timeout: Duration,
-    idempotency_key_header: http::HeaderName,
-    auth_header: Option<http::HeaderName>,
-    credential: Option<String>,
     source: Arc<dyn CredentialSource>,
     token: RwLock<Option<Secret>>,
     max_body: usize,
 }
 
 impl HttpTransport {
-    /// A transport for `cfg`, reading its credential from `source` now (and again once
-    /// after a `401`).
+    /// A transport for provider `provider` reached as `cfg` says, reading its credential
+    /// from `source` now (and again once after a `401`).
     pub fn new(
-        cfg: &ProviderConfig,
+        provider: &str,
+        cfg: &HttpConfig,
         client: reqwest::Client,
         source: Arc<dyn CredentialSource>,
         max_body: usize,
     ) -> Self {
         let token = cfg.credentials_env.as_deref().and_then(|n| source.get(n));
         Self {
+            provider: provider.to_owned(),
+            cfg: cfg.clone(),
             client,
-            base_url: cfg.base_url.clone(),
-            timeout: cfg.timeout,
-            idempotency_key_header: cfg.idempotency_key_header.clone(),
-            auth_header: cfg.auth_header.clone(),
-            credential: cfg.credentials_env.clone(),
             source,
             token: RwLock::new(token),
             max_body,
@@ -78,21 +73,20 @@ impl HttpTransport {
     }
 
     async fn send_one(&self, item: &Item) -> Response {
-        let Some(url) = target_url(&self.base_url, &item.request.path) else {
+        let Some(url) = target_url(&self.cfg.base_url, &item.request.path) else {
             // Refused before the send (`unsendable`); kept for direct callers. Never sent.
             return Response::Transport(TransportFailure::Connect);
         };
-        let method =
-            http::Method::from_bytes(item.request.method.as_bytes()).unwrap_or(http::Method::POST);
-        let mut req = self.client.request(method, url).timeout(self.timeout);
+        let method = item.request.method.clone();
+        let mut req = self.client.request(method, url).timeout(self.cfg.timeout);
         for (k, v) in &item.request.headers {
             req = req.header(k.as_str(), v.as_str());
         }
         if let Ok(v) = HeaderValue::from_str(&item.idempotency_key) {
-            req = req.header(self.idempotency_key_header.clone(), v);
+            req = req.header(self.cfg.idempotency_key_header.clone(), v);
         }
         if let Some(token) = self.token() {
-            req = match &self.auth_header {
+            req = match &self.cfg.auth_header {
                 Some(name) => match HeaderValue::from_str(token.expose()) {
                     Ok(mut v) => {
                         v.set_sensitive(true);
@@ -146,21 +140,29 @@ impl Transport for HttpTransport {
     }
 
     fn unsendable(&self, item: &Item) -> Option<String> {
-        crate::path::confine(&self.base_url, &item.request.path)
+        path::confine(&self.cfg.base_url, &item.request.path)
             .err()
             .map(|e| e.to_string())
     }
 
+    fn preflight(&self) -> Result<(), Preflight> {
+        self.cfg.preflight(&self.provider, &*self.source)
+    }
+
     fn refresh_credentials(&self) {
-        let fresh = self.credential.as_deref().and_then(|n| self.source.get(n));
+        let fresh = self
+            .cfg
+            .credentials_env
+            .as_deref()
+            .and_then(|n| self.source.get(n));
         *self.token.write().unwrap_or_else(PoisonError::into_inner) = fresh;
     }
 }
 
 /// `base` + `path`, or `None` for a path that could leave `base`'s path (see
-/// [`crate::path::confine`], which says which rule).
+/// [`path::confine`], which says which rule).
 pub fn target_url(base: &reqwest::Url, path: &str) -> Option<reqwest::Url> {
-    crate::path::confine(base, path).ok()
+    path::confine(base, path).ok()
 }
 
 #[cfg(test)]

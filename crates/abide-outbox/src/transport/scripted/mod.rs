@@ -1,4 +1,10 @@
 //! Answers from a script, in memory: tests and benchmarks of everything but the network.
+//! From the providers file ([`ScriptedConfig`]), one fixed answer.
+
+mod config;
+
+pub use config::ScriptedConfig;
+pub(crate) use config::KIND;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -1,0 +1,247 @@
+//! The settings of a provider reached over HTTP (`transport = "http"`, the default).
+//!
+//! ```toml
+//! [[provider]]
+//! name = "sms-primary"
+//! base_url = "https://api.example.com"    # item paths are appended to it
+//! credentials_env = "SMS_PRIMARY_TOKEN"   # the variable's NAME; its value is never stored
+//! auth_header = "X-Api-Key"               # the token as is; default Authorization: Bearer
+//! concurrency = 16                        # concurrent senders
+//! idempotency_key_header = "Idempotency-Key"
+//! timeout_secs = 10
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::HttpTransport;
+use crate::credentials::CredentialSource;
+use crate::echo::{self, clip};
+use crate::error::{Error, Result};
+use crate::model::{NewItem, MAX_HEADER_NAME_LEN};
+use crate::toml_keys::{field_names, Keys, TableError};
+use crate::transport::{BuildEnv, Kind, Preflight, Transport, TransportConfig, TransportSettings};
+
+/// Default idempotency-key header (IETF draft-ietf-httpapi-idempotency-key-header).
+pub const DEFAULT_IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
+/// Longest accepted `base_url`, in bytes.
+const MAX_BASE_URL_LEN: usize = 2048;
+/// Highest accepted `concurrency`: abide-core's bound on senders
+/// ([`abide_core::session::limits::SENDERS`]).
+pub const MAX_CONCURRENCY: usize = abide_core::ratelimit::MAX_CONCURRENCY as usize;
+
+/// How to reach one HTTP provider.
+///
+/// # Default
+/// - `concurrency`: 4 senders
+/// - `timeout`: 10 s per request
+/// - `idempotency_key_header`: `Idempotency-Key`
+/// - `auth_header`: none, i.e. `Authorization: Bearer <token>` (RFC 6750 §2.1)
+/// - no credentials
+#[derive(Clone, PartialEq)]
+pub struct HttpConfig {
+    /// Base URL; item paths are appended to it (never a query, fragment or credential).
+    pub base_url: reqwest::Url,
+    /// Name of the environment variable holding the token (never the token itself).
+    pub credentials_env: Option<String>,
+    /// Header that carries the token as is; `None` sends `Authorization: Bearer <token>`.
+    pub auth_header: Option<http::HeaderName>,
+    /// Concurrent senders.
+    pub concurrency: usize,
+    /// Longest time one request may take (per-request timeout).
+    pub timeout: Duration,
+    /// Header carrying the item's idempotency key.
+    pub idempotency_key_header: http::HeaderName,
+}
+
+impl fmt::Debug for HttpConfig {
+    // Written out so that a future secret field cannot leak through a derive; the
+    // credential itself is never held here, only the variable's name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("base_url", &self.base_url.as_str())
+            .field("credentials_env", &self.credentials_env)
+            .field("auth_header", &self.auth_header)
+            .field("concurrency", &self.concurrency)
+            .field("timeout", &self.timeout)
+            .field("idempotency_key_header", &self.idempotency_key_header)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `[[provider]]` keys of an HTTP provider, as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileHttp {
+    base_url: Option<String>,
+    credentials_env: Option<String>,
+    auth_header: Option<String>,
+    concurrency: Option<usize>,
+    timeout_secs: Option<f64>,
+    idempotency_key_header: Option<String>,
+}
+
+/// `transport = "http"`.
+pub(crate) const KIND: Kind = Kind {
+    name: "http",
+    keys: field_names::<FileHttp>,
+    unused_shared: &["classify.smpp"],
+    read,
+};
+
+fn read(n: &str, keys: &Keys) -> std::result::Result<TransportConfig, TableError> {
+    let f: FileHttp = keys.read()?;
+    let base_url = base_url(n, f.base_url)?;
+    let concurrency = f.concurrency.unwrap_or(4);
+    if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
+        return Err(
+            Error::config(n, "concurrency", format!("must be 1..={MAX_CONCURRENCY}")).into(),
+        );
+    }
+    let timeout_secs = f.timeout_secs.unwrap_or(10.0);
+    if !(timeout_secs.is_finite() && (0.001..=600.0).contains(&timeout_secs)) {
+        return Err(Error::config(n, "timeout_secs", "must be in [0.001, 600]").into());
+    }
+    if let Some(var) = &f.credentials_env {
+        if var.is_empty()
+            || var.len() > MAX_HEADER_NAME_LEN
+            || var.contains('=')
+            || var.contains('\0')
+        {
+            let why = "must be the NAME of an environment variable";
+            return Err(Error::config(n, "credentials_env", why).into());
+        }
+    }
+    let header = |field: &str, h: &str| {
+        http::HeaderName::from_bytes(h.as_bytes())
+            .map_err(|_| Error::config(n, field, format!("{} is not a header name", clip(h))))
+    };
+    let auth_header = f
+        .auth_header
+        .map(|h| header("auth_header", &h))
+        .transpose()?;
+    let idem = f
+        .idempotency_key_header
+        .unwrap_or_else(|| DEFAULT_IDEMPOTENCY_KEY_HEADER.to_owned());
+    Ok(TransportConfig::Http(HttpConfig {
+        base_url,
+        credentials_env: f.credentials_env,
+        auth_header,
+        concurrency,
+        timeout: Duration::from_secs_f64(timeout_secs),
+        idempotency_key_header: header("idempotency_key_header", &idem)?,
+    }))
+}
+
+/// The `base_url` of an HTTP provider: required, http(s), with a host, no query,
+/// fragment or credentials; shown without its password when it does not parse.
+fn base_url(n: &str, raw: Option<String>) -> Result<reqwest::Url> {
+    let bad = |why: String| Error::config(n, "base_url", why);
+    let Some(raw) = raw else {
+        return Err(bad("required (or set transport = \"smpp\")".into()));
+    };
+    if raw.len() > MAX_BASE_URL_LEN {
+        let len = raw.len();
+        return Err(bad(format!(
+            "is {len} bytes; the limit is {MAX_BASE_URL_LEN}"
+        )));
+    }
+    // Shown without its password even when it does not parse (a password makes it
+    // unusable here anyway; see below).
+    let url = reqwest::Url::parse(&raw)
+        .map_err(|e| bad(format!("{}: {e}", clip(&echo::redact_url(&raw)))))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(bad("must be an http or https URL with a host".into()));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(bad("must not have a query or fragment".into()));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad("must not embed credentials; use credentials_env".into()));
+    }
+    Ok(url)
+}
+
+impl TransportSettings for HttpConfig {
+    fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    fn attempt_timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn endpoint(&self) -> String {
+        self.base_url.to_string()
+    }
+
+    /// The item's path stays below the base path ([`super::path::confine`]), and it
+    /// carries neither the provider's idempotency-key header (abide sends the item's key
+    /// there) nor its auth header (a secret).
+    fn check_item(&self, provider: &str, item: &NewItem) -> Result<()> {
+        // Before `validate`, which checks the path too but cannot name the base path.
+        super::path::confine(&self.base_url, &item.request.path).map_err(|e| {
+            let base = echo::clip(&echo::redact_url(self.base_url.as_str()));
+            Error::Path(e.below(provider, base))
+        })?;
+        item.validate()?;
+        for name in item.request.headers.keys() {
+            if name.eq_ignore_ascii_case(self.idempotency_key_header.as_str()) {
+                return Err(Error::InvalidRequest(format!(
+                    "header {name:?} is provider {provider:?}'s idempotency-key header, set by \
+                     abide from the item's idempotency_key; remove it"
+                )));
+            }
+            if self
+                .auth_header
+                .as_ref()
+                .is_some_and(|h| name.eq_ignore_ascii_case(h.as_str()))
+            {
+                return Err(Error::InvalidRequest(format!(
+                    "header {name:?} carries provider {provider:?}'s credential; credentials \
+                     come from its credentials_env"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `credentials_env` variable, when one is named, is set and not blank: without it
+    /// every request would get a `401` and its item end `DEFERRED`.
+    fn preflight(
+        &self,
+        provider: &str,
+        credentials: &dyn CredentialSource,
+    ) -> std::result::Result<(), Preflight> {
+        let Some(var) = &self.credentials_env else {
+            return Ok(());
+        };
+        match credentials.get(var) {
+            Some(v) if !v.expose().trim().is_empty() => Ok(()),
+            _ => Err(Preflight::CredentialMissing {
+                provider: provider.to_owned(),
+                setting: "credentials_env",
+                variable: var.clone(),
+            }),
+        }
+    }
+
+    /// The credential's value: the limit belongs to the key, not to the provider's name.
+    fn account(&self, credentials: &dyn CredentialSource) -> Option<String> {
+        let var = self.credentials_env.as_deref()?;
+        credentials.get(var).map(|s| s.expose().to_owned())
+    }
+
+    fn build(&self, provider: &str, env: &BuildEnv) -> Arc<dyn Transport> {
+        Arc::new(HttpTransport::new(
+            provider,
+            self,
+            env.client.clone(),
+            Arc::clone(&env.credentials),
+            env.max_response_body,
+        ))
+    }
+}
