@@ -27,7 +27,7 @@ async fn kill_9_mid_run_then_resume_delivers_everything_once() {
     );
 
     let mut first = start(f.send());
-    wait_until("the provider to accept a quarter", || {
+    wait_until_while_running(&mut first, "the provider to accept a quarter", || {
         p.stats().accepted >= (N / 4) as u64
     })
     .await;
@@ -97,8 +97,11 @@ async fn sigterm_mid_run_records_every_answer_and_leaves_nothing_in_flight() {
         &provider_toml("sms", &p.url(), "rate_hint = 200.0\nconcurrency = 20", ""),
         N,
     );
-    let first = start(f.send());
-    wait_until("the provider to accept some", || p.stats().accepted >= 40).await;
+    let mut first = start(f.send());
+    wait_until_while_running(&mut first, "the provider to accept some", || {
+        p.stats().accepted >= 40
+    })
+    .await;
     sigterm(&first);
     let out = tokio::time::timeout(RUN_BOUND, first.wait_with_output())
         .await

@@ -75,7 +75,7 @@ async fn kill_9_mid_window_then_the_next_run_resends_only_unanswered_submits() {
     let f = files(&p, N);
 
     let mut first = start(f.send());
-    wait_until("the SMSC to accept a quarter", || {
+    wait_until_while_running(&mut first, "the SMSC to accept a quarter", || {
         smpp_stats(&p).accepted >= (N / 4) as u64
     })
     .await;

@@ -19,8 +19,12 @@ pub mod services;
 /// Name of the environment variable the test configs read the provider token from.
 pub const TOKEN_ENV: &str = "ABIDE_TEST_PROVIDER_TOKEN";
 
-/// Longest any single `abide` run may take before the test fails.
-pub const RUN_BOUND: Duration = Duration::from_secs(45);
+/// Longest any single `abide` run (or wait on one) may take before the test fails: a bound
+/// against a hang, not a timing assertion. Generous because these are debug builds of real
+/// processes on a 2-core machine: with a CPU hog on each core, the 1,000-SMS kill test took
+/// 20-37 s in all where it takes 7-10 s idle, and a 45 s bound on one of its waits failed a
+/// fresh clone's run once while `send` was still making progress.
+pub const RUN_BOUND: Duration = Duration::from_secs(180);
 
 /// A provider limited to `per_sec` requests per second per key (burst `burst`), no
 /// account limit and no concurrency limit, answering instantly.
@@ -96,6 +100,27 @@ pub async fn run(mut cmd: Command) -> Output {
 /// Start without waiting.
 pub fn start(mut cmd: Command) -> Child {
     cmd.spawn().unwrap()
+}
+
+/// Poll `cond` every 20 ms until it holds while `child` runs: fails at once, with the
+/// child's exit status, if it ends first (a crashed run is not a slow one), and after
+/// [`RUN_BOUND`] otherwise.
+pub async fn wait_until_while_running(
+    child: &mut Child,
+    what: &str,
+    mut cond: impl FnMut() -> bool,
+) {
+    let polls = RUN_BOUND.as_millis() / 20;
+    for _ in 0..polls {
+        if cond() {
+            return;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the run ended ({status}) before {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out after {RUN_BOUND:?} waiting for {what}");
 }
 
 /// Poll `cond` every 20 ms until it holds, at most [`RUN_BOUND`].
