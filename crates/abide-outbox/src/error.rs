@@ -100,6 +100,15 @@ pub enum Error {
     /// A stored row could not be decoded (hand-edited database?).
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// The database opened read-only is not an outbox of this version: it holds no abide
+    /// tables, or lacks some of this build's migrations. Nothing was changed in it.
+    #[error("{database} is not an abide outbox: {reason}")]
+    NotAnOutbox {
+        /// The file path, or the URL without its password.
+        database: String,
+        /// What is missing, and what would create it.
+        reason: String,
+    },
     /// The database URL or path cannot name a database (e.g. empty).
     #[error("database {0}")]
     DatabaseUrl(String),
@@ -218,7 +227,8 @@ impl Error {
             | Error::Preflight(_)
             | Error::HttpClient(_)
             | Error::Coordination(_)
-            | Error::DatabaseUrl(_) => ErrorKind::Config,
+            | Error::DatabaseUrl(_)
+            | Error::NotAnOutbox { .. } => ErrorKind::Config,
             Error::IllegalTransition(_) | Error::LeaseLost { .. } | Error::NotFound(_) => {
                 ErrorKind::State
             }

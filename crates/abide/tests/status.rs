@@ -311,3 +311,59 @@ async fn a_closed_stdout_is_no_panic() {
         assert_eq!(o.status.code(), Some(0), "{args:?}: {}", show(&o));
     }
 }
+
+/// `abide status` only reads: pointed at another application's SQLite file it says the
+/// file is no outbox (exit 2) and leaves it as it was, without abide's tables.
+#[tokio::test]
+async fn status_refuses_a_foreign_sqlite_file_and_changes_nothing() {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crm.db");
+    let url = format!("sqlite://{}?mode=rwc", path.display());
+    let mut c = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::query("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+    let before = std::fs::read(&path).unwrap();
+
+    let o = run(abide(&["status", "--db", path.to_str().unwrap()])).await;
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is not an abide outbox"), "{err}");
+    assert!(err.contains("holds no abide tables"), "{err}");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the file was changed"
+    );
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["crm.db"], "files beside it: {left:?}");
+}
+
+/// The same for an empty PostgreSQL database: refused, and no table created in it.
+#[tokio::test]
+async fn status_refuses_an_empty_postgres_database_and_creates_no_table() {
+    use sqlx::Connection;
+    let Some(db) = services::Db::create("status_refuses_an_empty_postgres", "st_ro").await else {
+        return;
+    };
+    let o = run(abide(&["status", "--db", &db.url()])).await;
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is not an abide outbox"), "{err}");
+    let mut c = sqlx::PgConnection::connect(&db.url()).await.unwrap();
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
+    )
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    c.close().await.unwrap();
+    assert_eq!(tables, 0, "status created tables");
+    db.drop_now().await;
+}

@@ -83,6 +83,33 @@ impl AnyStore {
 }
 
 impl AnyStore {
+    /// Open the existing outbox `url_or_path` names (as [`AnyStore::connect`] reads it)
+    /// for reading only: nothing is created, migrated or written.
+    ///
+    /// # Errors
+    /// As [`AnyStore::connect`], and [`Error::NotAnOutbox`](crate::Error::NotAnOutbox) for
+    /// a database without abide's tables (or with an older schema).
+    pub async fn open_read_only(url_or_path: &str) -> Result<Self> {
+        let trimmed = url_or_path.trim();
+        if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
+            #[cfg(feature = "postgres")]
+            return Ok(Self::Postgres(
+                PostgresStore::connect_read_only(trimmed).await?,
+            ));
+            #[cfg(not(feature = "postgres"))]
+            return Err(not_built("postgres"));
+        }
+        #[cfg(feature = "sqlite")]
+        match Self::sqlite_file(trimmed) {
+            Some(path) => Ok(Self::Sqlite(SqliteStore::open_read_only(path).await?)),
+            None => Err(Error::DatabaseUrl(format!(
+                "{url_or_path:?} is an in-memory database: there is nothing to read"
+            ))),
+        }
+        #[cfg(not(feature = "sqlite"))]
+        Err(not_built("sqlite"))
+    }
+
     /// The SQLite file `url_or_path` names (as [`AnyStore::connect`] reads it): `None` for
     /// a Postgres URL or an in-memory database.
     pub fn sqlite_file(url_or_path: &str) -> Option<PathBuf> {

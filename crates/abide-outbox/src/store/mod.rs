@@ -36,6 +36,8 @@ use crate::state::State;
 
 mod any;
 mod backend;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod existing;
 mod plan;
 #[cfg(feature = "postgres")]
 mod postgres;

@@ -55,6 +55,40 @@ impl SqlStore<Postgres> {
         Self::from_pool(pool).await
     }
 
+    /// Connect to the existing outbox at `url` for reading only: no migration runs and
+    /// every session is `default_transaction_read_only`, so an empty schema or another
+    /// application's database is left as it was. For `abide status`.
+    ///
+    /// # Errors
+    /// As [`PostgresStore::connect`], and [`Error::NotAnOutbox`] when the schema holds no
+    /// abide tables or an older version of them.
+    pub async fn connect_read_only(url: &str) -> Result<Self> {
+        let timeout = POSTGRES_CONNECT_TIMEOUT;
+        let opts = PgConnectOptions::from_str(url)
+            .map_err(|_| Error::DatabaseUrl("URL is not a valid postgres:// URL".into()))?
+            .options([("default_transaction_read_only", "on")]);
+        let address = format!("{}:{}", opts.get_host(), opts.get_port());
+        let pool = PgPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(timeout)
+            .connect_with(opts)
+            .await
+            .map_err(|source| Error::Unreachable {
+                address,
+                timeout,
+                source: source.into(),
+            })?;
+        let migrator = sqlx::migrate!("./migrations/postgres");
+        super::existing::require_schema(&pool, &migrator, &abide_core::echo::redact_url(url))
+            .await?;
+        Ok(Self {
+            writes: pool.clone(),
+            reads: pool,
+            separate_reads: false,
+            read_only: true,
+        })
+    }
+
     /// Close the pool, waiting for checked-out connections to come back. Other clones
     /// fail afterwards.
     pub async fn close(&self) {
@@ -73,6 +107,7 @@ impl SqlStore<Postgres> {
             writes: pool.clone(),
             reads: pool,
             separate_reads: false,
+            read_only: false,
         })
     }
 }

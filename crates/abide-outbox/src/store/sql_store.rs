@@ -52,6 +52,8 @@ pub struct SqlStore<DB: SqlBackend> {
     pub(crate) reads: Pool<DB>,
     /// False when `reads` is a clone of `writes`.
     pub(crate) separate_reads: bool,
+    /// Opened by `open_read_only`: nothing may be written, not even a checkpoint.
+    pub(crate) read_only: bool,
 }
 
 impl<DB: SqlBackend> Clone for SqlStore<DB> {
@@ -60,6 +62,7 @@ impl<DB: SqlBackend> Clone for SqlStore<DB> {
             writes: self.writes.clone(),
             reads: self.reads.clone(),
             separate_reads: self.separate_reads,
+            read_only: self.read_only,
         }
     }
 }

@@ -53,6 +53,35 @@ impl SqlStore<Sqlite> {
         Self::with_options(opts).await
     }
 
+    /// Open the existing outbox file at `path` for reading only: nothing is created,
+    /// migrated or written (not even the journal mode), so a file another application owns
+    /// is left as it was. For `abide status`.
+    ///
+    /// # Errors
+    /// [`crate::Error::NotAnOutbox`] when the file holds no abide tables or an older
+    /// schema; database errors (a missing file among them).
+    pub async fn open_read_only(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let opts = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(false)
+            .read_only(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .min_connections(0)
+            .connect_with(opts)
+            .await?;
+        let migrator = sqlx::migrate!("./migrations/sqlite");
+        super::existing::require_schema(&pool, &migrator, &path.display().to_string()).await?;
+        Ok(Self {
+            writes: pool.clone(),
+            reads: pool,
+            separate_reads: false,
+            read_only: true,
+        })
+    }
+
     /// Open with explicit options; WAL, `synchronous = NORMAL` and the busy timeout are
     /// always applied on top.
     ///
@@ -86,6 +115,7 @@ impl SqlStore<Sqlite> {
             writes: pool,
             reads,
             separate_reads: !in_memory,
+            read_only: false,
         })
     }
 
@@ -98,6 +128,10 @@ impl SqlStore<Sqlite> {
     /// # Errors
     /// Database errors from the checkpoint; the pools are closed either way.
     pub async fn close(&self) -> Result<()> {
+        if self.read_only {
+            self.writes.close().await;
+            return Ok(());
+        }
         // Readers first: a checkpoint cannot truncate past a reader's snapshot.
         if self.separate_reads {
             self.reads.close().await;

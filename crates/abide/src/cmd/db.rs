@@ -46,6 +46,19 @@ pub(crate) async fn open_existing(db: &str) -> anyhow::Result<AnyStore> {
     open(db).await
 }
 
+/// Open the outbox at `db` for reading only ([`AnyStore::open_read_only`]): a missing
+/// SQLite file, an empty schema or another application's database is refused by name and
+/// left unchanged.
+///
+/// # Errors
+/// The file does not exist; the database cannot be reached or holds no outbox.
+pub(crate) async fn open_read_only(db: &str) -> anyhow::Result<AnyStore> {
+    require_existing(db, "`abide send` creates it")?;
+    AnyStore::open_read_only(db)
+        .await
+        .with_context(|| format!("opening the outbox database {} to read it", shown(db)))
+}
+
 /// Refuse an SQLite `db` file that does not exist (a mistyped `--db`), saying `hint`.
 /// Other URLs pass: their server says whether the database exists.
 ///

@@ -178,7 +178,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let store = db::open_existing(&args.db).await?;
+        let store = db::open_read_only(&args.db).await?;
         if let Some(list) = &args.list {
             let state: State = list.to_ascii_uppercase().parse()?;
             let limit = args.limit;
