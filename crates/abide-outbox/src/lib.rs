@@ -82,7 +82,8 @@ pub use abide_core::echo;
 pub use config::{Config, FailoverConfig, PacerSettings, ProviderConfig, RetryConfig};
 pub use credentials::{CredentialSource, EnvCredentials, Secret, StaticCredentials};
 pub use dispatcher::{
-    preflight, Dispatcher, DispatcherOptions, Ending, Feed, FeedCloser, FeedState, MIN_LEASE_MARGIN,
+    preflight, Dispatcher, DispatcherOptions, Ending, Feed, FeedCloser, FeedState,
+    DEFAULT_UNREACHABLE_AFTER, MIN_LEASE_MARGIN,
 };
 pub use error::{DatabaseError, Error, ErrorKind, Result};
 pub use keys::{assign_content_keys, content_digest_hex, content_key, ContentKeys, KeyUses};

@@ -1,8 +1,8 @@
 //! Live counters and the [`Progress`] snapshot a CLI renders.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use abide_core::rfc3339::{serialize as rfc3339, serialize_opt as rfc3339_opt};
 use abide_core::{Verdict, Warning};
@@ -31,11 +31,43 @@ pub(crate) struct Stats {
     pub(crate) last_pause: Mutex<Option<LastPause>>,
     /// The latest `Sunset` date the provider announced.
     pub(crate) sunset: Mutex<Option<SystemTime>>,
+    /// Whether the remote answered anything (any HTTP status, any SMPP response) in this
+    /// run.
+    pub(crate) answered: AtomicBool,
+    /// When the first request of this run that got no answer failed, while nothing had
+    /// been answered (monotonic): how long the host has been unreachable from the start.
+    pub(crate) unanswered_since: Mutex<Option<Instant>>,
 }
 
 impl Stats {
     pub(crate) fn bump(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Record whether an attempt at `at` got an answer from the remote.
+    pub(crate) fn note_answered(&self, answered: bool, at: Instant) {
+        if answered {
+            self.answered.store(true, Ordering::Relaxed);
+        } else if !self.answered.load(Ordering::Relaxed) {
+            self.unanswered_since
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_or_insert(at);
+        }
+    }
+
+    /// How long the remote has gone unanswered since this run's first attempt, at `now`;
+    /// `None` once it answered anything (an outage after answers is waited out, as every
+    /// outage is) or before any attempt failed.
+    pub(crate) fn never_answered_for(&self, now: Instant) -> Option<Duration> {
+        if self.answered.load(Ordering::Relaxed) {
+            return None;
+        }
+        let since = *self
+            .unanswered_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        since.map(|s| now.saturating_duration_since(s))
     }
 
     /// Remember a throttle verdict (or any verdict carrying `Retry-After`) heard at `at`,
@@ -270,6 +302,24 @@ impl Progress {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_host_counts_as_unreachable_only_until_it_answers_once() {
+        let s = Stats::default();
+        let t0 = Instant::now();
+        assert_eq!(s.never_answered_for(t0), None, "nothing failed yet");
+        s.note_answered(false, t0);
+        s.note_answered(false, t0 + Duration::from_secs(5));
+        assert_eq!(
+            s.never_answered_for(t0 + Duration::from_secs(30)),
+            Some(Duration::from_secs(30)),
+            "timed from the first failure"
+        );
+        s.note_answered(true, t0 + Duration::from_secs(31));
+        s.note_answered(false, t0 + Duration::from_secs(32));
+        // Answered once: a later outage is waited out, never taken for a wrong address.
+        assert_eq!(s.never_answered_for(t0 + Duration::from_secs(600)), None);
+    }
     use super::*;
     use abide_core::{DelayReason, RetryDelay, VerdictClass};
 

@@ -353,3 +353,28 @@ async fn items_of_a_provider_the_config_does_not_name_are_reported_not_drained()
         show(&out)
     );
 }
+
+/// A provider whose host never answers (nothing listens at its port): `send` stops by
+/// itself after `--unreachable-after`, exit 5, naming the provider, its URL and what the
+/// connection said; the items stay in the outbox for the next run. Without the bound it
+/// paused and retried until each item's max age (an hour).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_never_answers_ends_the_run_naming_its_url() {
+    let f = Files::new(&provider_toml("sms", "http://127.0.0.1:9", "", ""), 3);
+    let out = run(f.send_with(&["--unreachable-after", "300ms", "--json"])).await;
+    assert_eq!(out.status.code(), Some(5), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("provider \"sms\": http://127.0.0.1:9/ has not answered once"),
+        "{err}"
+    );
+    assert!(err.to_lowercase().contains("connect"), "{err}");
+    let r = report(&out);
+    assert_eq!(r["outcome"], "provider_unreachable", "{r}");
+    let c = &r["outbox"]["counts"];
+    assert_eq!(
+        c["queued"].as_u64().unwrap() + c["pending"].as_u64().unwrap(),
+        3,
+        "{r}"
+    );
+}

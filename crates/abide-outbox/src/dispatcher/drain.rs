@@ -104,6 +104,10 @@ pub enum Ending {
     /// The input failed ([`FeedState::Broken`]): delivery stopped as when asked to, and
     /// the caller reports why.
     InputFailed,
+    /// A provider has not answered once this run for
+    /// [`DispatcherOptions::unreachable_after`](super::DispatcherOptions::unreachable_after)
+    /// ([`Dispatcher::unreachable`] says where and why); its items wait for the next run.
+    Unreachable,
 }
 
 impl<S: Store> Dispatcher<S> {
@@ -200,6 +204,9 @@ impl<S: Store> Dispatcher<S> {
                 .any(|rt| rt.transport.suspended().is_some())
             {
                 return Ending::Suspended;
+            }
+            if !self.unreachable().is_empty() {
+                return Ending::Unreachable;
             }
             match feed.state() {
                 FeedState::Open => continue,

@@ -63,6 +63,12 @@ use preflight::{build_env, lease_rule};
 /// another worker could take the item and send it again.
 pub const MIN_LEASE_MARGIN: Duration = Duration::from_secs(2);
 
+/// How long a drained run waits for a provider that has not answered once since its
+/// first attempt before it stops ([`Ending::Unreachable`]): long enough for a host that is
+/// restarting, short enough that a wrong `base_url` is named within minutes instead of
+/// after every item's maximum age.
+pub const DEFAULT_UNREACHABLE_AFTER: Duration = Duration::from_secs(120);
+
 /// Tuning of a [`Dispatcher`].
 ///
 /// # Default
@@ -78,6 +84,8 @@ pub const MIN_LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// - `sleeper`: `None` = [`TokioSleeper`] on the dispatcher's clock
 /// - `credentials`: `None` = [`crate::EnvCredentials`] (each provider's `credentials_env`)
 /// - `store_fault_limit`: 60 s (results failing to be written this long stop the run)
+/// - `unreachable_after`: [`DEFAULT_UNREACHABLE_AFTER`] (a drained run stops when a
+///   provider has not answered once in that long)
 /// - `redis_url` (feature `redis`): `None` (each provider's limit is this node's alone,
 ///   in memory)
 /// - `coordination_prefix` (feature `redis`): `abide:coord`
@@ -116,6 +124,12 @@ pub struct DispatcherOptions {
     /// Prefix of the Redis keys (nodes that share limits use the same one).
     #[cfg(feature = "redis")]
     pub coordination_prefix: String,
+    /// A drained run ([`Dispatcher::run_drained`]) stops with [`Ending::Unreachable`]
+    /// when a provider has not answered once this long after its first failed attempt
+    /// (a wrong `base_url`, a host that is down): its items wait for the next run. `None`
+    /// waits as for any outage (up to each item's maximum age). A host that answered
+    /// earlier in the run and then went down is always waited for.
+    pub unreachable_after: Option<Duration>,
 }
 
 impl Default for DispatcherOptions {
@@ -136,6 +150,7 @@ impl Default for DispatcherOptions {
             redis_url: None,
             #[cfg(feature = "redis")]
             coordination_prefix: "abide:coord".into(),
+            unreachable_after: Some(DEFAULT_UNREACHABLE_AFTER),
         }
     }
 }
@@ -362,6 +377,35 @@ impl<S: Store> Dispatcher<S> {
                 rt.transport
                     .suspended()
                     .map(|why| (rt.cfg.name.clone(), why))
+            })
+            .collect()
+    }
+
+    /// The providers that have not answered once this run for
+    /// [`DispatcherOptions::unreachable_after`], each with where they are reached, how
+    /// long, and the last error (never a credential).
+    pub fn unreachable(&self) -> Vec<(String, String)> {
+        let Some(limit) = self.inner.opts.unreachable_after else {
+            return Vec::new();
+        };
+        let now = self.inner.clock.monotonic();
+        self.inner
+            .providers
+            .iter()
+            .filter_map(|rt| {
+                let for_ = rt.stats.never_answered_for(now).filter(|d| *d >= limit)?;
+                let error = rt
+                    .transport
+                    .last_failure()
+                    .unwrap_or_else(|| "no answer".into());
+                Some((
+                    rt.cfg.name.clone(),
+                    format!(
+                        "{} has not answered once in {} s: {error}",
+                        rt.cfg.transport.settings().endpoint(),
+                        for_.as_secs()
+                    ),
+                ))
             })
             .collect()
     }

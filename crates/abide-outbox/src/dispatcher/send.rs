@@ -220,11 +220,16 @@ async fn attempt<S: Store>(
         if let crate::transport::Response::Http { headers, .. } = &response {
             rt.stats.note_warnings(&abide_core::parse_warnings(headers));
         }
-        if matches!(response, crate::transport::Response::Transport(_)) {
+        let unanswered = matches!(response, crate::transport::Response::Transport(_));
+        rt.stats.note_answered(!unanswered, mono);
+        if unanswered {
             // What we saw, apart from what the remote said: refused connections included.
             Stats::bump(&rt.stats.transport_failures);
             if answer.outage_began {
-                tracing::warn!(provider = %rt.cfg.name, reason = %verdict.reason,
+                let error = rt.transport.last_failure().unwrap_or_default();
+                tracing::warn!(provider = %rt.cfg.name,
+                    endpoint = %rt.cfg.transport.settings().endpoint(),
+                    reason = %verdict.reason, %error,
                     "no answer from the provider; pausing it (backing off until it answers)");
             }
         }

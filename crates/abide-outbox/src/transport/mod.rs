@@ -253,6 +253,13 @@ pub trait Transport: Debug + Send + Sync {
         Ok(())
     }
 
+    /// What the last attempt that got no answer failed with (a refused connection, a DNS
+    /// error, a timeout), as it may be shown: never a credential nor a URL's query.
+    /// `None` (the default) when the transport keeps nothing.
+    fn last_failure(&self) -> Option<String> {
+        None
+    }
+
     /// What the transport has seen of the remote beyond the answers (SMPP: binds, drops,
     /// timeouts, receipts); `None` (the default) when it has nothing to add.
     fn stats(&self) -> Option<TransportStats> {

@@ -34,6 +34,7 @@ impl Said for Ending {
             Ending::Drained => "drained",
             Ending::Suspended => "provider_suspended",
             Ending::InputFailed => "input_failed",
+            Ending::Unreachable => "provider_unreachable",
             _ => "interrupted",
         }
     }
@@ -41,6 +42,7 @@ impl Said for Ending {
     fn exit_code(self, counts: &Counts) -> ExitCode {
         match self {
             Ending::Suspended => ExitCode::from(4),
+            Ending::Unreachable => ExitCode::from(5),
             Ending::InputFailed => ExitCode::from(2),
             Ending::Drained if counts.failed + counts.deferred > 0 => ExitCode::from(1),
             Ending::Drained => ExitCode::SUCCESS,

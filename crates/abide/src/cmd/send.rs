@@ -64,6 +64,8 @@ EXIT CODES
   4    a provider's SMPP bind was refused for good (ESME_RINVPASWD, ESME_RINVSYSID,
        ESME_RINVSYSTYP, or ESME_RBINDFAIL three times): the error names the field to
        fix; its items wait QUEUED/PENDING for the next run (nothing is lost)
+  5    a provider has not answered once in --unreachable-after (default 2m): the error
+       names its URL and what the connection said; its items wait for the next run
   130  interrupted (Ctrl-C, SIGTERM); run again to resume";
 
 /// Arguments of `abide send`.
@@ -124,6 +126,13 @@ pub(crate) struct Args {
     /// Receipts that come later are delivered by the SMSC at the next bind.
     #[arg(long, default_value = "0s", value_name = "DURATION", value_parser = parse_wait)]
     pub(crate) receipt_wait: Duration,
+    /// Stop (exit 5) when a provider has not answered once this long after its first
+    /// failed attempt (a wrong base_url, a host that is down), naming its URL and the
+    /// error; its items wait for the next run. A provider that answered earlier in the run
+    /// and then went down is waited for as any outage. `0s` waits for ever (up to each
+    /// item's max_age_secs). A number with a unit, at most 1h.
+    #[arg(long, default_value = "2m", value_name = "DURATION", value_parser = parse_wait)]
+    pub(crate) unreachable_after: Duration,
 }
 
 /// A `DURATION` flag: a number with a unit, as `humantime` reads it (`500ms`, `30s`,
@@ -377,6 +386,7 @@ async fn send(
     let opts = DispatcherOptions {
         lease: args.lease,
         seed: args.seed,
+        unreachable_after: Some(args.unreachable_after).filter(|d| !d.is_zero()),
         redis_url: redis_url(args.redis.as_deref(), &cfg),
         coordination_prefix: coordination_prefix(args.redis_prefix.as_deref(), &cfg),
         ..DispatcherOptions::default()
@@ -456,6 +466,15 @@ async fn send(
     };
     for (name, why) in d.suspended() {
         eprintln!("abide: error: provider {name:?} suspended: {why}");
+    }
+    if ending == Ending::Unreachable {
+        for (name, why) in d.unreachable() {
+            eprintln!(
+                "abide: error: provider {name:?}: {why}; check its base_url (or address) in \
+                 {}, or give --unreachable-after more time; its items wait for the next run",
+                args.config.display()
+            );
+        }
     }
     // Drained means: nothing left for the providers this config names. Items of a
     // provider it does not name (renamed, or the wrong providers file) would wait for

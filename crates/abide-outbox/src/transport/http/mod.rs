@@ -7,7 +7,7 @@ pub mod path;
 pub(crate) use config::KIND;
 pub use config::{HttpConfig, DEFAULT_IDEMPOTENCY_KEY_HEADER, MAX_CONCURRENCY};
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use abide_core::TransportFailure;
 use bytes::{Bytes, BytesMut};
@@ -30,6 +30,8 @@ pub struct HttpTransport {
     source: Arc<dyn CredentialSource>,
     token: RwLock<Option<Secret>>,
     max_body: usize,
+    /// The last request that got no answer: reqwest's error chain, without the URL.
+    last_failure: Mutex<Option<String>>,
 }
 
 impl HttpTransport {
@@ -50,6 +52,7 @@ impl HttpTransport {
             source,
             token: RwLock::new(token),
             max_body,
+            last_failure: Mutex::new(None),
         }
     }
 
@@ -126,10 +129,20 @@ impl HttpTransport {
                     body: Bytes::from(kept),
                 }
             }
-            Err(e) if e.is_connect() => Response::Transport(TransportFailure::Connect),
-            // Sent (or possibly sent): every request carries an idempotency key, so a
-            // replay is safe as long as the provider honours it.
-            Err(_) => Response::Transport(TransportFailure::AfterSend { replay_safe: true }),
+            Err(e) => {
+                let connect = e.is_connect();
+                *self
+                    .last_failure
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(error_chain(e));
+                if connect {
+                    Response::Transport(TransportFailure::Connect)
+                } else {
+                    // Sent (or possibly sent): every request carries an idempotency key,
+                    // so a replay is safe as long as the provider honours it.
+                    Response::Transport(TransportFailure::AfterSend { replay_safe: true })
+                }
+            }
         }
     }
 }
@@ -149,6 +162,13 @@ impl Transport for HttpTransport {
         self.cfg.preflight(&self.provider, &*self.source)
     }
 
+    fn last_failure(&self) -> Option<String> {
+        self.last_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     fn refresh_credentials(&self) {
         let fresh = self
             .cfg
@@ -157,6 +177,28 @@ impl Transport for HttpTransport {
             .and_then(|n| self.source.get(n));
         *self.token.write().unwrap_or_else(PoisonError::into_inner) = fresh;
     }
+}
+
+/// What reqwest said, with its sources ("error sending request: client error (Connect):
+/// tcp connect error: Connection refused (os error 111)"), without the URL: a query may
+/// carry a key, and the caller names the provider's endpoint itself.
+fn error_chain(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    if let Some((cut, _)) = text.char_indices().nth(300) {
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
 }
 
 /// `base` + `path`, or `None` for a path that could leave `base`'s path (see
