@@ -378,3 +378,40 @@ async fn a_host_that_never_answers_ends_the_run_naming_its_url() {
         "{r}"
     );
 }
+
+/// A wrong HTTP credential (the variable is set, the provider refuses it): the first item
+/// refused again right after its fresh read stops the provider for the run, exit 4,
+/// naming `credentials_env`; no item ends DEFERRED or FAILED, and the rest of the batch
+/// is never sent with the bad key (before: every item twice, all DEFERRED, no word).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_credential_stops_the_provider_naming_credentials_env() {
+    const N: usize = 40;
+    let p = start_provider(provider_config(200, 20)).await;
+    let f = Files::new(&provider_toml("sms", &p.url(), "concurrency = 2", ""), N);
+    let mut cmd = f.send_with(&["--json"]);
+    cmd.env(TOKEN_ENV, "not-the-key");
+    let out = run(cmd).await;
+    assert_eq!(out.status.code(), Some(4), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("credentials_env = \"{TOKEN_ENV}\"")),
+        "{err}"
+    );
+    assert!(
+        !err.contains("not-the-key"),
+        "the secret was printed: {err}"
+    );
+    let s = p.stats();
+    let refused = s.rejected_by_status.get(&401).copied().unwrap_or(0);
+    // At most the requests already on the wire when the first item was refused twice.
+    assert!(refused >= 2 && refused <= 8, "{refused} 401s: {s:?}");
+    assert_eq!(s.accepted, 0);
+    let c = &report(&out)["outbox"]["counts"];
+    assert_eq!(c["deferred"], 0, "{c}");
+    assert_eq!(c["failed"], 0, "{c}");
+    assert_eq!(
+        c["queued"].as_u64().unwrap() + c["pending"].as_u64().unwrap(),
+        N as u64,
+        "{c}"
+    );
+}

@@ -34,7 +34,7 @@ pub(super) async fn claimer<S: Store>(
         }
         // A provider that cannot send this run (an SMPP bind refused for good): its items
         // wait unclaimed, nothing is tried.
-        if rt.transport.suspended().is_some() {
+        if rt.suspended().is_some() {
             if sleep_or_stop(&inner, mono + inner.opts.idle_poll, &mut stop).await {
                 return;
             }

@@ -198,11 +198,7 @@ impl<S: Store> Dispatcher<S> {
             sleep(wait).await;
             // A provider that cannot send this run would keep its items (and the run)
             // waiting for ever: stop, they wait for the next run.
-            if inner
-                .providers
-                .iter()
-                .any(|rt| rt.transport.suspended().is_some())
-            {
+            if inner.providers.iter().any(|rt| rt.suspended().is_some()) {
                 return Ending::Suspended;
             }
             if !self.unreachable().is_empty() {

@@ -300,6 +300,7 @@ impl<S: Store> Dispatcher<S> {
                 session: Arc::new(Session::with_coordination(rules, mono, coordination)),
                 transport,
                 stats: Stats::default(),
+                suspension: std::sync::Mutex::new(None),
                 cfg: p.clone(),
             }));
         }
@@ -373,11 +374,7 @@ impl<S: Store> Dispatcher<S> {
         self.inner
             .providers
             .iter()
-            .filter_map(|rt| {
-                rt.transport
-                    .suspended()
-                    .map(|why| (rt.cfg.name.clone(), why))
-            })
+            .filter_map(|rt| rt.suspended().map(|why| (rt.cfg.name.clone(), why)))
             .collect()
     }
 
@@ -493,7 +490,7 @@ impl<S: Store> Dispatcher<S> {
                 counts: inner.store.counts_by_state(Some(&rt.cfg.name)).await?,
                 receipts: inner.store.receipt_counts(Some(&rt.cfg.name)).await?,
                 transport: rt.transport.stats(),
-                suspended: rt.transport.suspended(),
+                suspended: rt.suspended(),
                 totals: t,
             });
         }

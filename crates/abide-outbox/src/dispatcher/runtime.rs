@@ -1,7 +1,7 @@
 //! What one provider's senders share: its session (pace, pauses, budget, rules), its
 //! transport and its counters.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use abide_core::{BudgetRole, ItemContext, Session};
@@ -18,6 +18,9 @@ pub(crate) struct ProviderRuntime {
     pub(crate) session: Arc<Session>,
     pub(crate) transport: Arc<dyn Transport>,
     pub(crate) stats: Stats,
+    /// Why the dispatcher stopped sending to this provider for the run (its credential
+    /// refused before anything was accepted); a transport's own reason comes first.
+    pub(crate) suspension: Mutex<Option<String>>,
 }
 
 /// How long before its lease ends an item may still be sent: the request's timeout plus a
@@ -27,6 +30,25 @@ fn lease_margin(cfg: &ProviderConfig) -> Duration {
 }
 
 impl ProviderRuntime {
+    /// Why this provider will not send again this run: its transport's reason (an SMPP
+    /// bind refused for good) or the dispatcher's ([`ProviderRuntime::suspend`]).
+    pub(crate) fn suspended(&self) -> Option<String> {
+        self.transport.suspended().or_else(|| {
+            self.suspension
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        })
+    }
+
+    /// Stop sending to this provider for the run, saying why (kept: the first reason).
+    pub(crate) fn suspend(&self, why: String) {
+        self.suspension
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(why);
+    }
+
     /// What the session needs to know of a claimed item.
     pub(crate) fn item_context(&self, item: &Item) -> ItemContext {
         let margin = lease_margin(&self.cfg);

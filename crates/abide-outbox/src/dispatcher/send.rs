@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use abide_core::{Decision, HandBackReason, Step, VerdictClass};
+use abide_core::{Decision, DeferReason, HandBackReason, Step, VerdictClass};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use tokio::sync::{mpsc, watch, Mutex};
@@ -185,7 +185,7 @@ async fn attempt<S: Store>(
                 return hand_back(rt, &item, now, HandBackReason::Shutdown, records);
             }
         }
-        if rt.transport.suspended().is_some() {
+        if rt.suspended().is_some() {
             let now = inner.clock.now();
             return hand_back(rt, &item, now, HandBackReason::ProviderPaused, records);
         }
@@ -296,6 +296,24 @@ async fn attempt<S: Store>(
             Decision::Failed => Outcome::Failed {
                 reason: answer.verdict.reason.clone(),
             },
+            Decision::Deferred(reason @ DeferReason::CredentialsRejected { .. })
+                if rt.stats.delivered.load(Ordering::Relaxed) == 0 =>
+            {
+                // Refused again right after a fresh read, and nothing accepted this run:
+                // the key is wrong, not this item. Sending the rest with it would only
+                // collect more refusals: stop the provider for the run, naming the setting
+                // to fix, and keep the item waiting (its attempt recorded).
+                let setting = rt.cfg.transport.settings().credential_setting();
+                rt.suspend(format!(
+                    "its credential was refused ({}) again right after it was read afresh, \
+                     and nothing was accepted this run: fix the secret named by {}; the items \
+                     wait for the next run",
+                    answer.verdict.reason,
+                    setting.as_deref().unwrap_or("its credential setting"),
+                ));
+                records.push(record);
+                return give_back(&item, now, &reason.to_string(), records);
+            }
             Decision::Deferred(reason) => Outcome::Deferred {
                 reason: reason.to_string(),
             },

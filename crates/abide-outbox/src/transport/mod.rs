@@ -107,6 +107,12 @@ pub trait TransportSettings: Debug + Send + Sync {
     /// `smpp://smsc.example:2775`); never a credential.
     fn endpoint(&self) -> String;
 
+    /// The setting that names this provider's credential, as a user would fix it
+    /// (`credentials_env = "SMS_TOKEN"`); `None` when it has none.
+    fn credential_setting(&self) -> Option<String> {
+        None
+    }
+
     /// Check that `item` is one this provider can send (its path, its headers, an SMS
     /// that fits), before it is stored.
     ///

@@ -178,6 +178,12 @@ impl TransportSettings for HttpConfig {
         self.base_url.to_string()
     }
 
+    fn credential_setting(&self) -> Option<String> {
+        self.credentials_env
+            .as_deref()
+            .map(|name| format!("credentials_env = {name:?}"))
+    }
+
     /// The item's path stays below the base path ([`super::path::confine`]), and it
     /// carries neither the provider's idempotency-key header (abide sends the item's key
     /// there) nor its auth header (a secret).
