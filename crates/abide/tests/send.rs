@@ -404,7 +404,7 @@ async fn a_refused_credential_stops_the_provider_naming_credentials_env() {
     let s = p.stats();
     let refused = s.rejected_by_status.get(&401).copied().unwrap_or(0);
     // At most the requests already on the wire when the first item was refused twice.
-    assert!(refused >= 2 && refused <= 8, "{refused} 401s: {s:?}");
+    assert!((2..=8).contains(&refused), "{refused} 401s: {s:?}");
     assert_eq!(s.accepted, 0);
     let c = &report(&out)["outbox"]["counts"];
     assert_eq!(c["deferred"], 0, "{c}");
