@@ -61,9 +61,10 @@ EXIT CODES
   3    results could not be written to the database for 60 s (disk full, read-only,
        server down): sending stopped as soon as writes failed; run again when the
        database is fixed (unrecorded items are resent with their idempotency keys)
-  4    a provider's SMPP bind was refused for good (ESME_RINVPASWD, ESME_RINVSYSID,
-       ESME_RINVSYSTYP, or ESME_RBINDFAIL three times): the error names the field to
-       fix; its items wait QUEUED/PENDING for the next run (nothing is lost)
+  4    a provider refused its credential for good: an SMPP bind refused (ESME_RINVPASWD,
+       ESME_RINVSYSID, ESME_RINVSYSTYP, or ESME_RBINDFAIL three times), or an HTTP key
+       refused again right after a fresh read before anything was accepted; the error
+       names the setting to fix; its items wait QUEUED/PENDING for the next run
   5    a provider has not answered once in --unreachable-after (default 2m): the error
        names its URL and what the connection said; its items wait for the next run
   130  interrupted (Ctrl-C, SIGTERM); run again to resume";
