@@ -503,6 +503,31 @@ fn headers_set_target_below_advertised_limit() {
     assert!(p.rate() <= 9.7 + 1e-9);
 }
 
+/// `max_rate` is a hard cap (a providers file's `max_rate`): an advertised limit above it
+/// is not followed past it, and clean time never climbs over it.
+#[test]
+fn an_advertised_limit_above_max_rate_is_capped() {
+    let clock = ManualClock::new(UNIX_EPOCH);
+    let t0 = clock.monotonic();
+    let cfg = PacerConfig {
+        initial_rate: 2.0,
+        max_rate: 4.0,
+        ..PacerConfig::default()
+    };
+    let p = Pacer::new(cfg, t0);
+    // 100 per 10 s = 10/s advertised.
+    let v = Verdict {
+        rate_limit: Some(rate_limit(100, 60, 10)),
+        ..verdict(VerdictClass::Success)
+    };
+    for _ in 0..100 {
+        clock.advance(Duration::from_millis(500));
+        p.on_verdict(clock.monotonic(), &v);
+        assert!(p.rate() <= 4.0 + 1e-9, "{}", p.rate());
+    }
+    assert!(p.target().unwrap() <= 4.0 + 1e-9);
+}
+
 #[test]
 fn exhausted_remaining_pauses_until_reset() {
     let (_, t0, p) = setup(10.0);

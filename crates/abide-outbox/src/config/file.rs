@@ -42,6 +42,7 @@ const SHARED_KEYS: &[&str] = &[
     "name",
     "transport",
     "rate_hint",
+    "max_rate",
     "retry",
     "budget",
     "pacer",
@@ -57,6 +58,7 @@ pub(super) struct FileProvider {
     name: Option<String>,
     transport: Option<Spanned<String>>,
     rate_hint: Option<f64>,
+    max_rate: Option<f64>,
     retry: FileRetry,
     budget: FileBudget,
     pacer: FilePacer,
@@ -90,6 +92,7 @@ impl<'de> Visitor<'de> for ProviderVisitor {
                 "name" => p.name = Some(map.next_value()?),
                 "transport" => p.transport = Some(map.next_value()?),
                 "rate_hint" => p.rate_hint = Some(map.next_value()?),
+                "max_rate" => p.max_rate = Some(map.next_value()?),
                 "retry" => p.retry = map.next_value()?,
                 "budget" => p.budget = map.next_value()?,
                 "pacer" => p.pacer = map.next_value()?,
@@ -247,6 +250,7 @@ pub(super) fn validate_provider(mut p: FileProvider) -> Result<ProviderConfig, T
     };
     let (retry, budget, mut pacer) = session::rules(&p.retry, &p.budget, &p.pacer);
     pacer.rate_hint = p.rate_hint;
+    pacer.max_rate = p.max_rate;
     let failover = p
         .failover
         .map(|f| {

@@ -6,6 +6,7 @@
 //! base_url = "https://api.example.com"
 //! credentials_env = "SMS_PRIMARY_TOKEN"   # the variable's NAME; its value is never stored
 //! rate_hint = 50.0                        # requests per second to start at (optional)
+//! max_rate = 80.0                         # hard cap, whatever is advertised (optional)
 //! concurrency = 16                        # concurrent senders
 //! idempotency_key_header = "Idempotency-Key"
 //! timeout_secs = 10
@@ -137,14 +138,21 @@ impl ProviderConfig {
     pub fn session_config(&self) -> SessionConfig {
         let d = PacerConfig::default();
         let hint = self.pacer.rate_hint;
+        // A hard cap when set; else a hint above the default ceiling raises it (it would
+        // be clamped to it).
+        let max_rate = self
+            .pacer
+            .max_rate
+            .unwrap_or_else(|| hint.map_or(d.max_rate, |r| r.max(d.max_rate)));
         SessionConfig {
             retry: self.retry,
             pacer: PacerConfig {
-                // Without a hint: from what the senders can do, then the search.
+                // Without a hint: from what the senders can do, then the search; never
+                // above the cap.
                 initial_rate: hint
-                    .unwrap_or_else(|| PacerConfig::cold_start_rate(self.concurrency())),
-                // A hint above the default ceiling would otherwise be clamped to it.
-                max_rate: hint.map_or(d.max_rate, |r| r.max(d.max_rate)),
+                    .unwrap_or_else(|| PacerConfig::cold_start_rate(self.concurrency()))
+                    .min(max_rate),
+                max_rate,
                 headroom: self.pacer.headroom,
                 throttle_pause: self.pacer.throttle_pause,
                 max_throttle_pause: self.pacer.max_throttle_pause,
@@ -176,6 +184,11 @@ pub struct PacerSettings {
     /// starts from what the senders can do ([`PacerConfig::cold_start_rate`]) and
     /// searches.
     pub rate_hint: Option<f64>,
+    /// Hard cap on the send rate, requests per second (TOML `max_rate`, beside `name`):
+    /// the pacer never goes above it, whatever the provider advertises or the search
+    /// finds; for a quota agreed by contract, or a key shared with another client.
+    /// `None`: the default ceiling ([`PacerConfig::default`]'s `max_rate`).
+    pub max_rate: Option<f64>,
     /// Fraction of a rate the provider advertises (`RateLimit-Policy`, `X-RateLimit-*`) to
     /// aim at, in (0, 1].
     pub headroom: f64,
@@ -195,6 +208,7 @@ impl Default for PacerSettings {
         let d = PacerConfig::default();
         Self {
             rate_hint: None,
+            max_rate: None,
             headroom: d.headroom,
             use_rate_limit_headers: true,
             throttle_pause: d.throttle_pause,
@@ -448,6 +462,7 @@ mod tests {
             p,
             PacerSettings {
                 rate_hint: Some(50.0),
+                max_rate: None,
                 headroom: 0.95,
                 use_rate_limit_headers: false,
                 throttle_pause: Duration::from_millis(500),
@@ -484,6 +499,21 @@ mod tests {
     }
 
     #[test]
+    fn max_rate_is_a_hard_cap_on_the_pacer() {
+        let text = GOOD.replace("rate_hint = 50.0", "rate_hint = 5.0\nmax_rate = 8.0");
+        let c = Config::from_toml_str(&text).unwrap();
+        let p = c.provider("a").unwrap();
+        assert_eq!(p.pacer.max_rate, Some(8.0));
+        let s = p.session_config();
+        assert_eq!((s.pacer.initial_rate, s.pacer.max_rate), (5.0, 8.0));
+        // Without a hint the cold start is capped too.
+        let text = GOOD.replace("rate_hint = 50.0", "max_rate = 2.0");
+        let c = Config::from_toml_str(&text).unwrap();
+        let s = c.provider("a").unwrap().session_config();
+        assert_eq!((s.pacer.initial_rate, s.pacer.max_rate), (2.0, 2.0));
+    }
+
+    #[test]
     fn errors_name_provider_and_field() {
         let cases = [
             (
@@ -501,6 +531,16 @@ mod tests {
                 GOOD.replace("rate_hint = 50.0", "rate_hint = -1.0"),
                 "a",
                 "rate_hint",
+            ),
+            (
+                GOOD.replace("rate_hint = 50.0", "rate_hint = 50.0\nmax_rate = 20.0"),
+                "a",
+                "rate_hint",
+            ),
+            (
+                GOOD.replace("rate_hint = 50.0", "max_rate = 0.0"),
+                "a",
+                "max_rate",
             ),
             (
                 GOOD.replace("https://backup.example", "ftp://backup.example"),

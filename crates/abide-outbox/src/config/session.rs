@@ -68,6 +68,7 @@ pub(super) fn rules(
     let dp = PacerSettings::default();
     let pacer = PacerSettings {
         rate_hint: None,
+        max_rate: None,
         headroom: p.headroom.unwrap_or(dp.headroom),
         use_rate_limit_headers: p
             .use_rate_limit_headers
@@ -92,6 +93,18 @@ pub(super) fn check(p: &ProviderConfig) -> Result<(), Error> {
             .check("rate_hint", hint)
             .map_err(|e| said(p, &e))?;
     }
+    if let Some(cap) = p.pacer.max_rate {
+        abide_core::session::limits::RATE_HINT
+            .check("max_rate", cap)
+            .map_err(|e| said(p, &e))?;
+        if let Some(hint) = p.pacer.rate_hint.filter(|h| *h > cap) {
+            return Err(Error::config(
+                &p.name,
+                "rate_hint",
+                format!("{hint} is above max_rate {cap}: start at or below the cap"),
+            ));
+        }
+    }
     p.session_config().validate().map_err(|e| said(p, &e))
 }
 
@@ -105,6 +118,7 @@ fn said(p: &ProviderConfig, e: &SettingError) -> Error {
         "pacer.throttle_pause" => "pacer.throttle_pause_ms",
         "pacer.max_throttle_pause" => "pacer.max_throttle_pause_secs",
         "pacer.initial_rate" => "rate_hint",
+        "pacer.max_rate" => "max_rate",
         other => other,
     };
     let message = match e {
