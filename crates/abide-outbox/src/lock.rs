@@ -38,6 +38,17 @@ impl SenderLock {
         let Some(db) = AnyStore::sqlite_file(url_or_path) else {
             return Ok(None);
         };
+        // Said as what it is, not as a lock file that cannot be created.
+        if let Some(dir) = db
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+        {
+            return Err(Error::DatabaseUrl(format!(
+                "{}: the directory {} does not exist (create it, or give another --db)",
+                db.display(),
+                dir.display()
+            )));
+        }
         let path = lock_path(&db);
         let file = OpenOptions::new()
             .create(true)

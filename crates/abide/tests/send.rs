@@ -415,3 +415,25 @@ async fn a_refused_credential_stops_the_provider_naming_credentials_env() {
         "{c}"
     );
 }
+
+/// A `--db` in a directory that does not exist is named as such, not as a lock file that
+/// could not be created.
+#[tokio::test]
+async fn a_db_in_a_missing_directory_is_named_as_such() {
+    let f = Files::new(&provider_toml("sms", "http://127.0.0.1:9", "", ""), 1);
+    let missing = f.dir.path().join("no-such-dir").join("o.db");
+    let mut cmd = abide(&[
+        "send",
+        "--config",
+        f.cfg.to_str().unwrap(),
+        "--db",
+        missing.to_str().unwrap(),
+        f.input.to_str().unwrap(),
+    ]);
+    cmd.env(TOKEN_ENV, "x");
+    let o = run(cmd).await;
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no-such-dir does not exist"), "{err}");
+    assert!(!err.contains(".lock"), "{err}");
+}

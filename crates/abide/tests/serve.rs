@@ -302,3 +302,34 @@ async fn serve_enqueues_delivers_and_reports() {
     let st = run(abide(&["status", "--db", &db, "--json"])).await;
     assert_eq!(report(&st)["counts"]["in_flight"], 0, "{}", show(&st));
 }
+
+/// The token itself given to `--token-env` (which takes a variable's name): refused,
+/// exit 2, and never repeated (before: "export sk_live_...=$(openssl ...)").
+#[tokio::test]
+async fn a_token_given_as_the_variable_name_is_not_echoed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "providers.toml",
+        &provider_toml("sms", "http://127.0.0.1:9", "", ""),
+    );
+    let db = db_in(dir.path());
+    let secret = "sk_live_4f9a8b7c6d5e";
+    let o = run(abide(&[
+        "serve",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--db",
+        &db,
+        "--token-env",
+        secret,
+    ]))
+    .await;
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("takes the NAME of an environment variable"),
+        "{err}"
+    );
+    assert!(!err.contains(secret), "{err}");
+}

@@ -142,14 +142,30 @@ fn start_warnings(token_len: usize, listen: SocketAddr) -> Vec<String> {
     w
 }
 
+/// A conventional environment variable name (`ABIDE_TOKEN`): upper-case letters, digits
+/// and `_`, not starting with a digit. Anything else given to `--token-env` may be the
+/// secret itself, and is not repeated.
+fn looks_like_a_variable_name(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = send::load_config(&args.config, args.workers, args.lease)?;
     let token = match std::env::var(&args.token_env) {
         Ok(t) if !t.trim().is_empty() => t,
-        _ => bail!(
+        _ if looks_like_a_variable_name(&args.token_env) => bail!(
             "the API token variable {} is unset or empty; export it (e.g. {}=$(openssl rand -hex 32))",
             args.token_env,
             args.token_env
+        ),
+        // Perhaps the token itself: never echoed.
+        _ => bail!(
+            "--token-env takes the NAME of an environment variable (default ABIDE_TOKEN), not \
+             the token: the value given names no variable that is set; export ABIDE_TOKEN=\
+             $(openssl rand -hex 32) and omit --token-env"
         ),
     };
     let token_digest = serve_api::digest(token.trim());
