@@ -54,12 +54,13 @@ use abide_core::{
     Classifier, ClassifyOverrides, Dialect, PacerConfig, RetryBudgetConfig, SessionConfig,
 };
 
-use crate::echo::{self, clip};
+use crate::echo;
 use crate::error::{Error, Result};
 use crate::model::NewItem;
 use crate::toml_keys::TableError;
 use crate::transport::TransportConfig;
 
+mod failover;
 mod file;
 mod session;
 
@@ -208,7 +209,10 @@ impl Default for PacerSettings {
 pub struct FailoverConfig {
     /// The provider to move to.
     pub to: String,
-    /// How long an item may wait (from its window start) before it moves.
+    /// How long an item may wait before it moves, from the start of its attempt window:
+    /// when it was enqueued, requeued, or moved to this provider by a fail-over (so along
+    /// a chain `a → b → c` it waits this long at each). A chain that comes back to a
+    /// provider on it is refused at load.
     pub after_pending: Duration,
 }
 
@@ -251,18 +255,7 @@ impl Config {
             }
             providers.push(cfg);
         }
-        for p in &providers {
-            if let Some(f) = &p.failover {
-                if f.to == p.name {
-                    let why = "cannot fail over to itself";
-                    return Err(Error::config(&p.name, "failover.to", why));
-                }
-                if !names.contains(&f.to) {
-                    let why = format!("{} is not a configured provider", clip(&f.to));
-                    return Err(Error::config(&p.name, "failover.to", why));
-                }
-            }
-        }
+        failover::check(&providers)?;
         #[cfg(feature = "redis")]
         let coordination = match file.coordination {
             None => abide_redis::CoordinationConfig::default(),
@@ -552,6 +545,47 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn a_fail_over_cycle_is_refused_naming_it() {
+        let provider = |name: &str, to: Option<&str>| {
+            let failover = to.map_or(String::new(), |to| {
+                format!("[provider.failover]\nto = \"{to}\"\nafter_pending_secs = 30\n")
+            });
+            format!("[[provider]]\nname = \"{name}\"\nbase_url = \"https://x.example\"\n{failover}")
+        };
+        let file = |links: &[(&str, Option<&str>)]| {
+            let text: String = links.iter().map(|(n, to)| provider(n, *to)).collect();
+            Config::from_toml_str(&text)
+        };
+        for (links, cycle) in [
+            (vec![("a", Some("b")), ("b", Some("a"))], "a → b → a"),
+            (
+                vec![("a", Some("b")), ("b", Some("c")), ("c", Some("a"))],
+                "a → b → c → a",
+            ),
+            // A tail into a cycle: reported from the cycle's first provider.
+            (
+                vec![("t", Some("a")), ("a", Some("b")), ("b", Some("a"))],
+                "a → b → a",
+            ),
+        ] {
+            let e = file(&links).unwrap_err();
+            assert!(
+                matches!(&e, Error::Config { field, .. } if field == "failover.to"),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains(cycle), "{cycle}: {e}");
+        }
+        // Chains and shared targets are fine.
+        let ok = file(&[
+            ("a", Some("b")),
+            ("b", Some("c")),
+            ("c", None),
+            ("d", Some("c")),
+        ]);
+        assert!(ok.is_ok(), "{ok:?}");
     }
 
     #[test]

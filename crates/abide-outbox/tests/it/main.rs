@@ -4,6 +4,7 @@
 mod connect;
 mod delivery;
 mod dialects;
+mod drain_race;
 mod faults;
 mod migrations;
 mod refused;
