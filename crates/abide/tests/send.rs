@@ -194,6 +194,32 @@ async fn an_unset_credentials_variable_stops_send_before_anything_is_enqueued() 
     assert!(!f.db_exists(), "database created");
 }
 
+/// A credential read from a file with its line break (or holding a control byte) can
+/// never be sent as a header: `send` refuses to start, naming the setting and the
+/// variable but never the value, instead of counting attempts that never went out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_with_a_line_break_stops_send_as_a_configuration_error() {
+    for (extra, value) in [
+        ("", "tok-SECRET\n"),
+        ("auth_header = \"X-Token\"", "tok-SECRET\r"),
+        ("auth_header = \"X-Token\"", "tok\u{1}SECRET"),
+    ] {
+        let f = Files::new(&provider_toml("sms", "http://127.0.0.1:9", extra, ""), 2);
+        let mut cmd = f.send_with(&[]);
+        cmd.env(TOKEN_ENV, value);
+        let out = run(cmd).await;
+        assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("credentials_env variable {TOKEN_ENV}"))
+                && err.contains("provider \"sms\""),
+            "{err}"
+        );
+        assert!(!err.contains("SECRET"), "{err}");
+        assert!(!f.db_exists(), "database created");
+    }
+}
+
 /// `--lease 2s` with a 10 s request timeout: a sender hands back every item whose lease
 /// would run out during its request, so every claim was handed back and claimed again and
 /// nothing was ever sent. Refused at start, saying what lease would work.

@@ -212,6 +212,17 @@ fn preflight_error(path: &Path, e: abide_outbox::Error) -> anyhow::Error {
             "provider {provider:?} in {shown}: its {setting} variable {variable} is unset or \
              empty; export it (the value is never stored or logged)"
         ),
+        Preflight::CredentialUnfit {
+            provider,
+            variable,
+            header,
+            why,
+            ..
+        } => anyhow::anyhow!(
+            "provider {provider:?} in {shown}: the credential in its credentials_env variable \
+             {variable} cannot be sent in header {header}: {why}; fix the value (it is never \
+             shown)"
+        ),
         Preflight::PasswordUnfit {
             provider,
             variable,

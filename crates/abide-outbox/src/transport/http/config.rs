@@ -209,22 +209,43 @@ impl TransportSettings for HttpConfig {
         Ok(())
     }
 
-    /// The `credentials_env` variable, when one is named, is set and not blank: without it
-    /// every request would get a `401` and its item end `DEFERRED`.
+    /// The `credentials_env` variable, when one is named, is set and not blank (without
+    /// it every request would get a `401` and its item end `DEFERRED`), and one real
+    /// request (URL, idempotency-key header, credential header) can be built with it: a
+    /// credential read from a file with its line break, or with a control byte, can never
+    /// be sent, and would otherwise fail every attempt without a request going out.
     fn preflight(
         &self,
         provider: &str,
         credentials: &dyn CredentialSource,
     ) -> std::result::Result<(), Preflight> {
-        let Some(var) = &self.credentials_env else {
-            return Ok(());
+        let token = match &self.credentials_env {
+            None => None,
+            Some(var) => match credentials.get(var) {
+                Some(v) if !v.expose().trim().is_empty() => Some(v),
+                _ => {
+                    return Err(Preflight::CredentialMissing {
+                        provider: provider.to_owned(),
+                        setting: "credentials_env",
+                        variable: var.clone(),
+                    })
+                }
+            },
         };
-        match credentials.get(var) {
-            Some(v) if !v.expose().trim().is_empty() => Ok(()),
-            _ => Err(Preflight::CredentialMissing {
+        let probe = crate::model::Request::post_json("/", serde_json::json!({}));
+        match super::request::build(self, &probe, "abide-preflight", token.as_ref()) {
+            Ok(_) => Ok(()),
+            Err(super::request::Unbuildable::Credential { header, why }) => {
+                Err(Preflight::CredentialUnfit {
+                    provider: provider.to_owned(),
+                    variable: self.credentials_env.clone().unwrap_or_default(),
+                    header,
+                    why,
+                })
+            }
+            Err(super::request::Unbuildable::Other(why)) => Err(Preflight::RequestUnbuildable {
                 provider: provider.to_owned(),
-                setting: "credentials_env",
-                variable: var.clone(),
+                why,
             }),
         }
     }
