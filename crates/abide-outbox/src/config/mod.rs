@@ -604,10 +604,10 @@ mod tests {
         let text = GOOD.replace(
             "name = \"b\"",
             "name = \"b\"\n        idempotency_key_header = \"X-Request-Id\"\n        \
-             auth_header = \"X-Token\"",
+             auth_header = \"X-Partner\"",
         );
         let c = Config::from_toml_str(&text).unwrap();
-        for name in ["x-request-id", "X-Token"] {
+        for name in ["x-request-id", "X-Partner"] {
             let mut req = crate::Request::post_json("/m", serde_json::json!({}));
             req.headers.insert(name.into(), "v".into());
             let err = c.check_item(&NewItem::new("b", req.clone())).unwrap_err();

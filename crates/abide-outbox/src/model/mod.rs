@@ -13,6 +13,7 @@ use crate::error::Error;
 use crate::state::State;
 
 mod attempt;
+pub mod headers;
 mod query;
 mod request;
 mod ser;

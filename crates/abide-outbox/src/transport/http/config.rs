@@ -21,12 +21,16 @@ use super::HttpTransport;
 use crate::credentials::CredentialSource;
 use crate::echo::{self, clip};
 use crate::error::{Error, Result};
-use crate::model::{NewItem, MAX_HEADER_NAME_LEN};
+use crate::model::{headers, NewItem, MAX_HEADER_NAME_LEN};
 use crate::toml_keys::{field_names, Keys, TableError};
 use crate::transport::{BuildEnv, Kind, Preflight, Transport, TransportConfig, TransportSettings};
 
 /// Default idempotency-key header (IETF draft-ietf-httpapi-idempotency-key-header).
 pub const DEFAULT_IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
+/// Headers abide sets on every request, beside the connection's
+/// ([`crate::model::headers::CONNECTION_HEADERS`]): not for `auth_header` or
+/// `idempotency_key_header`.
+const SET_BY_ABIDE: &[&str] = &["content-type"];
 /// Longest accepted `base_url`, in bytes.
 const MAX_BASE_URL_LEN: usize = 2048;
 /// Highest accepted `concurrency`: abide-core's bound on senders
@@ -116,8 +120,20 @@ fn read(n: &str, keys: &Keys) -> std::result::Result<TransportConfig, TableError
         }
     }
     let header = |field: &str, h: &str| {
-        http::HeaderName::from_bytes(h.as_bytes())
-            .map_err(|_| Error::config(n, field, format!("{} is not a header name", clip(h))))
+        let name = http::HeaderName::from_bytes(h.as_bytes())
+            .map_err(|_| Error::config(n, field, format!("{} is not a header name", clip(h))))?;
+        // The token or the key would go out as `Host: <token>`, `Transfer-Encoding:
+        // <token>, chunked`: request framing and routing, not a credential.
+        if headers::is_connection(name.as_str()) || SET_BY_ABIDE.contains(&name.as_str()) {
+            let why = format!(
+                "{} belongs to the connection or the request framing, or is set by abide \
+                 (Host, Content-Length, Transfer-Encoding, Connection, Upgrade, TE, Trailer, \
+                 Keep-Alive, Expect, Proxy-*, Content-Type); use a header of the API",
+                clip(h)
+            );
+            return Err(Error::config(n, field, why));
+        }
+        Ok(name)
     };
     let auth_header = f
         .auth_header
@@ -126,13 +142,28 @@ fn read(n: &str, keys: &Keys) -> std::result::Result<TransportConfig, TableError
     let idem = f
         .idempotency_key_header
         .unwrap_or_else(|| DEFAULT_IDEMPOTENCY_KEY_HEADER.to_owned());
+    let idempotency_key_header = header("idempotency_key_header", &idem)?;
+    let field = "idempotency_key_header";
+    if auth_header.as_ref() == Some(&idempotency_key_header)
+        || (auth_header.is_none() && idempotency_key_header == http::header::AUTHORIZATION)
+    {
+        let why = "is the header the credential goes in; use another";
+        return Err(Error::config(n, field, why).into());
+    }
+    if headers::is_credential(idempotency_key_header.as_str()) {
+        let why = format!(
+            "{} is a credential header; the key would be sent as a credential",
+            clip(&idem)
+        );
+        return Err(Error::config(n, field, why).into());
+    }
     Ok(TransportConfig::Http(HttpConfig {
         base_url,
         credentials_env: f.credentials_env,
         auth_header,
         concurrency,
         timeout: Duration::from_secs_f64(timeout_secs),
-        idempotency_key_header: header("idempotency_key_header", &idem)?,
+        idempotency_key_header,
     }))
 }
 
@@ -264,5 +295,62 @@ impl TransportSettings for HttpConfig {
             Arc::clone(&env.credentials),
             env.max_response_body,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Config, Error};
+
+    fn with(extra: &str) -> crate::Result<Config> {
+        Config::from_toml_str(&format!(
+            "[[provider]]\nname = \"p\"\nbase_url = \"https://api.example\"\n{extra}\n"
+        ))
+    }
+
+    #[test]
+    fn connection_and_framing_headers_are_refused_as_settings() {
+        for field in ["auth_header", "idempotency_key_header"] {
+            for name in [
+                "Host",
+                "Transfer-Encoding",
+                "connection",
+                "Content-Length",
+                "Upgrade",
+                "TE",
+                "Trailer",
+                "Keep-Alive",
+                "Expect",
+                "Proxy-Authorization",
+                "Proxy-Connection",
+                "Content-Type",
+            ] {
+                let e = with(&format!("{field} = \"{name}\"")).unwrap_err();
+                assert!(
+                    matches!(&e, Error::Config { field: f, .. } if f == field),
+                    "{field} = {name}: {e:?}"
+                );
+                assert!(e.to_string().contains(name), "{e}");
+            }
+        }
+        // The key never goes out as a credential.
+        for extra in [
+            "idempotency_key_header = \"Authorization\"",
+            "idempotency_key_header = \"X-Api-Key\"",
+            "auth_header = \"X-Key\"\nidempotency_key_header = \"X-Key\"",
+        ] {
+            let e = with(extra).unwrap_err();
+            assert!(
+                matches!(&e, Error::Config { field, .. } if field == "idempotency_key_header"),
+                "{extra}: {e:?}"
+            );
+        }
+        for extra in [
+            "auth_header = \"X-Api-Key\"",
+            "auth_header = \"Authorization\"",
+            "idempotency_key_header = \"X-Request-Id\"",
+        ] {
+            assert!(with(extra).is_ok(), "{extra}");
+        }
     }
 }
