@@ -377,3 +377,19 @@ async fn items_of_a_provider_the_config_does_not_name_are_reported_not_drained()
         show(&out)
     );
 }
+
+/// `--config /dev/zero` (or any file past the cap): refused after 1 MiB, naming the file,
+/// never read for ever.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_that_never_ends_is_refused_after_the_cap() {
+    let f = Files::new(&provider_toml("sms", "http://127.0.0.1:9", "", ""), 2);
+    let out = run(abide(&["send", "--config", "/dev/zero", "--db", &f.db])).await;
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/dev/zero") && err.contains("1048576 bytes"),
+        "{err}"
+    );
+    assert!(!f.db_exists(), "database created");
+}

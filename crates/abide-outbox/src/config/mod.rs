@@ -204,6 +204,32 @@ impl Default for PacerSettings {
     }
 }
 
+/// Largest providers file read, in bytes (1 MiB): a thousand providers fit in a tenth
+/// of it; a larger "file" is a mistake (a device, a log), and reading it whole would grow
+/// without bound.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// The text of the file at `path`, at most `limit` bytes of UTF-8 (the bytes past it are
+/// never read).
+///
+/// # Errors
+/// As [`std::fs::File::open`] and [`std::io::Read::read_to_string`]; `InvalidData` when
+/// the file holds more than `limit` bytes, saying the limit.
+pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(limit.saturating_add(1))
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes, the most a configuration file may hold"),
+        ));
+    }
+    Ok(text)
+}
+
 /// Fail-over of pending items to another provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailoverConfig {
@@ -220,11 +246,12 @@ impl Config {
     /// Read and validate a TOML file.
     ///
     /// # Errors
-    /// [`Error::ReadConfig`] when the file cannot be read, otherwise as
+    /// [`Error::ReadConfig`] when the file cannot be read or holds more than
+    /// [`MAX_FILE_BYTES`] (`/dev/zero` is refused after reading that much), otherwise as
     /// [`Config::from_toml_str`].
     pub fn load(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadConfig {
+        let text = read_bounded(path, MAX_FILE_BYTES).map_err(|source| Error::ReadConfig {
             path: path.to_path_buf(),
             source,
         })?;
@@ -688,6 +715,29 @@ mod tests {
             assert!(err.contains("refused by rule"), "{err}");
             assert!(err.contains("provider \"a\" sends below"), "{err}");
         }
+    }
+
+    #[test]
+    fn reads_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.toml");
+        let line = "# comment\n";
+        let filler = line.repeat(MAX_FILE_BYTES as usize / line.len() + 1);
+        std::fs::write(&big, format!("{GOOD}{filler}")).unwrap();
+        let e = Config::load(&big).unwrap_err().to_string();
+        assert!(e.contains("big.toml") && e.contains("1048576 bytes"), "{e}");
+        // A device that never ends: refused after the limit, not read for ever.
+        #[cfg(unix)]
+        {
+            let e = Config::load("/dev/zero").unwrap_err().to_string();
+            assert!(
+                e.contains("/dev/zero") && e.contains("1048576 bytes"),
+                "{e}"
+            );
+        }
+        let fits = dir.path().join("fits.toml");
+        std::fs::write(&fits, GOOD).unwrap();
+        assert!(Config::load(&fits).is_ok());
     }
 
     #[test]
