@@ -62,6 +62,8 @@ use crate::transport::TransportConfig;
 
 mod failover;
 mod file;
+#[cfg(test)]
+mod range_tests;
 mod session;
 
 pub use crate::credentials::Secret;
@@ -92,7 +94,7 @@ pub struct Config {
 /// - no classification overrides, no failover
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderConfig {
-    /// Unique name items refer to.
+    /// Unique name items refer to (unique ignoring case).
     pub name: String,
     /// How it is reached, with the transport's own settings.
     pub transport: TransportConfig,
@@ -277,8 +279,11 @@ impl Config {
                 TableError::Invalid(e) => e,
                 TableError::At { span, message } => toml_error(text, Some(span), &message),
             })?;
-            if !names.insert(cfg.name.clone()) {
-                return Err(Error::config(&cfg.name, "name", "configured twice"));
+            // Names that differ only by case would be one name to a reader, a metrics
+            // label or a case-insensitive database collation.
+            if !names.insert(cfg.name.to_ascii_lowercase()) {
+                let why = "configured twice (names are compared ignoring case)";
+                return Err(Error::config(&cfg.name, "name", why));
             }
             providers.push(cfg);
         }
@@ -560,9 +565,10 @@ mod tests {
                 "toml",
             ),
             (
+                // Negative: outside the range, named like any other value outside it.
                 GOOD.replace("max_attempts = 5", "max_attempts = -5"),
-                "line Some(9)",
-                "toml",
+                "a",
+                "retry.max_attempts",
             ),
         ];
         for (text, provider, field) in cases {
@@ -613,6 +619,51 @@ mod tests {
             ("d", Some("c")),
         ]);
         assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn values_no_run_needs_are_refused_naming_the_field() {
+        let cases = [
+            (
+                GOOD.replace(
+                    "backoff_cap_secs = 10",
+                    "backoff_cap_secs = 9223372036854775807",
+                ),
+                "a",
+                "retry.backoff_cap_secs",
+            ),
+            (
+                GOOD.replace(
+                    "[provider.retry]",
+                    "[provider.budget]\nretry_ratio = 1e9\n[provider.retry]",
+                ),
+                "a",
+                "budget.retry_ratio",
+            ),
+            (
+                GOOD.replace("409 = \"retry\"", "999 = \"retry\""),
+                "a",
+                "classify.http.999",
+            ),
+            (
+                GOOD.replace("409 = \"retry\"", "200 = \"terminal\""),
+                "a",
+                "classify.http.200",
+            ),
+            (
+                GOOD.replace("name = \"b\"", "name = \"A\"")
+                    .replace("to = \"b\"", "to = \"A\""),
+                "A",
+                "name",
+            ),
+        ];
+        for (text, provider, field) in cases {
+            assert_eq!(
+                err_of(&text),
+                (provider.to_owned(), field.to_owned()),
+                "{text}"
+            );
+        }
     }
 
     #[test]

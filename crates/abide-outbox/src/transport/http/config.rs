@@ -83,7 +83,7 @@ struct FileHttp {
     base_url: Option<String>,
     credentials_env: Option<String>,
     auth_header: Option<String>,
-    concurrency: Option<usize>,
+    concurrency: Option<i64>,
     timeout_secs: Option<f64>,
     idempotency_key_header: Option<String>,
 }
@@ -100,14 +100,17 @@ fn read(n: &str, keys: &Keys) -> std::result::Result<TransportConfig, TableError
     let f: FileHttp = keys.read()?;
     let base_url = base_url(n, f.base_url)?;
     let concurrency = f.concurrency.unwrap_or(4);
-    if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
-        return Err(
-            Error::config(n, "concurrency", format!("must be 1..={MAX_CONCURRENCY}")).into(),
-        );
-    }
+    let Some(concurrency) = usize::try_from(concurrency)
+        .ok()
+        .filter(|c| (1..=MAX_CONCURRENCY).contains(c))
+    else {
+        let why = format!("{concurrency} is outside 1..={MAX_CONCURRENCY}");
+        return Err(Error::config(n, "concurrency", why).into());
+    };
     let timeout_secs = f.timeout_secs.unwrap_or(10.0);
     if !(timeout_secs.is_finite() && (0.001..=600.0).contains(&timeout_secs)) {
-        return Err(Error::config(n, "timeout_secs", "must be in [0.001, 600]").into());
+        let why = format!("{timeout_secs} is outside 0.001..=600");
+        return Err(Error::config(n, "timeout_secs", why).into());
     }
     if let Some(var) = &f.credentials_env {
         if var.is_empty()
