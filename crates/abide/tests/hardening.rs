@@ -274,11 +274,11 @@ async fn oversized_fields_get_bounded_errors_naming_the_field() {
     }
     assert!(!f.db_exists());
 
-    // The same in the providers file.
+    // The same in the providers file (under its 1 MiB cap).
     let cfg = write(
         f.dir.path(),
         "big.toml",
-        &provider_toml(&big, "http://127.0.0.1:9", "", ""),
+        &provider_toml(&big[..500_000], "http://127.0.0.1:9", "", ""),
     );
     let out = run(abide(&["send", "--config", cfg.to_str().unwrap()])).await;
     assert_eq!(out.status.code(), Some(2));
