@@ -12,6 +12,7 @@ mod same_decisions;
 mod slow_provider;
 mod smpp;
 mod smpp_fake;
+mod stop_during_fault;
 mod store_conformance;
 mod stored_text;
 mod support;

@@ -274,7 +274,19 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         let (served, delivered) = tokio::join!(server, dispatcher);
         refresher.abort();
         served.context("HTTP server")?;
-        let p = delivered?;
+        let p = match delivered {
+            Ok(p) => p,
+            // SIGTERM while the database refused writes: stopped at once, not at a limit.
+            Err(e @ abide_outbox::Error::ResultsNotRecorded { .. }) => {
+                let t = d.totals();
+                tracing::error!(error = %e, delivered = t.delivered, attempts = t.attempts,
+                    "stopped while results could not be written; unrecorded items are resent \
+                     with their keys by the next run");
+                d.close().await;
+                return Ok(ExitCode::from(130));
+            }
+            Err(e) => return Err(e.into()),
+        };
         d.close().await;
         tracing::info!(
             delivered = p.totals.delivered,
