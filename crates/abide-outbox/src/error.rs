@@ -157,16 +157,23 @@ pub enum Error {
     /// The database failed (a query, a connection, applying the migrations).
     #[error("database: {0}")]
     Database(DatabaseError),
-    /// Results could not be written for longer than the dispatcher's `store_fault_limit`:
-    /// the run stopped sending rather than send what it cannot record. Items whose answers
-    /// were lost stay `IN_FLIGHT` until their lease ends and are then resent with the same
-    /// idempotency key.
-    #[error("stopped: results could not be written to the database for {seconds} s (last error: {cause})")]
+    /// Results could not be written for longer than the dispatcher's `store_fault_limit`
+    /// (the run stopped sending rather than send what it cannot record), or the run was
+    /// asked to stop while they could not be written (`interrupted`: it stopped waiting
+    /// for the database at once). Items whose answers were lost stay `IN_FLIGHT` until
+    /// their lease ends and are then resent with the same idempotency key.
+    #[error(
+        "stopped{}: results could not be written to the database for {seconds} s (last \
+         error: {cause})",
+        if *interrupted { " as asked" } else { "" }
+    )]
     ResultsNotRecorded {
         /// How long writes had been failing.
         seconds: u64,
         /// The last database error.
         cause: String,
+        /// Asked to stop (a SIGTERM) while writes were failing, before the limit.
+        interrupted: bool,
     },
 }
 

@@ -79,6 +79,7 @@ pub mod transport;
 mod toml_keys;
 
 pub use abide_core::echo;
+pub use config::{read_bounded, MAX_FILE_BYTES};
 pub use config::{Config, FailoverConfig, PacerSettings, ProviderConfig, RetryConfig};
 pub use credentials::{CredentialSource, EnvCredentials, Secret, StaticCredentials};
 pub use dispatcher::{

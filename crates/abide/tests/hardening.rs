@@ -25,6 +25,10 @@ const ESCAPING_PATHS: &[&str] = &[
     "/\u{FF0E}\u{FF0E}/v1/messages",
     "/%EF%BC%8E%EF%BC%8E/v1/messages",
     "/\u{2025}/v1/messages",
+    "/\u{FE30}/v1/messages",
+    "/\u{2026}/v1/messages",
+    "/\u{FE19}/v1/messages",
+    "/%2525252e%2525252e/v1/messages",
     "/..%2fv1%2fmessages",
     "/a%2f..%2f..%2fv1/messages",
     "/..\\v1\\messages",
@@ -270,11 +274,11 @@ async fn oversized_fields_get_bounded_errors_naming_the_field() {
     }
     assert!(!f.db_exists());
 
-    // The same in the providers file.
+    // The same in the providers file (under its 1 MiB cap).
     let cfg = write(
         f.dir.path(),
         "big.toml",
-        &provider_toml(&big, "http://127.0.0.1:9", "", ""),
+        &provider_toml(&big[..500_000], "http://127.0.0.1:9", "", ""),
     );
     let out = run(abide(&["send", "--config", cfg.to_str().unwrap()])).await;
     assert_eq!(out.status.code(), Some(2));

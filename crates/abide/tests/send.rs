@@ -196,6 +196,32 @@ async fn an_unset_credentials_variable_stops_send_before_anything_is_enqueued() 
     assert!(!f.db_exists(), "database created");
 }
 
+/// A credential read from a file with its line break (or holding a control byte) can
+/// never be sent as a header: `send` refuses to start, naming the setting and the
+/// variable but never the value, instead of counting attempts that never went out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_with_a_line_break_stops_send_as_a_configuration_error() {
+    for (extra, value) in [
+        ("", "tok-SECRET\n"),
+        ("auth_header = \"X-Token\"", "tok-SECRET\r"),
+        ("auth_header = \"X-Token\"", "tok\u{1}SECRET"),
+    ] {
+        let f = Files::new(&provider_toml("sms", "http://127.0.0.1:9", extra, ""), 2);
+        let mut cmd = f.send_with(&[]);
+        cmd.env(TOKEN_ENV, value);
+        let out = run(cmd).await;
+        assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("credentials_env variable {TOKEN_ENV}"))
+                && err.contains("provider \"sms\""),
+            "{err}"
+        );
+        assert!(!err.contains("SECRET"), "{err}");
+        assert!(!f.db_exists(), "database created");
+    }
+}
+
 /// `--lease 2s` with a 10 s request timeout: a sender hands back every item whose lease
 /// would run out during its request, so every claim was handed back and claimed again and
 /// nothing was ever sent. Refused at start, saying what lease would work.
@@ -436,4 +462,20 @@ async fn a_db_in_a_missing_directory_is_named_as_such() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("no-such-dir does not exist"), "{err}");
     assert!(!err.contains(".lock"), "{err}");
+}
+
+/// `--config /dev/zero` (or any file past the cap): refused after 1 MiB, naming the file,
+/// never read for ever.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_that_never_ends_is_refused_after_the_cap() {
+    let f = Files::new(&provider_toml("sms", "http://127.0.0.1:9", "", ""), 2);
+    let out = run(abide(&["send", "--config", "/dev/zero", "--db", &f.db])).await;
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/dev/zero") && err.contains("1048576 bytes"),
+        "{err}"
+    );
+    assert!(!f.db_exists(), "database created");
 }

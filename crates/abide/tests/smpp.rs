@@ -400,3 +400,47 @@ async fn long_texts_are_sent_in_message_payload_and_too_long_ones_refused_by_lin
     assert_eq!(st["counts"]["queued"], 0, "line 1 enqueued: {st}");
     p.shutdown().await.unwrap();
 }
+
+/// SIGTERM while the SMSC is down (its address refuses connections, so abide is in its
+/// reconnect loop): the run stops at once with exit 130 and its summary, the items
+/// waiting for the next run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_reconnecting_to_a_down_smsc_exits_130() {
+    // A port nothing listens on: bound and released at once.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let toml = format!(
+        "[[provider]]\nname = \"sms\"\ntransport = \"smpp\"\naddress = \"127.0.0.1:{port}\"\n\
+         system_id = \"abide\"\npassword_env = \"{TOKEN_ENV}\"\nwindow = 20\n\
+         source_addr = \"ACME\"\npdu_timeout = 2\n"
+    );
+    let f = Files::new(&toml, 0);
+    let lines: String = (0..5)
+        .map(|i| {
+            format!("{{\"provider\":\"sms\",\"path\":\"/\",\"body\":{{\"to\":\"+4915{i:08}\",\"text\":\"x\"}}}}\n")
+        })
+        .collect();
+    write(f.dir.path(), "in.jsonl", &lines);
+    let child = start(f.send());
+    // Let it fail a few binds (the first reconnects come within a second).
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    sigterm(&child);
+    let out = tokio::time::timeout(RUN_BOUND, child.wait_with_output())
+        .await
+        .expect("send did not stop on SIGTERM while reconnecting")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("stopping"), "{err}");
+    let st = run(abide(&["status", "--db", &f.db, "--json"])).await;
+    let c = &report(&st)["counts"];
+    assert_eq!(
+        c["queued"].as_u64().unwrap() + c["pending"].as_u64().unwrap(),
+        5,
+        "{}",
+        show(&st)
+    );
+}

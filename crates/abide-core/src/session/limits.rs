@@ -204,6 +204,11 @@ pub const RATE_HINT: Limits<f64> = Limits::new(MIN_RATE, MAX_RATE);
 /// the most requests in flight a concurrency quota is believed for.
 pub const SENDERS: Limits<u32> = Limits::new(1, crate::ratelimit::MAX_CONCURRENCY);
 
+/// A fail-over wait (the providers file's `failover.after_pending_secs`): how long an item
+/// waits at a provider before it moves on; at least a second, at most `retry.max_age`'s
+/// longest (a year).
+pub const FAILOVER_AFTER_PENDING: Limits<Duration> = Limits::new(secs(1), secs(365 * 86_400));
+
 // --- classify --------------------------------------------------------------------------
 
 /// `classify.http` keys: HTTP status codes (RFC 9110 §15: three digits, 100–599).

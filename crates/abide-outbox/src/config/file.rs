@@ -5,6 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use abide_core::session::limits::FAILOVER_AFTER_PENDING;
 use abide_core::{ClassifyOverrides, Dialect};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -116,7 +117,7 @@ impl<'de> Visitor<'de> for ProviderVisitor {
 #[serde(deny_unknown_fields)]
 struct FileFailover {
     to: String,
-    after_pending_secs: u64,
+    after_pending_secs: i64,
 }
 
 /// A file-level setting refused.
@@ -248,19 +249,29 @@ pub(super) fn validate_provider(mut p: FileProvider) -> Result<ProviderConfig, T
             .map_err(|e| Error::config(n, "rate_limit_dialect", e.to_string()))?,
         None => Dialect::Auto,
     };
-    let (retry, budget, mut pacer) = session::rules(&p.retry, &p.budget, &p.pacer);
+    let (retry, budget, mut pacer) = session::rules(n, &p.retry, &p.budget, &p.pacer)?;
     pacer.rate_hint = p.rate_hint;
     pacer.max_rate = p.max_rate;
     let failover = p
         .failover
         .map(|f| {
-            if f.after_pending_secs == 0 {
-                let field = "failover.after_pending_secs";
-                return Err(Error::config(n, field, "must be positive"));
+            let field = "failover.after_pending_secs";
+            let range = FAILOVER_AFTER_PENDING;
+            let after_pending = session::duration(
+                n,
+                field,
+                Some(f.after_pending_secs),
+                Duration::ZERO,
+                Duration::from_secs,
+                range,
+            )?;
+            if !range.contains(&after_pending) {
+                let why = format!("{} is outside {range}", f.after_pending_secs);
+                return Err(Error::config(n, field, why));
             }
-            Ok(FailoverConfig {
+            Ok::<_, Error>(FailoverConfig {
                 to: f.to,
-                after_pending: Duration::from_secs(f.after_pending_secs),
+                after_pending,
             })
         })
         .transpose()?;

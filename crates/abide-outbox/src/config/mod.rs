@@ -55,13 +55,16 @@ use abide_core::{
     Classifier, ClassifyOverrides, Dialect, PacerConfig, RetryBudgetConfig, SessionConfig,
 };
 
-use crate::echo::{self, clip};
+use crate::echo;
 use crate::error::{Error, Result};
 use crate::model::NewItem;
 use crate::toml_keys::TableError;
 use crate::transport::TransportConfig;
 
+mod failover;
 mod file;
+#[cfg(test)]
+mod range_tests;
 mod session;
 
 pub use crate::credentials::Secret;
@@ -92,7 +95,7 @@ pub struct Config {
 /// - no classification overrides, no failover
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderConfig {
-    /// Unique name items refer to.
+    /// Unique name items refer to (unique ignoring case).
     pub name: String,
     /// How it is reached, with the transport's own settings.
     pub transport: TransportConfig,
@@ -217,12 +220,41 @@ impl Default for PacerSettings {
     }
 }
 
+/// Largest providers file read, in bytes (1 MiB): a thousand providers fit in a tenth
+/// of it; a larger "file" is a mistake (a device, a log), and reading it whole would grow
+/// without bound.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// The text of the file at `path`, at most `limit` bytes of UTF-8 (the bytes past it are
+/// never read).
+///
+/// # Errors
+/// As [`std::fs::File::open`] and [`std::io::Read::read_to_string`]; `InvalidData` when
+/// the file holds more than `limit` bytes, saying the limit.
+pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(limit.saturating_add(1))
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes, the most a configuration file may hold"),
+        ));
+    }
+    Ok(text)
+}
+
 /// Fail-over of pending items to another provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailoverConfig {
     /// The provider to move to.
     pub to: String,
-    /// How long an item may wait (from its window start) before it moves.
+    /// How long an item may wait before it moves, from the start of its attempt window:
+    /// when it was enqueued, requeued, or moved to this provider by a fail-over (so along
+    /// a chain `a → b → c` it waits this long at each). A chain that comes back to a
+    /// provider on it is refused at load.
     pub after_pending: Duration,
 }
 
@@ -230,11 +262,12 @@ impl Config {
     /// Read and validate a TOML file.
     ///
     /// # Errors
-    /// [`Error::ReadConfig`] when the file cannot be read, otherwise as
+    /// [`Error::ReadConfig`] when the file cannot be read or holds more than
+    /// [`MAX_FILE_BYTES`] (`/dev/zero` is refused after reading that much), otherwise as
     /// [`Config::from_toml_str`].
     pub fn load(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadConfig {
+        let text = read_bounded(path, MAX_FILE_BYTES).map_err(|source| Error::ReadConfig {
             path: path.to_path_buf(),
             source,
         })?;
@@ -260,23 +293,15 @@ impl Config {
                 TableError::Invalid(e) => e,
                 TableError::At { span, message } => toml_error(text, Some(span), &message),
             })?;
-            if !names.insert(cfg.name.clone()) {
-                return Err(Error::config(&cfg.name, "name", "configured twice"));
+            // Names that differ only by case would be one name to a reader, a metrics
+            // label or a case-insensitive database collation.
+            if !names.insert(cfg.name.to_ascii_lowercase()) {
+                let why = "configured twice (names are compared ignoring case)";
+                return Err(Error::config(&cfg.name, "name", why));
             }
             providers.push(cfg);
         }
-        for p in &providers {
-            if let Some(f) = &p.failover {
-                if f.to == p.name {
-                    let why = "cannot fail over to itself";
-                    return Err(Error::config(&p.name, "failover.to", why));
-                }
-                if !names.contains(&f.to) {
-                    let why = format!("{} is not a configured provider", clip(&f.to));
-                    return Err(Error::config(&p.name, "failover.to", why));
-                }
-            }
-        }
+        failover::check(&providers)?;
         #[cfg(feature = "redis")]
         let coordination = match file.coordination {
             None => abide_redis::CoordinationConfig::default(),
@@ -580,9 +605,96 @@ mod tests {
                 "toml",
             ),
             (
+                // Negative: outside the range, named like any other value outside it.
                 GOOD.replace("max_attempts = 5", "max_attempts = -5"),
-                "line Some(9)",
-                "toml",
+                "a",
+                "retry.max_attempts",
+            ),
+        ];
+        for (text, provider, field) in cases {
+            assert_eq!(
+                err_of(&text),
+                (provider.to_owned(), field.to_owned()),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_fail_over_cycle_is_refused_naming_it() {
+        let provider = |name: &str, to: Option<&str>| {
+            let failover = to.map_or(String::new(), |to| {
+                format!("[provider.failover]\nto = \"{to}\"\nafter_pending_secs = 30\n")
+            });
+            format!("[[provider]]\nname = \"{name}\"\nbase_url = \"https://x.example\"\n{failover}")
+        };
+        let file = |links: &[(&str, Option<&str>)]| {
+            let text: String = links.iter().map(|(n, to)| provider(n, *to)).collect();
+            Config::from_toml_str(&text)
+        };
+        for (links, cycle) in [
+            (vec![("a", Some("b")), ("b", Some("a"))], "a → b → a"),
+            (
+                vec![("a", Some("b")), ("b", Some("c")), ("c", Some("a"))],
+                "a → b → c → a",
+            ),
+            // A tail into a cycle: reported from the cycle's first provider.
+            (
+                vec![("t", Some("a")), ("a", Some("b")), ("b", Some("a"))],
+                "a → b → a",
+            ),
+        ] {
+            let e = file(&links).unwrap_err();
+            assert!(
+                matches!(&e, Error::Config { field, .. } if field == "failover.to"),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains(cycle), "{cycle}: {e}");
+        }
+        // Chains and shared targets are fine.
+        let ok = file(&[
+            ("a", Some("b")),
+            ("b", Some("c")),
+            ("c", None),
+            ("d", Some("c")),
+        ]);
+        assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn values_no_run_needs_are_refused_naming_the_field() {
+        let cases = [
+            (
+                GOOD.replace(
+                    "backoff_cap_secs = 10",
+                    "backoff_cap_secs = 9223372036854775807",
+                ),
+                "a",
+                "retry.backoff_cap_secs",
+            ),
+            (
+                GOOD.replace(
+                    "[provider.retry]",
+                    "[provider.budget]\nretry_ratio = 1e9\n[provider.retry]",
+                ),
+                "a",
+                "budget.retry_ratio",
+            ),
+            (
+                GOOD.replace("409 = \"retry\"", "999 = \"retry\""),
+                "a",
+                "classify.http.999",
+            ),
+            (
+                GOOD.replace("409 = \"retry\"", "200 = \"terminal\""),
+                "a",
+                "classify.http.200",
+            ),
+            (
+                GOOD.replace("name = \"b\"", "name = \"A\"")
+                    .replace("to = \"b\"", "to = \"A\""),
+                "A",
+                "name",
             ),
         ];
         for (text, provider, field) in cases {
@@ -610,10 +722,10 @@ mod tests {
         let text = GOOD.replace(
             "name = \"b\"",
             "name = \"b\"\n        idempotency_key_header = \"X-Request-Id\"\n        \
-             auth_header = \"X-Token\"",
+             auth_header = \"X-Partner\"",
         );
         let c = Config::from_toml_str(&text).unwrap();
-        for name in ["x-request-id", "X-Token"] {
+        for name in ["x-request-id", "X-Partner"] {
             let mut req = crate::Request::post_json("/m", serde_json::json!({}));
             req.headers.insert(name.into(), "v".into());
             let err = c.check_item(&NewItem::new("b", req.clone())).unwrap_err();
@@ -694,6 +806,29 @@ mod tests {
             assert!(err.contains("refused by rule"), "{err}");
             assert!(err.contains("provider \"a\" sends below"), "{err}");
         }
+    }
+
+    #[test]
+    fn reads_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.toml");
+        let line = "# comment\n";
+        let filler = line.repeat(MAX_FILE_BYTES as usize / line.len() + 1);
+        std::fs::write(&big, format!("{GOOD}{filler}")).unwrap();
+        let e = Config::load(&big).unwrap_err().to_string();
+        assert!(e.contains("big.toml") && e.contains("1048576 bytes"), "{e}");
+        // A device that never ends: refused after the limit, not read for ever.
+        #[cfg(unix)]
+        {
+            let e = Config::load("/dev/zero").unwrap_err().to_string();
+            assert!(
+                e.contains("/dev/zero") && e.contains("1048576 bytes"),
+                "{e}"
+            );
+        }
+        let fits = dir.path().join("fits.toml");
+        std::fs::write(&fits, GOOD).unwrap();
+        assert!(Config::load(&fits).is_ok());
     }
 
     #[test]

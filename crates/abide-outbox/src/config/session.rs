@@ -5,26 +5,29 @@
 
 use std::time::Duration;
 
+use abide_core::session::limits::{self, Limits};
 use abide_core::{Backoff, Jitter, RetryBudgetConfig, SettingError};
 use serde::Deserialize;
 
 use super::{PacerSettings, ProviderConfig, RetryConfig};
 use crate::error::Error;
+// Integers are read as TOML writes them (i64) and converted here, so a negative or
+// oversized value is refused naming its key, like any other value outside its range.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FileRetry {
-    max_attempts: Option<u32>,
-    unknown_max_attempts: Option<u32>,
-    max_age_secs: Option<u64>,
-    backoff_base_ms: Option<u64>,
-    backoff_cap_secs: Option<u64>,
+    max_attempts: Option<i64>,
+    unknown_max_attempts: Option<i64>,
+    max_age_secs: Option<i64>,
+    backoff_base_ms: Option<i64>,
+    backoff_cap_secs: Option<i64>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FileBudget {
-    ttl_secs: Option<u64>,
-    min_per_sec: Option<u32>,
+    ttl_secs: Option<i64>,
+    min_per_sec: Option<i64>,
     retry_ratio: Option<f64>,
 }
 
@@ -33,36 +36,114 @@ pub(super) struct FileBudget {
 pub(super) struct FilePacer {
     headroom: Option<f64>,
     pub(super) use_rate_limit_headers: Option<bool>,
-    throttle_pause_ms: Option<u64>,
-    max_throttle_pause_secs: Option<u64>,
+    throttle_pause_ms: Option<i64>,
+    max_throttle_pause_secs: Option<i64>,
 }
 
-/// The retry caps, the retry budget and the pacer settings as written (defaults where a
-/// key is absent); checked with the rest of the session by [`check`].
+/// A count as written, or `default`: a value no `u32` holds is outside `range` (abide-core's
+/// [`Limits`] of the setting); one it holds is checked with the rest by [`check`].
+fn count(
+    n: &str,
+    key: &str,
+    v: Option<i64>,
+    default: u32,
+    range: Limits<u32>,
+) -> Result<u32, Error> {
+    v.map_or(Ok(default), |v| {
+        u32::try_from(v).map_err(|_| Error::config(n, key, format!("{v} is outside {range}")))
+    })
+}
+
+/// A duration as written in `unit`s, or `default`: negative is outside `range`.
+pub(super) fn duration(
+    n: &str,
+    key: &str,
+    v: Option<i64>,
+    default: Duration,
+    unit: fn(u64) -> Duration,
+    range: Limits<Duration>,
+) -> Result<Duration, Error> {
+    v.map_or(Ok(default), |v| {
+        u64::try_from(v)
+            .map(unit)
+            .map_err(|_| Error::config(n, key, format!("{v} is outside {range}")))
+    })
+}
+
+/// The retry caps, the retry budget and the pacer settings of provider `n` as written
+/// (defaults where a key is absent); checked with the rest of the session by [`check`].
+///
+/// # Errors
+/// [`Error::Config`] naming the key of an integer no setting of its type holds.
 pub(super) fn rules(
+    n: &str,
     r: &FileRetry,
     b: &FileBudget,
     p: &FilePacer,
-) -> (RetryConfig, RetryBudgetConfig, PacerSettings) {
+) -> Result<(RetryConfig, RetryBudgetConfig, PacerSettings), Error> {
     let d = RetryConfig::default();
+    let secs = Duration::from_secs;
+    let millis = Duration::from_millis;
     let retry = RetryConfig {
-        max_attempts: r.max_attempts.unwrap_or(d.max_attempts),
-        unknown_max_attempts: r.unknown_max_attempts.unwrap_or(d.unknown_max_attempts),
-        max_age: r.max_age_secs.map_or(d.max_age, Duration::from_secs),
+        max_attempts: count(
+            n,
+            "retry.max_attempts",
+            r.max_attempts,
+            d.max_attempts,
+            limits::MAX_ATTEMPTS,
+        )?,
+        unknown_max_attempts: count(
+            n,
+            "retry.unknown_max_attempts",
+            r.unknown_max_attempts,
+            d.unknown_max_attempts,
+            limits::UNKNOWN_MAX_ATTEMPTS,
+        )?,
+        max_age: duration(
+            n,
+            "retry.max_age_secs",
+            r.max_age_secs,
+            d.max_age,
+            secs,
+            limits::MAX_AGE,
+        )?,
         backoff: Backoff {
-            base: r
-                .backoff_base_ms
-                .map_or(d.backoff.base, Duration::from_millis),
-            cap: r
-                .backoff_cap_secs
-                .map_or(d.backoff.cap, Duration::from_secs),
+            base: duration(
+                n,
+                "retry.backoff_base_ms",
+                r.backoff_base_ms,
+                d.backoff.base,
+                millis,
+                limits::BACKOFF_BASE,
+            )?,
+            cap: duration(
+                n,
+                "retry.backoff_cap_secs",
+                r.backoff_cap_secs,
+                d.backoff.cap,
+                secs,
+                limits::BACKOFF_CAP,
+            )?,
             jitter: Jitter::Full,
         },
     };
     let db = RetryBudgetConfig::default();
     let budget = RetryBudgetConfig {
-        ttl: b.ttl_secs.map_or(db.ttl, Duration::from_secs),
-        min_per_sec: b.min_per_sec.unwrap_or(db.min_per_sec),
+        ttl: duration(
+            n,
+            "budget.ttl_secs",
+            b.ttl_secs,
+            db.ttl,
+            secs,
+            limits::BUDGET_TTL,
+        )?,
+        min_per_sec: count(
+            n,
+            "budget.min_per_sec",
+            b.min_per_sec,
+            db.min_per_sec,
+            limits::BUDGET_MIN_PER_SEC,
+        )?,
         retry_ratio: b.retry_ratio.unwrap_or(db.retry_ratio),
     };
     let dp = PacerSettings::default();
@@ -73,14 +154,24 @@ pub(super) fn rules(
         use_rate_limit_headers: p
             .use_rate_limit_headers
             .unwrap_or(dp.use_rate_limit_headers),
-        throttle_pause: p
-            .throttle_pause_ms
-            .map_or(dp.throttle_pause, Duration::from_millis),
-        max_throttle_pause: p
-            .max_throttle_pause_secs
-            .map_or(dp.max_throttle_pause, Duration::from_secs),
+        throttle_pause: duration(
+            n,
+            "pacer.throttle_pause_ms",
+            p.throttle_pause_ms,
+            dp.throttle_pause,
+            millis,
+            limits::PACER_THROTTLE_PAUSE,
+        )?,
+        max_throttle_pause: duration(
+            n,
+            "pacer.max_throttle_pause_secs",
+            p.max_throttle_pause_secs,
+            dp.max_throttle_pause,
+            secs,
+            limits::PACER_MAX_THROTTLE_PAUSE,
+        )?,
     };
-    (retry, budget, pacer)
+    Ok((retry, budget, pacer))
 }
 
 /// Check `p`'s session ([`ProviderConfig::session_config`]) with abide-core's validator.

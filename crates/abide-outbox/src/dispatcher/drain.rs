@@ -131,11 +131,16 @@ impl<S: Store> Dispatcher<S> {
         let stop = async {
             let why = tokio::select! {
                 why = self.drain(feed, receipt_wait) => why,
-                () = shutdown => Ending::Stopped,
+                () = shutdown => {
+                    // The caller's stop ends the waits for a database refusing writes;
+                    // the run's own end (drained) lets the last results be written.
+                    self.inner.health.stop();
+                    Ending::Stopped
+                }
             };
             *ending.lock().unwrap_or_else(PoisonError::into_inner) = why;
         };
-        let progress = self.run_until(stop).await?;
+        let progress = self.run(stop, false).await?;
         let why = *ending.lock().unwrap_or_else(PoisonError::into_inner);
         Ok((progress, why))
     }

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 
 use super::Inner;
 use crate::error::Result;
@@ -56,26 +56,50 @@ where
                     inner.health.give_up(lasted);
                     return None;
                 }
+                if inner.health.stopping() {
+                    // Asked to stop: waiting for the database would hold the stop for up
+                    // to the limit. Leases end and their items are resent with the same keys.
+                    tracing::error!(error = %e, items, seconds = lasted.as_secs(),
+                        "{what}: stopping as asked while the database refuses writes");
+                    inner.health.give_up_on_stop(lasted);
+                    return None;
+                }
                 let at = inner.clock.monotonic() + wait;
                 wait = (wait * 2).min(Duration::from_secs(5));
-                inner.sleeper.sleep_until(at).await;
+                tokio::select! {
+                    () = inner.sleeper.sleep_until(at) => {}
+                    () = inner.health.stopped() => {}
+                }
             }
         }
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct StoreHealth {
     state: Mutex<State>,
     /// Woken when the run must stop (a fault outlasted the limit).
     pub(super) fatal: Notify,
+    /// Set when the run is asked to stop: write retries end then.
+    stop: watch::Sender<bool>,
+}
+
+impl Default for StoreHealth {
+    fn default() -> Self {
+        Self {
+            state: Mutex::default(),
+            fatal: Notify::new(),
+            stop: watch::channel(false).0,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 struct State {
     failing_since: Option<Instant>,
     last_error: Option<String>,
-    gave_up: Option<(Duration, String)>,
+    /// How long the fault lasted, its cause, and whether the run was asked to stop.
+    gave_up: Option<(Duration, String, bool)>,
 }
 
 impl StoreHealth {
@@ -116,15 +140,46 @@ impl StoreHealth {
 
     /// Stop the run: the fault lasted `lasted`.
     pub(super) fn give_up(&self, lasted: Duration) {
-        let mut s = self.lock();
-        let cause = s.last_error.clone().unwrap_or_default();
-        s.gave_up = Some((lasted, cause));
-        drop(s);
+        self.record_give_up(lasted, false);
         self.fatal.notify_one();
     }
 
-    /// Why the run stopped, if it did.
-    pub(super) fn gave_up(&self) -> Option<(Duration, String)> {
+    /// The run was asked to stop while the fault lasted `lasted`: nothing more is retried.
+    pub(super) fn give_up_on_stop(&self, lasted: Duration) {
+        self.record_give_up(lasted, true);
+    }
+
+    fn record_give_up(&self, lasted: Duration, on_stop: bool) {
+        let mut s = self.lock();
+        let cause = s.last_error.clone().unwrap_or_default();
+        // The first reason stands (a limit reached before the stop was asked).
+        s.gave_up.get_or_insert((lasted, cause, on_stop));
+    }
+
+    /// Why the run stopped, if it did: how long the fault lasted, its cause, and whether
+    /// it was asked to stop.
+    pub(super) fn gave_up(&self) -> Option<(Duration, String, bool)> {
         self.lock().gave_up.clone()
+    }
+
+    /// A run begins: not asked to stop.
+    pub(super) fn start(&self) {
+        self.stop.send_replace(false);
+    }
+
+    /// The run is asked to stop: write retries end.
+    pub(super) fn stop(&self) {
+        self.stop.send_replace(true);
+    }
+
+    /// Whether the run is asked to stop.
+    pub(super) fn stopping(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    /// Resolves once the run is asked to stop.
+    async fn stopped(&self) {
+        let mut rx = self.stop.subscribe();
+        let _ = rx.wait_for(|v| *v).await;
     }
 }

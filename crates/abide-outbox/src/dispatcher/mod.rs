@@ -517,6 +517,17 @@ impl<S: Store> Dispatcher<S> {
     /// Dropping the future aborts the workers; claimed items then wait for their lease to
     /// expire and are retried with the same idempotency key.
     pub async fn run_until(&self, shutdown: impl Future<Output = ()> + Send) -> Result<Progress> {
+        self.run(shutdown, true).await
+    }
+
+    /// [`Dispatcher::run_until`]; with `interrupts`, `shutdown` also ends the waits for a
+    /// database that refuses writes (the caller's stop, not the end of a drained run).
+    pub(super) async fn run(
+        &self,
+        shutdown: impl Future<Output = ()> + Send,
+        interrupts: bool,
+    ) -> Result<Progress> {
+        self.inner.health.start();
         let (stop_tx, stop_rx) = watch::channel(false);
         let (done_tx, done_rx) = mpsc::channel::<Done>(4096);
         let (mark_tx, mark_rx) = mpsc::channel::<mark::MarkRequest>(1024);
@@ -569,7 +580,11 @@ impl<S: Store> Dispatcher<S> {
         ));
 
         tokio::select! {
-            () = shutdown => {}
+            () = shutdown => {
+                if interrupts {
+                    self.inner.health.stop();
+                }
+            }
             () = self.inner.health.fatal.notified() => {}
         }
         let _ = stop_tx.send(true);
@@ -577,10 +592,11 @@ impl<S: Store> Dispatcher<S> {
         let _ = marker.await;
         let _ = completer.await;
         let _ = maintenance.await;
-        if let Some((lasted, cause)) = self.inner.health.gave_up() {
+        if let Some((lasted, cause, interrupted)) = self.inner.health.gave_up() {
             return Err(crate::Error::ResultsNotRecorded {
                 seconds: lasted.as_secs(),
                 cause,
+                interrupted,
             });
         }
         self.progress().await

@@ -13,6 +13,7 @@ use crate::error::Error;
 use crate::state::State;
 
 mod attempt;
+pub mod headers;
 mod query;
 mod request;
 mod ser;
@@ -127,10 +128,10 @@ pub struct Item {
     pub state: State,
     /// Attempts made so far, in total.
     pub attempts: u32,
-    /// Attempts made in the current window (since enqueue or the last requeue); attempt
+    /// Attempts made in the current window (since enqueue, the last requeue or fail-over); attempt
     /// caps count these.
     pub window_attempts: u32,
-    /// Start of the current window (enqueue or last requeue, UTC; RFC 3339); the maximum
+    /// Start of the current window (enqueue, last requeue or fail-over, UTC; RFC 3339); the maximum
     /// age and the fail-over age are measured from here.
     #[serde(serialize_with = "ser::rfc3339")]
     pub window_start: SystemTime,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::headers;
 use crate::echo::clip;
 use crate::error::Error;
 
@@ -28,34 +29,6 @@ pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 /// and `status`; a provider API call (an SMS, a notification, a payment) is far smaller,
 /// so a larger body is a mistake, not a message.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-
-/// Headers abide sets itself or that belong to the connection, not the call: an item that
-/// carried one would break the request (a wrong `Content-Length`, a second framing), route
-/// it elsewhere (`Host`) or contradict the idempotency key abide sends. Compared in lower
-/// case; every `Proxy-*` header is refused as well. Hop-by-hop headers: RFC 9110 §7.6.1;
-/// `Content-Length`/`Transfer-Encoding`: RFC 9112 §6; `Idempotency-Key`:
-/// draft-ietf-httpapi-idempotency-key-header.
-const RESERVED_HEADERS: &[&str] = &[
-    "idempotency-key",
-    "content-length",
-    "transfer-encoding",
-    "host",
-    "connection",
-    "upgrade",
-    "te",
-    "trailer",
-    "keep-alive",
-];
-
-/// Header names that carry secrets: credentials come from the provider's environment
-/// variable, never from an item (items are stored in plain text and shown by `status`).
-const SECRET_HEADERS: &[&str] = &[
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "x-api-key",
-    "api-key",
-];
 
 /// `name` as an HTTP method: at most [`MAX_METHOD_LEN`] bytes, an RFC 9110 §9.1 token,
 /// in upper case (`POST`, `PUT`, an extension method such as `UPDATEREDIRECTREF`).
@@ -111,7 +84,8 @@ pub struct Request {
     pub method: http::Method,
     /// Path (and optional query) below the provider's base URL, starting with `/`.
     pub path: String,
-    /// Non-secret headers. `Authorization`, cookies and API keys are refused.
+    /// Non-secret headers: credential headers ([`super::headers::is_credential`]) and the
+    /// connection's ([`super::headers::is_connection`]) are refused.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// Optional body.
@@ -137,9 +111,9 @@ impl Request {
     /// [`crate::transport::http::path`] (an absolute URL, `//host`, a dot segment in any spelling, a
     /// backslash, `%2F`, control characters, ...; the message names the rule), a method
     /// over [`MAX_METHOD_LEN`] bytes or not one, a header name over [`MAX_HEADER_NAME_LEN`]
-    /// or a value over [`MAX_HEADER_VALUE_LEN`] bytes, a bad header, a secret header, a header abide sets or that belongs to the
-    /// connection (`Idempotency-Key`, `Content-Length`, `Transfer-Encoding`, `Host`,
-    /// `Connection`, `Upgrade`, `TE`, `Trailer`, `Keep-Alive`, `Proxy-*`), or a body over
+    /// or a value over [`MAX_HEADER_VALUE_LEN`] bytes, a bad header, a credential header
+    /// ([`headers::is_credential`]), `Idempotency-Key` (abide sets it from the item's key)
+    /// or a header of the connection ([`headers::CONNECTION_HEADERS`], `Proxy-*`), or a body over
     /// [`MAX_BODY_BYTES`]. A provider's own idempotency-key and auth header names are
     /// checked by [`crate::Config::check_item`].
     pub fn validate(&self) -> Result<(), Error> {
@@ -168,13 +142,12 @@ impl Request {
             if http::HeaderValue::from_str(value).is_err() {
                 return bad(format!("header {name:?} has an invalid value"));
             }
-            let lower = name.to_ascii_lowercase();
-            if SECRET_HEADERS.contains(&lower.as_str()) {
+            if headers::is_credential(name) {
                 return bad(format!(
                     "header {name:?} carries a secret; credentials come from the provider's credentials_env"
                 ));
             }
-            if RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("proxy-") {
+            if headers::is_connection(name) || name.eq_ignore_ascii_case("idempotency-key") {
                 return bad(format!(
                     "header {name:?} is set by abide or belongs to the connection; remove it \
                      (the idempotency key goes in the item's idempotency_key)"

@@ -196,7 +196,9 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     /// Fail-over: waiting (`QUEUED` or `PENDING`) items currently targeting `from` whose
     /// window started at or before `pending_since_before` move to `to` (the original provider stays
-    /// recorded in [`Item::provider`]) and become due at once. Returns how many.
+    /// recorded in [`Item::provider`]), become due at once and start a new attempt window
+    /// there (`window_start` = `now`, no window attempts): `to`'s retry caps and its own
+    /// fail-over wait count from the move. Returns how many.
     ///
     /// # Errors
     /// Database errors.

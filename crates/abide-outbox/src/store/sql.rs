@@ -124,9 +124,11 @@ pub(crate) const REQUEUE: &str = "UPDATE items SET state = $1, window_attempts =
     updated_at_ms = $2 \
     WHERE state = $3 AND ($4 = '' OR current_provider = $4) AND ($5 = '' OR id = $5)";
 
-/// `$8` is the marker [`crate::model::MovedBy::FailedOver`].
+/// `$8` is the marker [`crate::model::MovedBy::FailedOver`]. The item starts a new attempt
+/// window at the move: the new provider's caps and its own fail-over wait count from there.
 pub(crate) const FAIL_OVER: &str = "UPDATE items SET state = $1, current_provider = $2, \
-    next_attempt_at_ms = $3, reason = $4, moved_by = $8, updated_at_ms = $3 \
+    next_attempt_at_ms = $3, window_start_ms = $3, window_attempts = 0, reason = $4, \
+    moved_by = $8, updated_at_ms = $3 \
     WHERE current_provider = $5 AND state = $6 AND window_start_ms <= $7";
 
 /// `$1` is a state name or `''` for all.

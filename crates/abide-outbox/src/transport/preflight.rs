@@ -41,6 +41,31 @@ pub enum Preflight {
         /// The credential's name (an environment variable).
         variable: String,
     },
+    /// The credential in `credentials_env` cannot be sent as a header value (RFC 9110
+    /// §5.5): it ends with a line break (read from a file with it), holds a control byte,
+    /// or has edge spaces. No request could carry it; trimming it would send another.
+    #[error(
+        "provider {provider:?}: the credential in its credentials_env variable {variable} \
+         cannot be sent in header {header}: {why}; fix the value (it is never shown)"
+    )]
+    CredentialUnfit {
+        /// The provider.
+        provider: String,
+        /// The credential's name (an environment variable).
+        variable: String,
+        /// The header it would go in (`authorization`, or the provider's `auth_header`).
+        header: String,
+        /// What is wrong with it, never what it is.
+        why: &'static str,
+    },
+    /// The provider's request cannot be built (its URL, a configured header).
+    #[error("provider {provider:?}: its request cannot be built: {why}")]
+    RequestUnbuildable {
+        /// The provider.
+        provider: String,
+        /// What could not be built.
+        why: String,
+    },
     /// An SMPP password that no bind can carry: not 1 to `max` printable ASCII characters
     /// (SMPP 3.4 §4.1.1: a C-Octet String of 9 octets with its NUL). The SMSC would
     /// refuse every bind.

@@ -4,6 +4,7 @@
 mod connect;
 mod delivery;
 mod dialects;
+mod drain_race;
 mod faults;
 mod migrations;
 mod refused;
@@ -11,6 +12,7 @@ mod same_decisions;
 mod slow_provider;
 mod smpp;
 mod smpp_fake;
+mod stop_during_fault;
 mod store_conformance;
 mod stored_text;
 mod support;

@@ -806,20 +806,38 @@ pub async fn deferral_requeue_and_failover_sweeps<S: ByHand>(s: S) {
     // Fail over only p's waiting items: two PENDING, one still QUEUED (never claimed,
     // e.g. because the provider was paused).
     s.enqueue(&[item("p", "waiting")], t0()).await.unwrap();
-    assert_eq!(s.fail_over("p", "backup", t0(), t0()).await.unwrap(), 3);
+    // The move, a minute after they were enqueued (a 30 s wait).
+    let moved_at = t0() + Duration::from_secs(60);
+    let wait = Duration::from_secs(30);
+    assert_eq!(
+        s.fail_over("p", "backup", moved_at - wait, moved_at)
+            .await
+            .unwrap(),
+        3
+    );
     let moved = s.get(&e[0].id).await.unwrap().unwrap();
     assert_eq!(
         (moved.provider.as_str(), moved.current_provider.as_str()),
         ("p", "backup")
     );
     assert_eq!(
-        moved.next_attempt_at,
-        t0(),
+        moved.next_attempt_at, moved_at,
         "due at once on the new provider"
     );
     assert_eq!(moved.reason.as_deref(), Some("failed_over_from:p"));
     assert_eq!(moved.moved_by, Some(MovedBy::FailedOver));
-    let on_backup = s.claim("backup", "w", t0(), LEASE, 10).await.unwrap();
+    // A moved item starts a new window at the move: a second hop's wait counts from
+    // there, not from its enqueue (else a chain moves it on at once).
+    assert_eq!(moved.window_start, moved_at, "window restarted at the move");
+    assert_eq!(moved.window_attempts, 0);
+    assert_eq!(
+        s.fail_over("backup", "p", moved_at - wait, moved_at)
+            .await
+            .unwrap(),
+        0,
+        "moved on before waiting at backup"
+    );
+    let on_backup = s.claim("backup", "w", moved_at, LEASE, 10).await.unwrap();
     assert_eq!(on_backup.len(), 3);
     assert!(on_backup.iter().all(|i| i.just_failed_over()));
     // Max age defers q's item.

@@ -447,13 +447,17 @@ where
                 Err(e) => match key_conflict(&e, &chunk_lines, committed_through, &summary) {
                     Some(why) => bail!("{name}: {why}"),
                     None => {
+                        let lines = match committed_through {
+                            0 => "no line".to_owned(),
+                            n => format!("lines 1-{n}"),
+                        };
                         return Err(e.context(format!(
-                            "enqueueing {name}: {} of its {total} items were enqueued before \
-                             this error (one transaction per chunk of up to {CHUNK} items); \
-                             run again to enqueue the rest (their keys are stable: nothing is \
-                             enqueued twice)",
+                            "enqueueing {name}: {} of its {total} items ({lines}) were \
+                             committed before this error (one transaction per chunk of up to \
+                             {CHUNK} items); run again to enqueue the rest (their keys are \
+                             stable: nothing is enqueued twice)",
                             summary.items
-                        )))
+                        )));
                     }
                 },
             };

@@ -286,3 +286,39 @@ async fn a_key_refused_at_enqueue_names_the_lines_committed_before_it() {
     }
     assert!(!e.contains("run again to enqueue the rest"), "{e}");
 }
+
+/// A chunk that cannot be committed (a full disk): the error says how many items, and
+/// through which line, went in before it.
+#[tokio::test]
+async fn a_failed_chunk_says_what_was_committed_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_input(dir.path(), 5_000, "");
+    let checked = check(&path, &any, false).unwrap().unwrap();
+    let calls = RefCell::new(0usize);
+    let sink = |chunk: Vec<NewItem>| {
+        *calls.borrow_mut() += 1;
+        let n = *calls.borrow();
+        async move {
+            if n == 3 {
+                anyhow::bail!("database or disk is full");
+            }
+            Ok(chunk
+                .iter()
+                .map(|_| Enqueued {
+                    id: String::new(),
+                    created: true,
+                })
+                .collect())
+        }
+    };
+    let e = enqueue(checked, &any, false, sink).await.unwrap_err();
+    let shown = format!("{e:#}");
+    let first_two = FIRST_CHUNK + (FIRST_CHUNK * 2).min(CHUNK);
+    assert!(
+        shown.contains(&format!(
+            "{first_two} of its 5000 items (lines 1-{first_two}) were committed"
+        )),
+        "{shown}"
+    );
+    assert!(shown.contains("disk is full"), "{shown}");
+}

@@ -18,6 +18,7 @@ pub(crate) mod requeue;
 pub(crate) mod send;
 pub(crate) mod serve;
 pub(crate) mod serve_api;
+pub(crate) mod serve_conn;
 pub(crate) mod serve_dashboard;
 pub(crate) mod serve_metrics;
 pub(crate) mod sim;

@@ -273,8 +273,8 @@ fn secs(s: &str) -> anyhow::Result<u64> {
 fn config(a: &Args) -> anyhow::Result<ProviderConfig> {
     let mut c = match &a.config {
         Some(p) => {
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let text = abide_outbox::read_bounded(p, abide_outbox::MAX_FILE_BYTES)
+                .with_context(|| format!("reading {}", p.display()))?;
             ProviderConfig::from_toml_str(&text).with_context(|| format!("in {}", p.display()))?
         }
         None => ProviderConfig::default(),

@@ -222,6 +222,17 @@ fn preflight_error(path: &Path, e: abide_outbox::Error) -> anyhow::Error {
             "provider {provider:?} in {shown}: its {setting} variable {variable} is unset or \
              empty; export it (the value is never stored or logged)"
         ),
+        Preflight::CredentialUnfit {
+            provider,
+            variable,
+            header,
+            why,
+            ..
+        } => anyhow::anyhow!(
+            "provider {provider:?} in {shown}: the credential in its credentials_env variable \
+             {variable} cannot be sent in header {header}: {why}; fix the value (it is never \
+             shown)"
+        ),
         Preflight::PasswordUnfit {
             provider,
             variable,
@@ -440,7 +451,11 @@ async fn send(
             // Delivery stopped as after a Ctrl-C: what was enqueued is recorded and stays.
             d.close().await;
             drop(d);
-            outbox.close(&args.db).await?;
+            // The enqueue's error (what went in) is the one to report; a database that
+            // also fails to close (the same full disk) is said beside it.
+            if let Err(c) = outbox.close(&args.db).await {
+                eprintln!("abide: warning: closing the outbox database: {c:#}");
+            }
             return Err(e);
         }
     };
@@ -449,9 +464,18 @@ async fn send(
         Err(e) => match e.downcast_ref::<abide_outbox::Error>() {
             // Documented exit code: the run stopped itself rather than send what it could
             // not record; the next run resends the unrecorded items with their keys.
-            Some(abide_outbox::Error::ResultsNotRecorded { .. }) => {
+            Some(abide_outbox::Error::ResultsNotRecorded { interrupted, .. }) => {
                 eprintln!("abide: error: {e}");
-                return Ok(ExitCode::from(3));
+                let t = d.totals();
+                eprintln!(
+                    "abide: this run: {} delivered and recorded, {} attempts; items whose \
+                     results were not recorded are resent with their idempotency keys by the \
+                     next run",
+                    t.delivered, t.attempts
+                );
+                // Asked to stop: the documented exit code of an interrupted run.
+                let code = if *interrupted { 130 } else { 3 };
+                return Ok(ExitCode::from(code));
             }
             _ => return Err(e),
         },

@@ -14,7 +14,7 @@ use std::io::Write as _;
 
 use super::deliver::{init_logs, Interrupt, Outbox};
 use super::serve_api::{self, Api};
-use super::{db, send, serve_metrics};
+use super::{db, send, serve_conn, serve_metrics};
 
 const LONG_ABOUT: &str = "\
 Run the outbox as a daemon: an HTTP API to enqueue and inspect items, the dispatcher
@@ -69,6 +69,15 @@ HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
                            items with a requeue button. Data: GET /dashboard/state.json.
   GET  /healthz            ok, or 503 while results cannot be written (open).
 
+CONNECTIONS
+  A connection with no request in progress (idle, or a head never finished) is closed after
+  10 s; a request, its body included, must be answered within 30 s (else 408). At most
+  --max-connections are open (default 512): a new one closes the one idle longest, and is
+  refused while every connection has a request in progress (a warning says so). On a
+  loopback --listen the Host header must be the listen address or localhost, else 421 (a
+  web page cannot reach the API by DNS rebinding). While the database cannot be written,
+  requests that need it answer 503 with Retry-After.
+
 AUTH
   The token is read once at start from the environment variable named by --token-env (never
   from a flag, so it stays out of `ps` and shell history); it is never logged and is compared
@@ -95,6 +104,11 @@ pub(crate) struct Args {
     /// Name of the environment variable holding the API bearer token.
     #[arg(long, default_value = "ABIDE_TOKEN", value_name = "VAR")]
     token_env: String,
+    /// Most open connections; at the cap a new one closes the connection idle longest
+    /// (one with a request in progress never), and is refused while all are busy.
+    #[arg(long, default_value_t = serve_conn::DEFAULT_MAX_CONNECTIONS, value_name = "N",
+        value_parser = parse_max_connections)]
+    max_connections: usize,
     /// Require the token on /metrics too.
     #[arg(long)]
     metrics_auth: bool,
@@ -119,6 +133,13 @@ pub(crate) struct Args {
     #[arg(long, value_name = "PREFIX", env = "ABIDE_REDIS_PREFIX",
         value_parser = send::parse_redis_prefix)]
     pub(crate) redis_prefix: Option<String>,
+}
+
+fn parse_max_connections(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=65_536).contains(&n) => Ok(n),
+        _ => Err("must be 1..=65536".into()),
+    }
 }
 
 /// Shortest API token not warned about, in bytes (128 bits of hex-encoded randomness would
@@ -255,13 +276,33 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             })
         };
-        let server = axum::serve(listener, serve_api::router(api))
-            .with_graceful_shutdown(stopped(stop_rx.clone()));
+        let app = serve_api::router(api).layer(axum::middleware::from_fn_with_state(
+            serve_conn::allowed_hosts(addr),
+            serve_conn::host_check,
+        ));
+        let server = serve_conn::serve(
+            listener,
+            app,
+            args.max_connections,
+            stopped(stop_rx.clone()),
+        );
         let dispatcher = d.run_until(stopped(stop_rx));
         let (served, delivered) = tokio::join!(server, dispatcher);
         refresher.abort();
         served.context("HTTP server")?;
-        let p = delivered?;
+        let p = match delivered {
+            Ok(p) => p,
+            // SIGTERM while the database refused writes: stopped at once, not at a limit.
+            Err(e @ abide_outbox::Error::ResultsNotRecorded { .. }) => {
+                let t = d.totals();
+                tracing::error!(error = %e, delivered = t.delivered, attempts = t.attempts,
+                    "stopped while results could not be written; unrecorded items are resent \
+                     with their keys by the next run");
+                d.close().await;
+                return Ok(ExitCode::from(130));
+            }
+            Err(e) => return Err(e.into()),
+        };
         d.close().await;
         tracing::info!(
             delivered = p.totals.delivered,

@@ -182,6 +182,32 @@ fn internal(e: impl std::fmt::Display) -> Response {
     error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
 }
 
+/// How long a client is asked to wait when the database is at fault.
+const STORE_RETRY_AFTER_SECS: u64 = 5;
+
+/// A store error: the database at fault (unreachable, full, read-only, a failed
+/// statement) is `503` with `Retry-After` (RFC 9110 §15.6.4, §10.2.3), the client's cue to
+/// send the same request again later; nothing was stored.
+fn store_error(e: abide_outbox::Error) -> Response {
+    use abide_outbox::ErrorKind;
+    match e.kind() {
+        ErrorKind::Unavailable | ErrorKind::Database => {
+            tracing::error!(error = %e, "the database failed a request; answered 503");
+            let mut r = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                format!("the outbox database failed ({e}); nothing was stored, try again later"),
+            );
+            r.headers_mut().insert(
+                header::RETRY_AFTER,
+                header::HeaderValue::from(STORE_RETRY_AFTER_SECS),
+            );
+            r
+        }
+        _ => internal(e),
+    }
+}
+
 fn now(api: &Api) -> SystemTime {
     api.clock.now()
 }
@@ -282,7 +308,7 @@ async fn enqueue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
         Err(abide_outbox::Error::InvalidRequest(m)) => {
             error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_batch", m)
         }
-        Err(e) => internal(e),
+        Err(e) => store_error(e),
     }
 }
 
@@ -299,11 +325,11 @@ async fn item(State(api): State<Api>, Path(id): Path<String>) -> Response {
                 format!("no item {}", echo::clip(&id)),
             )
         }
-        Err(e) => return internal(e),
+        Err(e) => return store_error(e),
     };
     let attempts = match api.store.attempts(&id).await {
         Ok(a) => a,
-        Err(e) => return internal(e),
+        Err(e) => return store_error(e),
     };
     let attempts: Result<Vec<Value>, _> = attempts
         .iter()
@@ -436,7 +462,7 @@ async fn requeue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
     };
     let n = match moved {
         Ok(n) => n,
-        Err(e) => return internal(e),
+        Err(e) => return store_error(e),
     };
     if n == 0 {
         if let Some(p) = &filter.provider {
@@ -479,6 +505,18 @@ async fn metrics(State(api): State<Api>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_at_fault_is_503_with_retry_after() {
+        let full = abide_outbox::Error::from(sqlx::Error::Io(std::io::Error::other(
+            "database or disk is full",
+        )));
+        let r = store_error(full);
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "5");
+        let r = store_error(abide_outbox::Error::InvalidRequest("x".into()));
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
 
     #[test]
     fn digests_compare_in_constant_time_and_correctly() {

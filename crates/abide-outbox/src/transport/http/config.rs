@@ -21,12 +21,16 @@ use super::HttpTransport;
 use crate::credentials::CredentialSource;
 use crate::echo::{self, clip};
 use crate::error::{Error, Result};
-use crate::model::{NewItem, MAX_HEADER_NAME_LEN};
+use crate::model::{headers, NewItem, MAX_HEADER_NAME_LEN};
 use crate::toml_keys::{field_names, Keys, TableError};
 use crate::transport::{BuildEnv, Kind, Preflight, Transport, TransportConfig, TransportSettings};
 
 /// Default idempotency-key header (IETF draft-ietf-httpapi-idempotency-key-header).
 pub const DEFAULT_IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
+/// Headers abide sets on every request, beside the connection's
+/// ([`crate::model::headers::CONNECTION_HEADERS`]): not for `auth_header` or
+/// `idempotency_key_header`.
+const SET_BY_ABIDE: &[&str] = &["content-type"];
 /// Longest accepted `base_url`, in bytes.
 const MAX_BASE_URL_LEN: usize = 2048;
 /// Highest accepted `concurrency`: abide-core's bound on senders
@@ -79,7 +83,7 @@ struct FileHttp {
     base_url: Option<String>,
     credentials_env: Option<String>,
     auth_header: Option<String>,
-    concurrency: Option<usize>,
+    concurrency: Option<i64>,
     timeout_secs: Option<f64>,
     idempotency_key_header: Option<String>,
 }
@@ -96,14 +100,17 @@ fn read(n: &str, keys: &Keys) -> std::result::Result<TransportConfig, TableError
     let f: FileHttp = keys.read()?;
     let base_url = base_url(n, f.base_url)?;
     let concurrency = f.concurrency.unwrap_or(4);
-    if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
-        return Err(
-            Error::config(n, "concurrency", format!("must be 1..={MAX_CONCURRENCY}")).into(),
-        );
-    }
+    let Some(concurrency) = usize::try_from(concurrency)
+        .ok()
+        .filter(|c| (1..=MAX_CONCURRENCY).contains(c))
+    else {
+        let why = format!("{concurrency} is outside 1..={MAX_CONCURRENCY}");
+        return Err(Error::config(n, "concurrency", why).into());
+    };
     let timeout_secs = f.timeout_secs.unwrap_or(10.0);
     if !(timeout_secs.is_finite() && (0.001..=600.0).contains(&timeout_secs)) {
-        return Err(Error::config(n, "timeout_secs", "must be in [0.001, 600]").into());
+        let why = format!("{timeout_secs} is outside 0.001..=600");
+        return Err(Error::config(n, "timeout_secs", why).into());
     }
     if let Some(var) = &f.credentials_env {
         if var.is_empty()
@@ -116,8 +123,20 @@ fn read(n: &str, keys: &Keys) -> std::result::Result<TransportConfig, TableError
         }
     }
     let header = |field: &str, h: &str| {
-        http::HeaderName::from_bytes(h.as_bytes())
-            .map_err(|_| Error::config(n, field, format!("{} is not a header name", clip(h))))
+        let name = http::HeaderName::from_bytes(h.as_bytes())
+            .map_err(|_| Error::config(n, field, format!("{} is not a header name", clip(h))))?;
+        // The token or the key would go out as `Host: <token>`, `Transfer-Encoding:
+        // <token>, chunked`: request framing and routing, not a credential.
+        if headers::is_connection(name.as_str()) || SET_BY_ABIDE.contains(&name.as_str()) {
+            let why = format!(
+                "{} belongs to the connection or the request framing, or is set by abide \
+                 (Host, Content-Length, Transfer-Encoding, Connection, Upgrade, TE, Trailer, \
+                 Keep-Alive, Expect, Proxy-*, Content-Type); use a header of the API",
+                clip(h)
+            );
+            return Err(Error::config(n, field, why));
+        }
+        Ok(name)
     };
     let auth_header = f
         .auth_header
@@ -126,13 +145,28 @@ fn read(n: &str, keys: &Keys) -> std::result::Result<TransportConfig, TableError
     let idem = f
         .idempotency_key_header
         .unwrap_or_else(|| DEFAULT_IDEMPOTENCY_KEY_HEADER.to_owned());
+    let idempotency_key_header = header("idempotency_key_header", &idem)?;
+    let field = "idempotency_key_header";
+    if auth_header.as_ref() == Some(&idempotency_key_header)
+        || (auth_header.is_none() && idempotency_key_header == http::header::AUTHORIZATION)
+    {
+        let why = "is the header the credential goes in; use another";
+        return Err(Error::config(n, field, why).into());
+    }
+    if headers::is_credential(idempotency_key_header.as_str()) {
+        let why = format!(
+            "{} is a credential header; the key would be sent as a credential",
+            clip(&idem)
+        );
+        return Err(Error::config(n, field, why).into());
+    }
     Ok(TransportConfig::Http(HttpConfig {
         base_url,
         credentials_env: f.credentials_env,
         auth_header,
         concurrency,
         timeout: Duration::from_secs_f64(timeout_secs),
-        idempotency_key_header: header("idempotency_key_header", &idem)?,
+        idempotency_key_header,
     }))
 }
 
@@ -215,22 +249,43 @@ impl TransportSettings for HttpConfig {
         Ok(())
     }
 
-    /// The `credentials_env` variable, when one is named, is set and not blank: without it
-    /// every request would get a `401` and its item end `DEFERRED`.
+    /// The `credentials_env` variable, when one is named, is set and not blank (without
+    /// it every request would get a `401` and its item end `DEFERRED`), and one real
+    /// request (URL, idempotency-key header, credential header) can be built with it: a
+    /// credential read from a file with its line break, or with a control byte, can never
+    /// be sent, and would otherwise fail every attempt without a request going out.
     fn preflight(
         &self,
         provider: &str,
         credentials: &dyn CredentialSource,
     ) -> std::result::Result<(), Preflight> {
-        let Some(var) = &self.credentials_env else {
-            return Ok(());
+        let token = match &self.credentials_env {
+            None => None,
+            Some(var) => match credentials.get(var) {
+                Some(v) if !v.expose().trim().is_empty() => Some(v),
+                _ => {
+                    return Err(Preflight::CredentialMissing {
+                        provider: provider.to_owned(),
+                        setting: "credentials_env",
+                        variable: var.clone(),
+                    })
+                }
+            },
         };
-        match credentials.get(var) {
-            Some(v) if !v.expose().trim().is_empty() => Ok(()),
-            _ => Err(Preflight::CredentialMissing {
+        let probe = crate::model::Request::post_json("/", serde_json::json!({}));
+        match super::request::build(self, &probe, "abide-preflight", token.as_ref()) {
+            Ok(_) => Ok(()),
+            Err(super::request::Unbuildable::Credential { header, why }) => {
+                Err(Preflight::CredentialUnfit {
+                    provider: provider.to_owned(),
+                    variable: self.credentials_env.clone().unwrap_or_default(),
+                    header,
+                    why,
+                })
+            }
+            Err(super::request::Unbuildable::Other(why)) => Err(Preflight::RequestUnbuildable {
                 provider: provider.to_owned(),
-                setting: "credentials_env",
-                variable: var.clone(),
+                why,
             }),
         }
     }
@@ -249,5 +304,62 @@ impl TransportSettings for HttpConfig {
             Arc::clone(&env.credentials),
             env.max_response_body,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Config, Error};
+
+    fn with(extra: &str) -> crate::Result<Config> {
+        Config::from_toml_str(&format!(
+            "[[provider]]\nname = \"p\"\nbase_url = \"https://api.example\"\n{extra}\n"
+        ))
+    }
+
+    #[test]
+    fn connection_and_framing_headers_are_refused_as_settings() {
+        for field in ["auth_header", "idempotency_key_header"] {
+            for name in [
+                "Host",
+                "Transfer-Encoding",
+                "connection",
+                "Content-Length",
+                "Upgrade",
+                "TE",
+                "Trailer",
+                "Keep-Alive",
+                "Expect",
+                "Proxy-Authorization",
+                "Proxy-Connection",
+                "Content-Type",
+            ] {
+                let e = with(&format!("{field} = \"{name}\"")).unwrap_err();
+                assert!(
+                    matches!(&e, Error::Config { field: f, .. } if f == field),
+                    "{field} = {name}: {e:?}"
+                );
+                assert!(e.to_string().contains(name), "{e}");
+            }
+        }
+        // The key never goes out as a credential.
+        for extra in [
+            "idempotency_key_header = \"Authorization\"",
+            "idempotency_key_header = \"X-Api-Key\"",
+            "auth_header = \"X-Key\"\nidempotency_key_header = \"X-Key\"",
+        ] {
+            let e = with(extra).unwrap_err();
+            assert!(
+                matches!(&e, Error::Config { field, .. } if field == "idempotency_key_header"),
+                "{extra}: {e:?}"
+            );
+        }
+        for extra in [
+            "auth_header = \"X-Api-Key\"",
+            "auth_header = \"Authorization\"",
+            "idempotency_key_header = \"X-Request-Id\"",
+        ] {
+            assert!(with(extra).is_ok(), "{extra}");
+        }
     }
 }

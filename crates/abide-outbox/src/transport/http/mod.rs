@@ -3,6 +3,7 @@
 
 mod config;
 pub mod path;
+mod request;
 
 pub(crate) use config::KIND;
 pub use config::{HttpConfig, DEFAULT_IDEMPOTENCY_KEY_HEADER, MAX_CONCURRENCY};
@@ -11,11 +12,10 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use abide_core::TransportFailure;
 use bytes::{Bytes, BytesMut};
-use http::HeaderValue;
 
 use super::{Preflight, Response, SendFuture, Transport, TransportSettings, MAX_CLASSIFIED_BODY};
 use crate::credentials::{CredentialSource, Secret};
-use crate::model::{Body, Item};
+use crate::model::Item;
 
 /// Sends items to one provider over HTTP.
 ///
@@ -76,38 +76,19 @@ impl HttpTransport {
     }
 
     async fn send_one(&self, item: &Item) -> Response {
-        let Some(url) = target_url(&self.cfg.base_url, &item.request.path) else {
-            // Refused before the send (`unsendable`); kept for direct callers. Never sent.
-            return Response::Transport(TransportFailure::Connect);
+        let token = self.token();
+        let req = match request::build(
+            &self.cfg,
+            &item.request,
+            &item.idempotency_key,
+            token.as_ref(),
+        ) {
+            Ok(req) => req,
+            // Refused before the send (`unsendable`, the pre-flight); kept for direct
+            // callers. Never sent.
+            Err(_) => return Response::Transport(TransportFailure::Connect),
         };
-        let method = item.request.method.clone();
-        let mut req = self.client.request(method, url).timeout(self.cfg.timeout);
-        for (k, v) in &item.request.headers {
-            req = req.header(k.as_str(), v.as_str());
-        }
-        if let Ok(v) = HeaderValue::from_str(&item.idempotency_key) {
-            req = req.header(self.cfg.idempotency_key_header.clone(), v);
-        }
-        if let Some(token) = self.token() {
-            req = match &self.cfg.auth_header {
-                Some(name) => match HeaderValue::from_str(token.expose()) {
-                    Ok(mut v) => {
-                        v.set_sensitive(true);
-                        req.header(name.clone(), v)
-                    }
-                    Err(_) => req,
-                },
-                None => req.bearer_auth(token.expose()),
-            };
-        }
-        req = match &item.request.body {
-            Some(Body::Json(v)) => req.json(v),
-            Some(Body::Text(t)) => req
-                .header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")
-                .body(t.clone()),
-            None => req,
-        };
-        match req.send().await {
+        match self.client.execute(req).await {
             Ok(mut resp) => {
                 let status = resp.status();
                 let headers = std::mem::take(resp.headers_mut());
@@ -153,9 +134,16 @@ impl Transport for HttpTransport {
     }
 
     fn unsendable(&self, item: &Item) -> Option<String> {
-        path::confine(&self.cfg.base_url, &item.request.path)
+        if let Err(e) = path::confine(&self.cfg.base_url, &item.request.path) {
+            return Some(e.to_string());
+        }
+        // The pre-flight refuses such a credential at start; a transport made without
+        // one never sends a request that lacks it.
+        let token = self.token()?;
+        let var = self.cfg.credentials_env.as_deref().unwrap_or_default();
+        request::credential_header(&self.cfg, &token)
             .err()
-            .map(|e| e.to_string())
+            .map(|e| format!("{e} (credentials_env {var})"))
     }
 
     fn preflight(&self) -> Result<(), Preflight> {
@@ -170,11 +158,18 @@ impl Transport for HttpTransport {
     }
 
     fn refresh_credentials(&self) {
-        let fresh = self
-            .cfg
-            .credentials_env
-            .as_deref()
-            .and_then(|n| self.source.get(n));
+        let Some(var) = self.cfg.credentials_env.as_deref() else {
+            return;
+        };
+        let fresh = self.source.get(var);
+        if let Some(token) = &fresh {
+            if let Err(e) = request::credential_header(&self.cfg, token) {
+                // Keep the one that could be sent rather than send none.
+                tracing::warn!(provider = %self.provider, credentials_env = var,
+                    "the refreshed credential is unfit, keeping the previous one: {e}");
+                return;
+            }
+        }
         *self.token.write().unwrap_or_else(PoisonError::into_inner) = fresh;
     }
 }

@@ -18,42 +18,47 @@
 //! What is refused (each [`Rule`] has a stable name, shown in the error):
 //! - not starting with `/` (an absolute URL, a scheme, a relative path), `//host`, an
 //!   embedded `://`;
-//! - control characters, spaces, a `#` fragment, in the path or its query;
+//! - control characters and spaces, raw anywhere (the query too) or percent-encoded in a
+//!   path segment; a `#` fragment;
 //! - `\` raw, percent-encoded or look-alike; `%2F` and `/` look-alikes;
 //! - empty segments (`/a//b`);
-//! - any segment that is `.`, `..` (or only dots and spaces) once percent-decoded up to three
-//!   times, with look-alike dots mapped to `.` and `;` parameters cut;
-//! - `%` not followed by two hex digits, and escapes that do not encode UTF-8 (overlong
-//!   `%c0%ae`).
+//! - any segment that is `.`, `..` (or only dots and spaces) in any of its forms: as
+//!   written, each layer of percent-decoding until nothing changes, each of those in NFKC
+//!   (`\u{FE30}` is `..`, `\u{2026}` and `\u{FE19}` are `...`, `．` is `.`) and with
+//!   best-fit dots (`。`) read as `.`, with `;` parameters cut; the same forms are searched
+//!   for `/` and `\`;
+//! - `%` not followed by two hex digits, escapes that do not encode UTF-8 (overlong
+//!   `%c0%ae`), and a segment still percent-encoded after eight layers of decoding.
 //!
 //! A query (after the first `?`) may hold `..`, `/` and `@`: it never moves the path.
 
 use std::borrow::Cow;
 use std::fmt;
 
+use unicode_normalization::UnicodeNormalization;
+
 use crate::echo;
 
 /// Longest accepted request path, in bytes.
 pub const MAX_PATH_LEN: usize = 2048;
 
-/// How many times a segment is percent-decoded before it is judged: a proxy and a server
-/// may each decode once, and a third layer is cheap to rule out.
-const DECODE_ROUNDS: usize = 3;
+/// Most layers of percent-encoding a segment is decoded through before it is judged: it
+/// is decoded until nothing changes (a proxy and a server may each decode once, and a
+/// lenient one repeatedly), and a segment still encoded after this many layers is refused
+/// ([`Rule::BadEscape`]): no request needs it.
+const MAX_DECODE_LAYERS: usize = 8;
 
-/// Characters that NFKC normalisation or "best fit" code-page mapping turn into `.`.
+/// Characters that "best fit" code-page mapping (Windows, some proxies) turns into `.`,
+/// beyond those whose NFKC form is dots (U+FF0E, U+FE52, U+2024, U+2025, U+2026, U+FE19,
+/// U+FE30, ...), which [`check_form`] finds by normalising.
 const DOT_LIKE: &[char] = &[
-    '\u{FF0E}', // FULLWIDTH FULL STOP (NFKC: '.')
-    '\u{FE52}', // SMALL FULL STOP (NFKC: '.')
-    '\u{2024}', // ONE DOT LEADER (NFKC: '.')
     '\u{3002}', // IDEOGRAPHIC FULL STOP
     '\u{FF61}', // HALFWIDTH IDEOGRAPHIC FULL STOP
 ];
-/// Characters read as two dots (NFKC of U+2025 TWO DOT LEADER is "..").
-const TWO_DOTS_LIKE: &[char] = &['\u{2025}'];
-/// Characters that normalise or best-fit map to `/`.
-const SLASH_LIKE: &[char] = &['\u{FF0F}', '\u{2215}', '\u{2044}', '\u{29F8}'];
-/// Characters that normalise or best-fit map to `\`.
-const BACKSLASH_LIKE: &[char] = &['\u{FF3C}', '\u{FE68}', '\u{2216}', '\u{29F9}'];
+/// Characters that best-fit map to `/` (beyond NFKC's, e.g. U+FF0F).
+const SLASH_LIKE: &[char] = &['\u{2215}', '\u{2044}', '\u{29F8}'];
+/// Characters that best-fit map to `\` (beyond NFKC's, e.g. U+FF3C, U+FE68).
+const BACKSLASH_LIKE: &[char] = &['\u{2216}', '\u{29F9}'];
 
 /// Why a path was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +84,8 @@ pub enum Rule {
     EmptySegment,
     /// A segment that is `.` or `..` in some spelling.
     DotSegment,
-    /// A `%` not followed by two hex digits, or escapes that do not encode UTF-8.
+    /// A `%` not followed by two hex digits, escapes that do not encode UTF-8, or more than
+    /// eight layers of percent-encoding.
     BadEscape,
     /// The URL built from it is not under the provider's base path.
     OutsideBase,
@@ -110,7 +116,10 @@ impl Rule {
                 "must start with '/': a path below the provider's base_url, never a URL"
             }
             Rule::NamesAHost => "'//' or '://' names a host",
-            Rule::Control => "control characters and spaces are not allowed (encoded or not)",
+            Rule::Control => {
+                "control characters (raw, or percent-encoded in the path) and raw spaces are \
+                 not allowed"
+            }
             Rule::Fragment => "'#' starts a fragment, which is never sent",
             Rule::Backslash => {
                 "'\\' (raw, %5C or a look-alike) is read as '/' by URL parsers and servers"
@@ -120,10 +129,13 @@ impl Rule {
             }
             Rule::EmptySegment => "'//' inside a path is an empty segment servers may merge",
             Rule::DotSegment => {
-                "a '.' or '..' segment in any spelling (%2e, double-encoded, ';' parameters, \
-                 full-width dots) moves the request out of the provider's base path"
+                "a '.' or '..' segment in any spelling (%2e, encoded again and again, ';' \
+                 parameters, full-width or other look-alike dots) moves the request out of \
+                 the provider's base path"
             }
-            Rule::BadEscape => "'%' must start two hex digits that encode UTF-8",
+            Rule::BadEscape => {
+                "'%' must start two hex digits that encode UTF-8, nested at most eight layers"
+            }
             Rule::OutsideBase => "the URL built from it is outside the provider's base path",
         }
     }
@@ -257,28 +269,38 @@ pub fn confine(base: &reqwest::Url, path: &str) -> Result<reqwest::Url, PathErro
     Ok(url)
 }
 
-/// Judge one path segment in every form a server may see: as written, then decoded up to
-/// [`DECODE_ROUNDS`] times.
+/// Judge one path segment in every form a server may see: as written, then each layer of
+/// percent-decoding until nothing changes (at most [`MAX_DECODE_LAYERS`]).
 fn check_segment(seg: &str) -> Result<(), Rule> {
     let mut form: Cow<'_, str> = Cow::Borrowed(seg);
-    for round in 0..=DECODE_ROUNDS {
+    for layer in 0..=MAX_DECODE_LAYERS {
         check_form(&form)?;
-        if round == DECODE_ROUNDS || !form.contains('%') {
-            break;
+        if !form.contains('%') {
+            return Ok(());
         }
-        // What is sent must be well formed; later rounds are what a lenient server might
+        // What is sent must be well formed; later layers are what a lenient server might
         // make of it, so a stray '%' there is left as is.
-        let decoded = percent_decode(&form, round == 0)?;
+        let decoded = percent_decode(&form, layer == 0)?;
         if decoded == form {
-            break;
+            return Ok(());
         }
         form = Cow::Owned(decoded);
+    }
+    Err(Rule::BadEscape)
+}
+
+/// Rules on one form of a segment, as written and in its NFKC form (what a server that
+/// normalises Unicode sees: `\u{FE30}` is `..`, `\u{2026}` is `...`).
+fn check_form(form: &str) -> Result<(), Rule> {
+    check_chars(form)?;
+    if !form.is_ascii() {
+        let nfkc: String = form.nfkc().collect();
+        check_chars(&nfkc)?;
     }
     Ok(())
 }
 
-/// Rules on one form of a segment.
-fn check_form(form: &str) -> Result<(), Rule> {
+fn check_chars(form: &str) -> Result<(), Rule> {
     if form.chars().any(char::is_control) {
         return Err(Rule::Control);
     }
@@ -295,8 +317,6 @@ fn check_form(form: &str) -> Result<(), Rule> {
     for c in name.chars() {
         if c == '.' || DOT_LIKE.contains(&c) {
             dots += 1;
-        } else if TWO_DOTS_LIKE.contains(&c) {
-            dots += 2;
         } else if c != ' ' {
             other = true;
         }

@@ -10,7 +10,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use abide_core::Clock;
@@ -31,19 +31,46 @@ pub async fn still<F: Future>(f: F) -> F::Output {
     out
 }
 
-/// A store whose every call holds tokio's paused clock still, and whose result writes
-/// (completions and send marks) can be made to fail (a full disk, a read-only database) with [`StillStore::fail_writes`].
+/// A store whose every call holds tokio's paused clock still, whose result writes
+/// (completions and send marks) can be made to fail (a full disk, a read-only database)
+/// with [`StillStore::fail_writes`], and whose reads can be raced by fail-overs
+/// ([`StillStore::move_before_reads`]).
 #[derive(Debug, Clone)]
-pub struct StillStore<S>(pub S, Arc<AtomicBool>);
+pub struct StillStore<S>(pub S, Arc<AtomicBool>, Arc<Mutex<Option<(String, String)>>>);
 
 impl<S> StillStore<S> {
     pub fn new(store: S) -> Self {
-        Self(store, Arc::new(AtomicBool::new(false)))
+        Self(store, Arc::new(AtomicBool::new(false)), Arc::default())
     }
 
     /// From now on `complete` fails (`true`) or works again (`false`).
     pub fn fail_writes(&self, fail: bool) {
         self.1.store(fail, Ordering::SeqCst);
+    }
+
+    /// From now on, just before each `has_active` and `counts_by_state`, every waiting item
+    /// of `a` moves to `b` (a fail-over), and the next read moves them back: the worst
+    /// interleaving of fail-over moves with a drain check.
+    pub fn move_before_reads(&self, a: &str, b: &str) {
+        *self.2.lock().unwrap() = Some((a.to_owned(), b.to_owned()));
+    }
+}
+
+impl<S: Store> StillStore<S> {
+    /// The move [`StillStore::move_before_reads`] asked for, if any.
+    async fn race(&self) {
+        let pair = {
+            let mut g = self.2.lock().unwrap();
+            let next = g.as_ref().map(|(a, b)| (b.clone(), a.clone()));
+            std::mem::replace(&mut *g, next)
+        };
+        if let Some((from, to)) = pair {
+            let far = super::t0() + Duration::from_secs(100 * 365 * 86_400);
+            self.0
+                .fail_over(&from, &to, far, super::t0())
+                .await
+                .unwrap();
+        }
     }
 }
 
@@ -140,7 +167,10 @@ impl<S: Store> Store for StillStore<S> {
         still(self.0.fail_over(from, to, cut, now))
     }
     fn counts_by_state(&self, provider: Option<&str>) -> impl Future<Output = R<Counts>> + Send {
-        still(self.0.counts_by_state(provider))
+        still(async move {
+            self.race().await;
+            self.0.counts_by_state(provider).await
+        })
     }
     fn reason_counts(
         &self,
@@ -158,7 +188,10 @@ impl<S: Store> Store for StillStore<S> {
         still(self.0.oldest_pending_age(now))
     }
     fn has_active(&self, providers: &[&str]) -> impl Future<Output = R<bool>> + Send {
-        still(self.0.has_active(providers))
+        still(async move {
+            self.race().await;
+            self.0.has_active(providers).await
+        })
     }
     fn next_due(&self, provider: &str) -> impl Future<Output = R<Option<SystemTime>>> + Send {
         still(self.0.next_due(provider))

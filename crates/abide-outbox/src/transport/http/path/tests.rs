@@ -24,6 +24,14 @@ const REFUSED: &[(&str, Rule)] = &[
     ("/%252e%252e/v1", Rule::DotSegment),
     ("/%25252e%25252e/v1", Rule::DotSegment),
     ("/%252E./v1", Rule::DotSegment),
+    // Encoded more times than any one proxy and server would decode (up to eight
+    // layers): still dots.
+    ("/%2525252e%2525252e/v1", Rule::DotSegment),
+    ("/%252525252e./v1", Rule::DotSegment),
+    ("/%252525252525252e%252525252525252e/v1", Rule::DotSegment),
+    // Nine layers: no request needs it.
+    ("/%2525252525252525252e/v1", Rule::BadEscape),
+    ("/v1/x%2525252525252525252541", Rule::BadEscape),
     // `;` parameters cut before the dots are resolved (Tomcat `..;/`).
     ("/..;/v1", Rule::DotSegment),
     ("/..;jsessionid=x/v1", Rule::DotSegment),
@@ -37,6 +45,20 @@ const REFUSED: &[(&str, Rule)] = &[
     ("/.\u{FE52}/v1", Rule::DotSegment),
     ("/\u{2024}\u{2024}/v1", Rule::DotSegment),
     ("/\u{3002}\u{3002}/v1", Rule::DotSegment),
+    // Whose NFKC form is dots: two (U+FE30), three (U+2026, U+FE19), mixed, encoded.
+    ("/\u{FE30}/v1", Rule::DotSegment),
+    ("/\u{2026}/v1", Rule::DotSegment),
+    ("/\u{FE19}/v1", Rule::DotSegment),
+    ("/.\u{FE30}/v1", Rule::DotSegment),
+    ("/v1/\u{2026}", Rule::DotSegment),
+    ("/\u{FE30};x/v1", Rule::DotSegment),
+    ("/%EF%B8%B0/v1", Rule::DotSegment),
+    ("/%E2%80%A6/v1", Rule::DotSegment),
+    ("/%EF%B8%99/v1", Rule::DotSegment),
+    ("/%25EF%25B8%25B0/v1", Rule::DotSegment),
+    ("/\u{FF61}\u{FF61}/v1", Rule::DotSegment),
+    // NFKC slashes and backslashes.
+    ("/..\u{FE68}v1", Rule::Backslash),
     // Dots and spaces (Windows strips trailing dots and spaces).
     ("/.../v1", Rule::DotSegment),
     ("/..%20/v1", Rule::DotSegment),
@@ -115,6 +137,14 @@ const ACCEPTED: &[(&str, &str)] = &[
     ("/v1/caf%C3%A9", "http://127.0.0.1:9/api/v1/caf%C3%A9"),
     ("/v1/café", "http://127.0.0.1:9/api/v1/caf%C3%A9"),
     ("/v1/a:b", "http://127.0.0.1:9/api/v1/a:b"),
+    // Look-alikes inside a name, encoded spaces and literal percents: a name, not dots.
+    ("/v1/a\u{2026}b", "http://127.0.0.1:9/api/v1/a%E2%80%A6b"),
+    (
+        "/v1/hello%20world",
+        "http://127.0.0.1:9/api/v1/hello%20world",
+    ),
+    ("/v1/100%2525", "http://127.0.0.1:9/api/v1/100%2525"),
+    ("/v1/m?q=a%20b%00", "http://127.0.0.1:9/api/v1/m?q=a%20b%00"),
 ];
 
 #[test]
