@@ -15,6 +15,9 @@
 //!   as `Retry-After`);
 //! - `http_<status>_secondary_rate_limit`: GitHub's secondary limit, told by the body text
 //!   (dialect `github`, given or detected; see [`crate::ratelimit::github`]);
+//! - `http_<status>_<vendor shape>` when a vendor's error body or header decided the class
+//!   (e.g. `http_200_graphql_throttled`, `http_403_salesforce_request_limit_exceeded`,
+//!   `http_429_openai_insufficient_quota`; see [`vendors`]);
 //! - `smpp_0x<hex>_<name>`, e.g. `smpp_0x58_throttled`, `smpp_0x0b_invdstadr`
 //!   (`unrecognised` for codes without a name);
 //! - `connect_error`, `timeout_after_send_replay_safe`,
@@ -89,8 +92,23 @@ crate::named_enum! {
         RefreshCredentials = "refresh_credentials",
         /// Never retry.
         Terminal = "terminal",
+        /// Out of quota or credit, not a rate limit (a daily quota spent, a plan without
+        /// credit): no wait on a timer helps, so the item is deferred for a person, never
+        /// failed and never retried automatically.
+        OutOfQuota = "out_of_quota",
         /// Not recognised: retry with a low attempt cap, and say so loudly.
         Unknown = "unknown",
+    }
+}
+
+impl VerdictClass {
+    /// The item waits and is tried again (throttle, retry, refresh credentials, unknown):
+    /// a delay the server named applies. False for success, terminal and out of quota.
+    pub fn waits(self) -> bool {
+        !matches!(
+            self,
+            VerdictClass::Success | VerdictClass::Terminal | VerdictClass::OutOfQuota
+        )
     }
 }
 
@@ -102,8 +120,9 @@ pub struct Verdict {
     /// A short stable reason code, e.g. `"http_429"`, `"smpp_0x58_throttled"`,
     /// `"connect_error"` (see the [module docs](self)).
     pub reason: String,
-    /// The server's requested delay after floor/cap, when it sent `Retry-After` and the class
-    /// is neither success nor terminal.
+    /// The server's requested delay after floor/cap, when it sent `Retry-After` (or, without
+    /// one, the body named a delay: see [`vendors`]) and the class waits
+    /// ([`VerdictClass::waits`]).
     pub retry_after: Option<RetryDelay>,
     /// Rate-limit headers, when present (on any class, successes included).
     pub rate_limit: Option<RateLimitInfo>,
@@ -115,7 +134,9 @@ pub struct Verdict {
 }
 
 mod codes;
+pub mod duration;
 pub mod smpp;
+pub mod vendors;
 
 /// Per-provider replacements for the default tables. An override decides the class outright
 /// (a `Retry-After` no longer upgrades it to a throttle); `Retry-After` and rate-limit headers
@@ -156,7 +177,10 @@ pub struct ClassifyOverrides {
 /// `Retry-After` (any value, even `0` or garbage) or an exhausted rate-limit header is a
 /// throttle; 1xx, 3xx and anything outside 100–599 unknown. With the `github` dialect (given
 /// or detected), a 403 or 429 whose body says "secondary rate limit" is a throttle that waits
-/// at least a minute. An exhausted rate limit without a reset takes its reset from
+/// at least a minute. Otherwise a vendor's error shape recognised by structure decides (a
+/// GraphQL `200` that says `THROTTLED`, a `403` `REQUEST_LIMIT_EXCEEDED`, a `503` S3
+/// `SlowDown`, a `429` `insufficient_quota` that is out of quota; see [`vendors`]); a delay
+/// the body names applies when no header named one. An exhausted rate limit without a reset takes its reset from
 /// `Retry-After` (on any status, successes included). Dialect: [`Dialect::Auto`].
 /// SMPP: see [`smpp::TABLE`]; codes not in it are unknown.
 /// Transport: connect errors retry; after-send failures retry only when replay-safe,
@@ -305,27 +329,38 @@ impl Classifier {
         }
         let secondary = reading.reader == Some(ratelimit::Reader::Github)
             && github::is_secondary_limit(code, body);
+        let json = vendors::parse_json(body);
+        let found = vendors::find(code, headers, body, json.as_ref());
         let mut rate_limit = reading.info.clone();
         let exhausted = rate_limit.as_ref().is_some_and(RateLimitInfo::exhausted);
-        let (class, reason) = match self.overrides.http.get(&code) {
-            Some(&class) => (class, format!("http_{code}_override")),
-            None if secondary => (
+        let (class, reason) = match (self.overrides.http.get(&code), &found) {
+            (Some(&class), _) => (class, format!("http_{code}_override")),
+            (None, _) if secondary => (
                 VerdictClass::Throttle,
                 format!("http_{code}_secondary_rate_limit"),
             ),
-            None => {
+            (None, Some(f)) => (f.class, format!("http_{code}_{}", f.tail)),
+            (None, None) => {
                 let has_retry_after = headers.contains_key(http::header::RETRY_AFTER)
                     || reading.retry_after_ms.is_some();
                 http_default(code, has_retry_after, exhausted)
             }
         };
-        let keeps_delay = !matches!(class, VerdictClass::Success | VerdictClass::Terminal);
+        let keeps_delay = class.waits();
         let needs_reset = rate_limit
             .as_ref()
             .is_some_and(|i| i.exhausted() && i.reset.is_none());
         let said = (keeps_delay || needs_reset)
             .then(|| self.server_delay_with(headers, &reading, now, rng))
             .flatten();
+        // No header named a delay: the body may (a vendor's cost model, `retry_after`).
+        let said = match said {
+            None if keeps_delay => found
+                .and_then(|f| f.delay)
+                .or_else(|| json.as_ref().and_then(vendors::body_delay))
+                .map(|d| self.body_delay(d, rng)),
+            said => said,
+        };
         if let Some(info) = rate_limit.as_mut().filter(|_| needs_reset) {
             // No quota left and no reset sent: the server's delay is when it comes back.
             info.reset = said.as_ref().map(|d| d.delay);
@@ -342,6 +377,20 @@ impl Classifier {
             rate_limit,
             // An override decides the class outright: its verdict is no secondary limit.
             secondary_limit: secondary && !self.overrides.http.contains_key(&code),
+        }
+    }
+
+    /// A delay read from the body, floored and capped like a `Retry-After` of that length;
+    /// an unreadable one is an unparseable delay (long, jittered, logged raw).
+    fn body_delay(&self, d: vendors::BodyDelay, rng: &mut dyn RngCore) -> RetryDelay {
+        match d {
+            vendors::BodyDelay::Given { delay, raw } => {
+                self.retry_after.from_server_delay(delay, Some(raw))
+            }
+            vendors::BodyDelay::Unreadable { raw } => {
+                tracing::warn!(raw = %raw, "unreadable delay in the response body");
+                self.retry_after.unparseable(raw, rng)
+            }
         }
     }
 

@@ -9,7 +9,7 @@ use abide_core::ratelimit::{self, Malformed, RateLimitInfo};
 use abide_core::retry_after::escape_raw;
 use abide_core::{
     parse_warnings, Clock, Dialect, ManualClock, Observation, Session, SessionConfig, SystemClock,
-    VerdictClass, Warning, MAX_CLASSIFY_BODY,
+    Warning, MAX_CLASSIFY_BODY,
 };
 use anyhow::{bail, Context};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -45,7 +45,7 @@ DIALECTS (--dialect, as rate_limit_dialect in the providers file)
                   \"secondary rate limit\" is a throttle waiting at least 60 s
 
 OUTPUT (one JSON object on stdout; field names and meanings are stable)
-  verdict           success | throttle | retry | refresh_credentials | terminal | unknown
+  verdict           success | throttle | retry | refresh_credentials | terminal | out_of_quota | unknown
   reason            stable reason code, e.g. http_429, http_403_retry_after, smpp_0x58_throttled
   delay_secs        seconds abide would wait before the next attempt (within floor 1 s and
                     cap 600 s); null for success and terminal
@@ -257,7 +257,7 @@ fn build(
     let said = classifier.server_delay(headers, now, &mut ChaCha8Rng::seed_from_u64(seed));
 
     let delay = match verdict.class {
-        VerdictClass::Success | VerdictClass::Terminal => None,
+        class if !class.waits() => None,
         _ => Some(verdict.retry_after.clone().unwrap_or_else(|| {
             let rules = session.config();
             rules.retry_after.from_backoff(rules.retry.backoff.base)
