@@ -24,6 +24,7 @@
 //!   `timeout_after_send_not_replay_safe`;
 //! - any of the above with `_override` appended when a provider override decided the class.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
@@ -33,6 +34,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::ratelimit::{self, github, Dialect, RateLimitInfo, Reading};
 use crate::retry_after::{escape_raw, RetryAfterPolicy, RetryDelay};
+use crate::session::SettingError;
+pub use rules::{BodyRule, HeaderRule};
 
 /// Most response-body bytes worth keeping for classification (a prefix is enough for
 /// every body rule, e.g. GitHub's "secondary rate limit" text): 4 KiB.
@@ -135,12 +138,14 @@ pub struct Verdict {
 
 mod codes;
 pub mod duration;
+pub mod rules;
 pub mod smpp;
 pub mod vendors;
 
 /// Per-provider replacements for the default tables. An override decides the class outright
 /// (a `Retry-After` no longer upgrades it to a throttle); `Retry-After` and rate-limit headers
-/// are still read and reported.
+/// are still read and reported. Body and header [`rules`] come first, then the status
+/// overrides, then the built-in tables.
 ///
 /// Deserialises from a provider file; keys are strings (TOML keys always are), SMPP codes
 /// in decimal or `0x` hex:
@@ -149,6 +154,11 @@ pub mod vendors;
 /// 409 = "retry"
 /// [classify.smpp]
 /// "0x45" = "retry"
+/// [[classify.body]]
+/// json = "/errors/0/extensions/code"
+/// equals = "THROTTLED"
+/// verdict = "throttle"
+/// delay_json = "/retry_after"
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -165,6 +175,51 @@ pub struct ClassifyOverrides {
         deserialize_with = "codes::de_smpp"
     )]
     pub smpp: BTreeMap<u32, VerdictClass>,
+    /// Rules on JSON body fields, tried first, in order (see [`rules`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub body: Vec<BodyRule>,
+    /// Rules on response headers, tried after the body rules, in order (see [`rules`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub header: Vec<HeaderRule>,
+}
+
+impl ClassifyOverrides {
+    /// Check every override and rule, as at start.
+    ///
+    /// # Errors
+    /// [`SettingError::Classify`] naming the first bad one and its key
+    /// (`classify.http.999`, `classify.body[2].json`, `classify.header.busy.equals`): a
+    /// status outside 100–599, a 2xx (or SMPP `ESME_ROK`) made anything but a success, a
+    /// pointer that is no RFC 6901 JSON pointer, a compared value that is no string,
+    /// number or boolean, a header name that is none, a delay on a verdict that does not
+    /// wait, more than [`rules::MAX_RULES`] rules.
+    pub fn validate(&self) -> Result<(), SettingError> {
+        let bad = |setting: String, problem: &'static str| SettingError::Classify {
+            setting: Cow::Owned(setting),
+            problem: Cow::Borrowed(problem),
+        };
+        for (&status, &class) in &self.http {
+            let setting = || format!("classify.http.{status}");
+            if !(100..=599).contains(&status) {
+                return Err(bad(setting(), "not an HTTP status code (100-599)"));
+            }
+            if (200..300).contains(&status) && class != VerdictClass::Success {
+                return Err(bad(
+                    setting(),
+                    "a 2xx answer is a success: it cannot be classified otherwise",
+                ));
+            }
+        }
+        if let Some(&class) = self.smpp.get(&0) {
+            if class != VerdictClass::Success {
+                return Err(bad(
+                    "classify.smpp.0x0".to_owned(),
+                    "command_status 0 (ESME_ROK) is a success: it cannot be classified otherwise",
+                ));
+            }
+        }
+        rules::validate(&self.body, &self.header)
+    }
 }
 
 /// Classifies observations. Tables can be overridden per provider; the rate-limit header
@@ -245,6 +300,8 @@ impl Classifier {
     pub fn with_overrides(mut self, overrides: ClassifyOverrides) -> Self {
         self.overrides.http.extend(overrides.http);
         self.overrides.smpp.extend(overrides.smpp);
+        self.overrides.body.extend(overrides.body);
+        self.overrides.header.extend(overrides.header);
         self
     }
 
@@ -327,23 +384,30 @@ impl Classifier {
                 "malformed rate-limit header ignored"
             );
         }
-        let secondary = reading.reader == Some(ratelimit::Reader::Github)
-            && github::is_secondary_limit(code, body);
         let json = vendors::parse_json(body);
+        let o = &self.overrides;
+        let rule = rules::first_match(&o.body, &o.header, code, headers, json.as_ref());
+        // A user's rule decides outright: GitHub's text is not looked for then.
+        let secondary = rule.is_none()
+            && reading.reader == Some(ratelimit::Reader::Github)
+            && github::is_secondary_limit(code, body);
         let found = vendors::find(code, headers, body, json.as_ref());
         let mut rate_limit = reading.info.clone();
         let exhausted = rate_limit.as_ref().is_some_and(RateLimitInfo::exhausted);
-        let (class, reason) = match (self.overrides.http.get(&code), &found) {
-            (Some(&class), _) => (class, format!("http_{code}_override")),
-            (None, _) if secondary => (
-                VerdictClass::Throttle,
-                format!("http_{code}_secondary_rate_limit"),
+        let (class, reason, found) = match rule {
+            Some(r) => (
+                r.class,
+                format!("http_{code}_{}", r.tail),
+                Some(vendors::Finding {
+                    class: r.class,
+                    tail: r.tail,
+                    delay: r.delay,
+                }),
             ),
-            (None, Some(f)) => (f.class, format!("http_{code}_{}", f.tail)),
-            (None, None) => {
-                let has_retry_after = headers.contains_key(http::header::RETRY_AFTER)
-                    || reading.retry_after_ms.is_some();
-                http_default(code, has_retry_after, exhausted)
+            None => {
+                let (class, reason) =
+                    self.by_status(code, headers, &reading, secondary, &found, exhausted);
+                (class, reason, found)
             }
         };
         let keeps_delay = class.waits();
@@ -376,7 +440,33 @@ impl Classifier {
             retry_after,
             rate_limit,
             // An override decides the class outright: its verdict is no secondary limit.
-            secondary_limit: secondary && !self.overrides.http.contains_key(&code),
+            secondary_limit: secondary && !o.http.contains_key(&code),
+        }
+    }
+
+    /// The class without a user rule: a status override, GitHub's secondary limit, a
+    /// vendor's shape, then the default table.
+    fn by_status(
+        &self,
+        code: u16,
+        headers: &HeaderMap,
+        reading: &Reading,
+        secondary: bool,
+        found: &Option<vendors::Finding>,
+        exhausted: bool,
+    ) -> (VerdictClass, String) {
+        match (self.overrides.http.get(&code), found) {
+            (Some(&class), _) => (class, format!("http_{code}_override")),
+            (None, _) if secondary => (
+                VerdictClass::Throttle,
+                format!("http_{code}_secondary_rate_limit"),
+            ),
+            (None, Some(f)) => (f.class, format!("http_{code}_{}", f.tail)),
+            (None, None) => {
+                let has_retry_after = headers.contains_key(http::header::RETRY_AFTER)
+                    || reading.retry_after_ms.is_some();
+                http_default(code, has_retry_after, exhausted)
+            }
         }
     }
 
