@@ -59,8 +59,8 @@ pub mod warnings;
 pub use backoff::{Backoff, Jitter};
 pub use budget::{BudgetSnapshot, RetryBudget, RetryBudgetConfig};
 pub use classify::{
-    Classifier, ClassifyOverrides, Observation, TransportFailure, Verdict, VerdictClass,
-    MAX_CLASSIFY_BODY,
+    BodyRule, Classifier, ClassifyOverrides, HeaderRule, Observation, TransportFailure, Verdict,
+    VerdictClass, MAX_CLASSIFY_BODY,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use coordination::{

@@ -29,14 +29,30 @@ fn answer(status: u16, body: &'static str) -> Response {
     }
 }
 
-async fn run(
-    n: usize,
-    script: impl FnMut(&abide_outbox::Item, usize) -> Response + Send + 'static,
-) -> (
+type Ran = (
     StillStore<SqliteStore>,
     Arc<ScriptedTransport>,
     tempfile::TempDir,
-) {
+);
+
+const PROVIDER: &str = r#"[[provider]]
+        name = "p"
+        base_url = "http://127.0.0.1:9"
+        rate_hint = 20.0
+        concurrency = 2"#;
+
+async fn run(
+    n: usize,
+    script: impl FnMut(&abide_outbox::Item, usize) -> Response + Send + 'static,
+) -> Ran {
+    run_with(PROVIDER, n, script).await
+}
+
+async fn run_with(
+    toml: &str,
+    n: usize,
+    script: impl FnMut(&abide_outbox::Item, usize) -> Response + Send + 'static,
+) -> Ran {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(TokioClock::new(t0()));
     let store = StillStore::new(
@@ -48,14 +64,7 @@ async fn run(
     let t = Arc::new(
         ScriptedTransport::new(dyn_clock.clone(), script).with_latency(Duration::from_millis(10)),
     );
-    let config = Config::from_toml_str(
-        r#"[[provider]]
-        name = "p"
-        base_url = "http://127.0.0.1:9"
-        rate_hint = 20.0
-        concurrency = 2"#,
-    )
-    .unwrap();
+    let config = Config::from_toml_str(toml).unwrap();
     let opts = DispatcherOptions {
         seed: Some(7),
         ..DispatcherOptions::default()
@@ -140,4 +149,54 @@ async fn out_of_quota_is_deferred_after_one_request_never_failed() {
         );
     }
     assert_eq!(t.sent().len(), 5);
+}
+
+/// A user's rule in the providers file: an API whose 200 says `"code": "BUSY"` is
+/// throttling, its wait in `retry_after`.
+const RULED: &str = r#"[[provider]]
+        name = "p"
+        base_url = "http://127.0.0.1:9"
+        rate_hint = 20.0
+        concurrency = 2
+        [[provider.classify.body]]
+        name = "busy"
+        json = "/errors/0/extensions/code"
+        equals = "BUSY"
+        verdict = "throttle"
+        delay_json = "/retry_after""#;
+
+#[tokio::test(start_paused = true)]
+async fn a_rule_in_the_providers_file_makes_a_200_a_throttle() {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let (store, t, _dir) = run_with(RULED, 4, move |item, _| {
+        let n = seen.entry(item.idempotency_key.clone()).or_default();
+        *n += 1;
+        if *n == 1 {
+            answer(
+                200,
+                r#"{"errors":[{"extensions":{"code":"BUSY"}}],"retry_after":"2.5s"}"#,
+            )
+        } else {
+            answer(200, r#"{"data":{}}"#)
+        }
+    })
+    .await;
+    for it in all(&store).await {
+        assert_eq!((it.state, it.attempts), (State::Submitted, 2));
+        let attempts = store.attempts(&it.id).await.unwrap();
+        assert_eq!(attempts[0].record.verdict_class, VerdictClass::Throttle);
+        assert!(attempts[0].record.delay.unwrap() >= Duration::from_millis(2500));
+    }
+    assert_eq!(t.sent().len(), 8);
+}
+
+#[test]
+fn a_bad_rule_is_refused_at_load_naming_provider_and_rule() {
+    let bad = RULED.replace("\"/retry_after\"", "\"retry_after\"");
+    let e = Config::from_toml_str(&bad).unwrap_err().to_string();
+    assert!(e.contains("classify.body.busy.delay_json"), "{e}");
+    assert!(e.contains("JSON pointer") && e.contains('p'), "{e}");
+    let bad = RULED.replace("verdict = \"throttle\"", "verdict = \"slow\"");
+    let e = Config::from_toml_str(&bad).unwrap_err().to_string();
+    assert!(e.contains("slow") && e.contains("out_of_quota"), "{e}");
 }
