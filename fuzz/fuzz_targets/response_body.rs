@@ -14,7 +14,12 @@ use libfuzzer_sys::fuzz_target;
 use rand_chacha::rand_core::SeedableRng;
 
 const STATUSES: [u16; 8] = [200, 400, 403, 404, 429, 500, 503, 504];
-const HEADERS: [&str; 4] = ["x-amzn-errortype", "x-ms-error-code", "retry-after", "x-none"];
+const HEADERS: [&str; 4] = [
+    "x-amzn-errortype",
+    "x-ms-error-code",
+    "retry-after",
+    "x-none",
+];
 
 fuzz_target!(|data: &[u8]| {
     let [s, h, rest @ ..] = data else { return };
