@@ -384,8 +384,15 @@ impl Classifier {
                 "malformed rate-limit header ignored"
             );
         }
-        let json = vendors::parse_json(body);
         let o = &self.overrides;
+        // A success body is parsed only when something could read it: a user's body rule,
+        // or the members the 2xx shapes have (GraphQL's `errors`, Slack's `ok`); the
+        // structure still decides, the scan only spares parsing every accepted answer.
+        let parse = !(200..300).contains(&code)
+            || !o.body.is_empty()
+            || vendors::mentions_member(body, b"errors")
+            || vendors::mentions_member(body, b"ok");
+        let json = parse.then(|| vendors::parse_json(body)).flatten();
         let rule = rules::first_match(&o.body, &o.header, code, headers, json.as_ref());
         // A user's rule decides outright: GitHub's text is not looked for then.
         let secondary = rule.is_none()

@@ -131,6 +131,16 @@ pub fn parse_json(body: &[u8]) -> Option<Value> {
     serde_json::from_slice(&body[start..]).ok()
 }
 
+/// Whether `body` holds the text `"<name>"` (a JSON member of that name, or a string
+/// equal to it): a cheap test before parsing, never a verdict.
+pub fn mentions_member(body: &[u8], name: &[u8]) -> bool {
+    let n = name.len() + 2;
+    body.len() >= n
+        && body
+            .windows(n)
+            .any(|w| w[0] == b'"' && w[n - 1] == b'"' && &w[1..n - 1] == name)
+}
+
 /// What the built-in vendor rules make of one HTTP answer: `status`, its `headers`, the
 /// start of its `body` and that body parsed (`json`, from [`parse_json`]). The first rule
 /// that matches wins; `None` leaves the answer to its status.

@@ -380,3 +380,18 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_scan_before_parsing_a_success_finds_members_only_in_quotes() {
+    use super::mentions_member;
+    assert!(mentions_member(br#"{"errors":[]}"#, b"errors"));
+    assert!(mentions_member(br#"{ "ok" : false }"#, b"ok"));
+    assert!(!mentions_member(
+        br#"{"id":"msg_1","note":"no errors ok"}"#,
+        b"errors"
+    ));
+    assert!(!mentions_member(br#"{"okay":true}"#, b"ok"));
+    assert!(!mentions_member(b"", b"ok"));
+    // A success without those members is not parsed, so it stays a success.
+    assert_eq!(classify(202, &[], r#"{"id":"msg_1"}"#).class, Success);
+}
