@@ -14,6 +14,7 @@
 //! | `aws-400` | 400, `x-amzn-ErrorType` and `__type` `ThrottlingException` | <https://smithy.io/2.0/aws/protocols/aws-json-1_1-protocol.html> |
 //! | `s3-503` | 503, XML `<Error><Code>SlowDown</Code>` | <https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html> |
 //! | `azure-503` | 503, `x-ms-error-code` and XML `ServerBusy` | <https://learn.microsoft.com/en-us/rest/api/storageservices/common-rest-api-error-codes> |
+//! | `quota-429` | 429, `error.code = "insufficient_quota"`: out of credit, not a rate limit | <https://platform.openai.com/docs/guides/error-codes#api-errors> |
 //! | `discord-429` | 429 without `Retry-After`, the wait as the body's `retry_after` seconds | <https://discord.com/developers/docs/topics/rate-limits> |
 
 use std::time::Duration;
@@ -123,6 +124,15 @@ pub(crate) fn answer(style: ThrottleStyle, wait: Duration) -> Option<(StatusCode
                 .insert("x-ms-error-code", HeaderValue::from_static("ServerBusy"));
             (status, res)
         }
+        ThrottleStyle::Quota429 => json(
+            StatusCode::TOO_MANY_REQUESTS,
+            serde_json::json!({"error": {
+                "message": "You exceeded your current quota, please check your plan and billing details.",
+                "type": "insufficient_quota",
+                "param": null,
+                "code": "insufficient_quota"
+            }}),
+        ),
         ThrottleStyle::Discord429 => json(
             StatusCode::TOO_MANY_REQUESTS,
             serde_json::json!({

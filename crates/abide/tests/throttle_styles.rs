@@ -146,6 +146,40 @@ async fn send_against_each_vendor_throttle_style_delivers_every_item_once() {
     }
 }
 
+/// Over its limit (1/s, burst 1) the provider says the account is out of credit: each item
+/// it refused that way is `DEFERRED` after its one request, never `FAILED`, never retried
+/// on a timer; the others are accepted once. abide ignores the advertised limit here
+/// (`use_rate_limit_headers = false`), so the second item goes within the second and is
+/// refused; the host pause that follows (10 s) lets the gate refill for the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_against_an_out_of_quota_provider_defers_what_it_refused() {
+    let mut pc = provider_config(1, 1);
+    pc.latency_ms = 50;
+    pc.behaviour.throttle = ThrottleStyle::Quota429;
+    let p = start_provider(pc).await;
+    let tables = "[provider.pacer]\nuse_rate_limit_headers = false";
+    let f = Files::new(
+        &provider_toml(
+            "sms",
+            &p.url(),
+            "rate_hint = 400.0\nconcurrency = 8",
+            tables,
+        ),
+        3,
+    );
+    let out = run(f.send()).await;
+    let s = p.stats();
+    let r = report(&out);
+    let counts = &r["outbox"]["counts"];
+    let refused = s.rejected_by_status.get(&429).copied().unwrap_or(0);
+    assert_eq!(s.requests, 3, "one request per item: {s:?}\n{r}");
+    assert!(refused >= 1, "{s:?}");
+    assert_eq!(counts["deferred"], refused, "{r}");
+    assert_eq!(counts["submitted"], s.accepted, "{r}");
+    assert_eq!(counts["failed"], 0, "{r}");
+    assert_eq!(s.duplicates, 0, "{s:?}");
+}
+
 /// A style that does not exist is refused, naming the flag and the choices.
 #[test]
 fn an_unknown_throttle_style_is_refused_with_the_choices() {

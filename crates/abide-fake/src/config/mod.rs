@@ -468,6 +468,9 @@ pub enum ThrottleStyle("throttle style") {
     Azure503 = "azure-503",
     /// 429 without `Retry-After`, the wait only in the body's `retry_after` (Discord).
     Discord429 = "discord-429",
+    /// 429 `insufficient_quota` (OpenAI): the account is out of credit, not rate limited;
+    /// a client must park the item for a person, not retry it.
+    Quota429 = "quota-429",
 }}
 
 abide_core::named_enum! {

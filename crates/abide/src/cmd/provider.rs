@@ -69,6 +69,8 @@ THROTTLE STYLES: --throttle-style STYLE (or --behaviour throttle=STYLE[@WHEN])
   s3-503          503 <Error><Code>SlowDown</Code></Error>
   azure-503       503 x-ms-error-code: ServerBusy and <Error><Code>ServerBusy</Code></Error>
   discord-429     429 without Retry-After, {\"retry_after\": SECONDS} the only wait
+  quota-429       429 {\"error\":{\"code\":\"insufficient_quota\"}}: out of credit, not a rate
+                  limit (abide defers such items for a person; it never retries them)
 
 BEHAVIOURS: --behaviour FACET=VALUE[@WHEN] (repeatable, applied in order)
   WHEN is a time since start (500ms, 60s, 2m, 1h) or #N (from the N-th message request on,
