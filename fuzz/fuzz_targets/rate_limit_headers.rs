@@ -11,7 +11,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use libfuzzer_sys::fuzz_target;
 use rand_chacha::rand_core::SeedableRng;
 
-const NAMES: [&str; 25] = [
+const NAMES: [&str; 28] = [
     "ratelimit",
     "ratelimit-policy",
     "ratelimit-limit",
@@ -22,6 +22,9 @@ const NAMES: [&str; 25] = [
     "x-ratelimit-used",
     "x-ratelimit-reset",
     "x-ratelimit-reset-after",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-tokens",
+    "x-ratelimit-reset-requests",
     "x-rate-limit-limit",
     "x-rate-limit-remaining",
     "x-rate-limit-reset",

@@ -294,6 +294,7 @@ pub async fn drive<A: Attempts>(
                         DeferReason::MaxAge { max_age, .. } => StopReason::MaxAge { max_age },
                         DeferReason::CredentialsRejected { .. } => StopReason::CredentialsRejected,
                         DeferReason::CredentialRefused { .. } => StopReason::Terminal,
+                        DeferReason::OutOfQuota { .. } => StopReason::OutOfQuota,
                     };
                     return Err(trace.stop(reason, now));
                 }

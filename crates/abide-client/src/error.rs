@@ -91,6 +91,9 @@ pub enum StopReason {
     },
     /// Credentials were refused again right after the refresh hook ran.
     CredentialsRejected,
+    /// The remote said the account is out of quota or credit, not rate limited (e.g. a
+    /// spent daily quota): no wait helps, a person must add quota.
+    OutOfQuota,
     /// The refresh hook failed (its error is the source).
     RefreshFailed,
     /// The request body cannot be copied (a stream), so the request was sent once.
@@ -109,6 +112,7 @@ impl StopReason {
             StopReason::MaxAge { .. } => "max_age",
             StopReason::WaitTooLong { .. } => "wait_too_long",
             StopReason::CredentialsRejected => "credentials_rejected",
+            StopReason::OutOfQuota => "out_of_quota",
             StopReason::RefreshFailed => "refresh_failed",
             StopReason::BodyNotReplayable => "body_not_replayable",
             StopReason::NotReplaySafe => "not_replay_safe",
@@ -135,6 +139,7 @@ impl fmt::Display for StopReason {
                 max_wait.as_secs_f64()
             ),
             StopReason::CredentialsRejected => f.write_str("credentials rejected after refresh"),
+            StopReason::OutOfQuota => f.write_str("out of quota, not a rate limit"),
             StopReason::RefreshFailed => f.write_str("the credential refresh hook failed"),
             StopReason::BodyNotReplayable => {
                 f.write_str("the request body cannot be copied, so it is never retried")

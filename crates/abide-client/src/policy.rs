@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use abide_core::{
-    Backoff, BudgetSnapshot, ClassifyOverrides, Clock, CoordinationStatus, Jitter, PacerSnapshot,
-    Session, SessionConfig, SystemClock, VerdictClass,
+    Backoff, BodyRule, BudgetSnapshot, ClassifyOverrides, Clock, CoordinationStatus, HeaderRule,
+    Jitter, PacerSnapshot, Session, SessionConfig, SystemClock, VerdictClass,
 };
 use http::{HeaderMap, HeaderName, Method};
 use rand::{RngCore, SeedableRng};
@@ -313,6 +313,21 @@ impl PolicyBuilder {
         self
     }
 
+    /// Add a rule on a JSON body field (`[[classify.body]]`): tried before every table, in
+    /// the order added; see [`abide_core::classify::rules`]. Checked by
+    /// [`PolicyBuilder::build`].
+    pub fn with_body_rule(mut self, rule: BodyRule) -> Self {
+        self.session.classify.body.push(rule);
+        self
+    }
+
+    /// Add a rule on a response header (`[[classify.header]]`), tried after the body rules,
+    /// in the order added. Checked by [`PolicyBuilder::build`].
+    pub fn with_header_rule(mut self, rule: HeaderRule) -> Self {
+        self.session.classify.header.push(rule);
+        self
+    }
+
     /// Follow rate-limit headers (`use_rate_limit_headers`); `Retry-After` is always obeyed.
     pub fn with_rate_limit_headers(mut self, on: bool) -> Self {
         self.session.use_rate_limit_headers = on;
@@ -420,8 +435,9 @@ impl PolicyBuilder {
     ///
     /// # Errors
     /// [`ConfigError`] naming the setting: `max_attempts` 0, `max_age` or `max_wait` zero,
-    /// `headroom` outside (0, 1], a rate not positive and finite, a `redis_url` the redis
-    /// crate cannot read.
+    /// `headroom` outside (0, 1], a rate not positive and finite, a classification override
+    /// or rule that cannot apply (setting `classify`, the problem naming it), a `redis_url`
+    /// the redis crate cannot read.
     pub fn build(self) -> Result<Policy, ConfigError> {
         let bad = |setting, problem: &str| {
             Err(ConfigError {
@@ -450,6 +466,10 @@ impl PolicyBuilder {
             if !(r.is_finite() && r > 0.0) {
                 return bad(name, &format!("{r} is not a positive number of requests/s"));
             }
+        }
+        if let Err(e) = s.classify.validate() {
+            // The problem names the override or rule (`classify.body[2].json: ...`).
+            return bad("classify", &e.to_string());
         }
         #[cfg(feature = "redis")]
         if let Err(e) = &self.shared {

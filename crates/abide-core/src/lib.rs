@@ -23,7 +23,7 @@
 //! | module | what it decides |
 //! |---|---|
 //! | [`clock`] | injected wall and monotonic time ([`SystemClock`], [`ManualClock`]) |
-//! | [`classify`] | what a response means: success, throttle, retry, refresh credentials, terminal, unknown ([`Classifier`], [`Verdict`]) |
+//! | [`classify`] | what a response means: success, throttle, retry, refresh credentials, terminal, out of quota, unknown; vendor error bodies read by structure ([`Classifier`], [`Verdict`]) |
 //! | [`retry_after`] | `Retry-After` (RFC 9110 §10.2.3) parsed and clamped to [floor, cap], with its reason ([`RetryAfterPolicy`]) |
 //! | [`ratelimit`] | rate-limit header dialects (IETF, `X-RateLimit-*`, Azure, Shopify, Discord, GitHub), clamped ([`parse_rate_limit`], [`ratelimit::read`]) |
 //! | [`warnings`] | `Deprecation` (RFC 9745) and `Sunset` (RFC 8594) ([`parse_warnings`]) |
@@ -59,8 +59,8 @@ pub mod warnings;
 pub use backoff::{Backoff, Jitter};
 pub use budget::{BudgetSnapshot, RetryBudget, RetryBudgetConfig};
 pub use classify::{
-    Classifier, ClassifyOverrides, Observation, TransportFailure, Verdict, VerdictClass,
-    MAX_CLASSIFY_BODY,
+    BodyRule, Classifier, ClassifyOverrides, HeaderRule, Observation, TransportFailure, Verdict,
+    VerdictClass, MAX_CLASSIFY_BODY,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use coordination::{

@@ -153,6 +153,7 @@ mod tests {
                 "retry",
                 "refresh_credentials",
                 "terminal",
+                "out_of_quota",
                 "unknown"
             ]
         );

@@ -47,6 +47,7 @@ mod shared;
 pub mod smpp;
 mod stats;
 mod styles;
+mod vendor_throttles;
 
 use std::io;
 use std::net::SocketAddr;

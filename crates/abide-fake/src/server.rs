@@ -476,6 +476,9 @@ fn throttle(
     wall: SystemTime,
     style: Option<HeaderStyle>,
 ) -> (StatusCode, Response) {
+    if let Some(vendor) = crate::vendor_throttles::answer(b.throttle, rej.wait()) {
+        return vendor;
+    }
     let smpp = serde_json::json!({ "command_status": b.smpp_status });
     let (status, mut res) = match b.throttle {
         ThrottleStyle::Http403 => {
@@ -489,7 +492,7 @@ fn throttle(
             StatusCode::TOO_MANY_REQUESTS,
             json(StatusCode::TOO_MANY_REQUESTS, smpp),
         ),
-        ThrottleStyle::Http429 => {
+        _ => {
             let body = serde_json::json!({"error": "rate_limited", "reason": rej.category()});
             (
                 StatusCode::TOO_MANY_REQUESTS,

@@ -51,7 +51,9 @@
 //!
 //! # Bodies
 //! Bodies of answers that are not `2xx` are read (to classify them and quote them in the
-//! error) and put back: the response you get still has its body and URL. `2xx` bodies are
+//! error) and put back: the response you get still has its body and URL. A `2xx` body is
+//! read and put back only when it is JSON of a known length up to [`MAX_SUCCESS_BODY`]
+//! (a GraphQL or chat API may say "throttled" there with a `200`); other `2xx` bodies are
 //! not touched. A request whose body cannot be cloned (a stream, see
 //! [`reqwest::Request::try_clone`]) is sent once and never retried: the error says
 //! [`StopReason::BodyNotReplayable`] and carries the answer.
@@ -161,7 +163,7 @@ impl Attempts for ReqwestAttempts<'_> {
             req.headers_mut().insert(name.clone(), value.clone());
         }
         match self.next.clone().run(req, self.extensions).await {
-            Ok(response) if response.status().is_success() => Ok(Reply {
+            Ok(response) if response.status().is_success() && !small_json(&response) => Ok(Reply {
                 response,
                 body: Bytes::new(),
             }),
@@ -174,7 +176,24 @@ impl Attempts for ReqwestAttempts<'_> {
     }
 }
 
-/// Read a (non-success) body so the classifier can see it, and put it back.
+/// Longest `2xx` body read to classify it, by its `Content-Length`: 64 KiB.
+pub const MAX_SUCCESS_BODY: u64 = 64 * 1024;
+
+/// A `2xx` whose body may say it is a throttle (a GraphQL `THROTTLED`, Slack's
+/// `"ok": false`): JSON, with a `Content-Length` of at most [`MAX_SUCCESS_BODY`]. Other
+/// successes (streams, downloads, bodies of unknown length) are left untouched.
+fn small_json(response: &Response) -> bool {
+    let json = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.to_ascii_lowercase().contains("json"));
+    json && response
+        .content_length()
+        .is_some_and(|n| n <= MAX_SUCCESS_BODY)
+}
+
+/// Read a body so the classifier can see it, and put it back.
 async fn buffer(response: Response) -> Reply<Response> {
     let status = response.status();
     let version = response.version();

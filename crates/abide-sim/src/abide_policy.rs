@@ -107,7 +107,7 @@ impl ClientPolicy for AbidePolicy {
             None => abide_core::Observation::Http {
                 status: resp.status,
                 headers: &resp.headers,
-                body: b"",
+                body: &resp.body,
             },
         };
         let answer = held.delivery.on_answer(&self.session, now, wall, &obs, rng);

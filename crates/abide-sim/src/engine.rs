@@ -289,7 +289,7 @@ impl Sim {
                     });
                 }
                 let resp = self.remote.handle(self.now, self.epoch + self.now, i);
-                if resp.status == http::StatusCode::TOO_MANY_REQUESTS && !self.items[i].throttled {
+                if resp.is_throttle() && !self.items[i].throttled {
                     self.items[i].throttled = true;
                     self.result.throttled_items += 1;
                 }
@@ -394,12 +394,8 @@ impl Sim {
             }
             done => {
                 self.items[i].done = true;
-                self.result.resolve(
-                    self.now,
-                    done,
-                    resp.outcome == Outcome::Bad,
-                    self.cfg.bucket,
-                );
+                self.result
+                    .resolve(self.now, done, resp.outcome, self.cfg.bucket);
             }
         }
         self.idle += 1;
@@ -449,7 +445,7 @@ impl PolicyResult {
     fn record(&mut self, at: Duration, resp: &Response, width: Duration) {
         let b = self.bucket_mut(bucket_of(at, width));
         b.attempts += 1;
-        if resp.status == http::StatusCode::TOO_MANY_REQUESTS {
+        if resp.is_throttle() {
             b.throttles += 1;
             self.throttles += 1;
         }
@@ -468,14 +464,16 @@ impl PolicyResult {
         &mut self.series[idx]
     }
 
-    fn resolve(&mut self, at: Duration, decision: Decision, bad: bool, width: Duration) {
+    fn resolve(&mut self, at: Duration, decision: Decision, outcome: Outcome, width: Duration) {
         match decision {
-            Decision::Delivered => {
+            Decision::Delivered if outcome == Outcome::Accepted => {
                 self.delivered += 1;
                 self.bucket_mut(bucket_of(at, width)).delivered += 1;
             }
+            // The client took a refusal (a throttle answered 200) for an acceptance.
+            Decision::Delivered => self.false_delivered += 1,
             Decision::Deferred => self.deferred += 1,
-            Decision::Lost if bad => self.terminal_bad += 1,
+            Decision::Lost if outcome == Outcome::Bad => self.terminal_bad += 1,
             Decision::Lost => self.lost += 1,
             Decision::Retry(_) | Decision::Unsent(_) => return,
         }

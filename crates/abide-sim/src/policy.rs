@@ -185,6 +185,7 @@ mod tests {
         Response {
             status: StatusCode::TOO_MANY_REQUESTS,
             headers,
+            body: Vec::new(),
             outcome: Outcome::Throttled,
             transport: None,
         }

@@ -81,6 +81,11 @@ pub struct ProviderConfig {
     pub forbidden_every: Option<(usize, RetryAfterForm)>,
     /// Send IETF `RateLimit-Policy` / `RateLimit` headers (draft-ietf-httpapi-ratelimit-headers).
     pub rate_limit_headers: bool,
+    /// Answer throttles as a GraphQL API does: `200` with a `THROTTLED` error and the
+    /// query cost whose (requested − available) ÷ restoreRate is the wait, no
+    /// `Retry-After` (Shopify's shape,
+    /// <https://shopify.dev/docs/api/usage/limits#graphql-admin-api-rate-limits>).
+    pub graphql_throttle: bool,
 }
 
 /// Why the provider answered as it did; the sim counts these, the policies never see them.
@@ -107,11 +112,21 @@ pub struct Response {
     pub status: StatusCode,
     /// Headers as the provider wrote them.
     pub headers: HeaderMap,
+    /// The start of the body (empty but for GraphQL-style throttles).
+    pub body: Vec<u8>,
     /// Ground truth for the report.
     pub outcome: Outcome,
     /// No answer at all (a refused connection, a timeout): `status` is then what a naive
     /// client's library would report (504), abide sees the transport failure.
     pub transport: Option<abide_core::TransportFailure>,
+}
+
+impl Response {
+    /// A throttle, whatever its shape: a `429` (rate limit or suspension), or a rate-limit
+    /// refusal with another status (a GraphQL `200`, a `403`).
+    pub fn is_throttle(&self) -> bool {
+        self.status == StatusCode::TOO_MANY_REQUESTS || self.outcome == Outcome::Throttled
+    }
 }
 
 /// The provider's state during a run.
@@ -212,7 +227,24 @@ impl Provider {
         self.retry_after(&mut r.headers, form, now, allowed_at - now);
         self.rate_limit_headers(&mut r.headers, rate, now);
         self.reject(now);
+        self.graphql(&mut r, allowed_at - now);
         r
+    }
+
+    /// A throttle rewritten into GraphQL's shape when configured: `200`, no `Retry-After`,
+    /// the wait as a query cost (nothing available, 50 points a second).
+    fn graphql(&self, r: &mut Response, wait: Duration) {
+        if !self.cfg.graphql_throttle {
+            return;
+        }
+        const RESTORE: f64 = 50.0;
+        let requested = (wait.as_secs_f64() * RESTORE).ceil().max(1.0);
+        r.status = StatusCode::OK;
+        r.headers.remove(http::header::RETRY_AFTER);
+        r.body = format!(
+            r#"{{"errors":[{{"message":"Throttled","extensions":{{"code":"THROTTLED"}}}}],"extensions":{{"cost":{{"requestedQueryCost":{requested},"throttleStatus":{{"maximumAvailable":1000.0,"currentlyAvailable":0,"restoreRate":{RESTORE:.1}}}}}}}}}"#
+        )
+        .into_bytes();
     }
 
     fn fixed_window(&mut self, now: Duration, rate: f64, window: Duration) -> Response {
@@ -231,6 +263,7 @@ impl Provider {
             let form = schedule_at(&self.cfg.retry_after, now).unwrap_or(RetryAfterForm::Seconds);
             self.retry_after(&mut r.headers, form, now, reset);
             self.reject(now);
+            self.graphql(&mut r, reset);
             r
         };
         if self.cfg.rate_limit_headers {
@@ -311,6 +344,7 @@ fn respond(status: StatusCode, outcome: Outcome) -> Response {
     Response {
         status,
         headers: HeaderMap::new(),
+        body: Vec::new(),
         outcome,
         transport: None,
     }
@@ -340,6 +374,7 @@ mod tests {
             window: None,
             retry_after: vec![(Duration::ZERO, RetryAfterForm::Seconds)],
             throttle_status: 429,
+            graphql_throttle: false,
             abuse: None,
             outages: vec![],
             bad_every: None,

@@ -26,6 +26,7 @@ pub fn replay_abide(
             window: None,
             retry_after: Vec::new(),
             throttle_status: 429,
+            graphql_throttle: false,
             abuse: None,
             outages: Vec::new(),
             bad_every: None,
@@ -58,6 +59,7 @@ pub fn answer(status: StatusCode, headers: &[(&str, &str)]) -> Response {
     Response {
         status,
         headers: map,
+        body: Vec::new(),
         outcome: if status.is_success() {
             Outcome::Accepted
         } else {
@@ -72,6 +74,7 @@ pub fn no_answer(failure: abide_core::TransportFailure) -> Response {
     Response {
         status: StatusCode::GATEWAY_TIMEOUT,
         headers: http::HeaderMap::new(),
+        body: Vec::new(),
         outcome: Outcome::Outage,
         transport: Some(failure),
     }

@@ -30,7 +30,8 @@ pub struct PolicyResult {
     pub logical: usize,
     /// Requests sent, retries included.
     pub attempts: u64,
-    /// Answers with status 429 (rate limit and suspension).
+    /// Throttles: answers with status 429 (rate limit and suspension), and rate-limit
+    /// refusals in another shape (a GraphQL `200`).
     pub throttles: u64,
     /// Logical requests that met at least one 429.
     pub throttled_items: usize,
@@ -42,6 +43,9 @@ pub struct PolicyResult {
     pub delivered: usize,
     /// Good items written off by the client (throttle or transient error taken as final).
     pub lost: usize,
+    /// Items the client took as delivered that the provider never accepted (a throttle
+    /// answered `200`, read by its status): lost without anyone knowing.
+    pub false_delivered: usize,
     /// Genuinely bad items that failed terminally (the correct outcome for them).
     pub terminal_bad: usize,
     /// Items parked for a person after the attempt cap (abide); not lost.
@@ -77,6 +81,7 @@ impl PolicyResult {
             blocked_answers: 0,
             delivered: 0,
             lost: 0,
+            false_delivered: 0,
             terminal_bad: 0,
             deferred: 0,
             unfinished: 0,
@@ -91,7 +96,7 @@ impl PolicyResult {
 
     /// Items delivered, lost, failed or deferred so far.
     pub fn resolved(&self) -> usize {
-        self.delivered + self.lost + self.terminal_bad + self.deferred
+        self.delivered + self.lost + self.false_delivered + self.terminal_bad + self.deferred
     }
 
     /// 429 answers per logical request.
@@ -186,6 +191,10 @@ impl fmt::Display for ScenarioReport {
             "done at",
             "blocked",
         ];
+        let false_ok = self.results.iter().any(|r| r.false_delivered > 0);
+        if false_ok {
+            head.push("false ok");
+        }
         if converge {
             head.extend(["throttled", "converge"]);
         }
@@ -219,6 +228,9 @@ impl fmt::Display for ScenarioReport {
                     "no".to_owned()
                 },
             ];
+            if false_ok {
+                row.push(r.false_delivered.to_string());
+            }
             if converge {
                 row.push(format!("{:.1}%", r.throttled_fraction() * 100.0));
                 let c: Vec<String> = r

@@ -39,6 +39,8 @@ abide_core::named_enum! {
         BurstJob = "burst-job",
         /// The same batch against the same limiter sending no RateLimit headers.
         BurstJobBlind = "burst-job-blind",
+        /// A GraphQL API that throttles with `200` and the query cost in the body.
+        Graphql200 = "graphql-200",
     }
 }
 
@@ -99,6 +101,12 @@ impl Scenario {
                 "As burst-job, but the limiter sends no RateLimit headers: abide searches \
                  from a cold start."
             }
+            Scenario::Graphql200 => {
+                "A GraphQL API (Shopify's shape) limited to 10/s under 12/s offered answers \
+                 every throttle 200 with a THROTTLED error and the query cost, no \
+                 Retry-After: a client that trusts the status counts the throttled items \
+                 as delivered (false ok); abide reads the body and waits out the cost."
+            }
         }
     }
 
@@ -110,6 +118,7 @@ impl Scenario {
             window: None,
             retry_after: vec![(Duration::ZERO, RetryAfterForm::Seconds)],
             throttle_status: 429,
+            graphql_throttle: false,
             abuse: None,
             outages: vec![],
             bad_every: None,
@@ -246,6 +255,14 @@ impl Scenario {
             Scenario::BurstJobBlind => {
                 let mut c = Scenario::BurstJob.config();
                 c.provider.rate_limit_headers = false;
+                c
+            }
+            Scenario::Graphql200 => {
+                let mut c = base;
+                c.items = 12 * 600;
+                c.arrivals = vec![(Duration::ZERO, 12.0)];
+                c.provider.burst = 5.0;
+                c.provider.graphql_throttle = true;
                 c
             }
         }

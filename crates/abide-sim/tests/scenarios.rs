@@ -212,3 +212,20 @@ fn gcra_no_headers_abide_holds_the_limit_from_throttles_alone() {
     let goodput = delivered / capacity;
     assert!(goodput >= 0.9, "steady goodput {goodput}\n{rep}");
 }
+
+#[test]
+fn graphql_200_clients_trusting_the_status_count_throttles_as_delivered() {
+    let rep = Scenario::Graphql200.run(SEED);
+    abide_is_polite(&rep);
+    let a = r(&rep, PolicyKind::Abide);
+    assert_eq!(a.delivered, a.logical, "abide delivers every item\n{rep}");
+    assert_eq!(a.false_delivered, 0, "{rep}");
+    let two_buckets = r(&rep, PolicyKind::NoRetry);
+    assert!(two_buckets.false_delivered > 0, "{rep}");
+    assert_eq!(
+        two_buckets.delivered + two_buckets.false_delivered,
+        two_buckets.logical,
+        "every throttled item counted delivered, none actually sent\n{rep}"
+    );
+    assert!(rep.to_string().contains("false ok"), "{rep}");
+}

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod bodies;
 mod script;
 
 use std::time::Duration;

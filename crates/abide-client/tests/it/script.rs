@@ -1,5 +1,5 @@
-//! A client that answers from a script: (status, `Retry-After`) per request, counting
-//! what it was sent.
+//! A client that answers from a script: (status, `Retry-After`) per request, and a body
+//! when given ([`Script::with_bodies`]), counting what it was sent.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -44,6 +44,7 @@ pub(crate) type Answer = (u16, Option<&'static str>);
 #[derive(Clone)]
 pub(crate) struct Script {
     answers: Arc<Mutex<VecDeque<Answer>>>,
+    bodies: Arc<Mutex<VecDeque<&'static str>>>,
     sent: Arc<Mutex<u32>>,
 }
 
@@ -51,8 +52,15 @@ impl Script {
     pub(crate) fn new<const N: usize>(answers: [Answer; N]) -> Self {
         Self {
             answers: Arc::new(Mutex::new(answers.into_iter().collect())),
+            bodies: Arc::default(),
             sent: Arc::new(Mutex::new(0)),
         }
+    }
+
+    /// The bodies of the first answers, in order (the later ones are empty).
+    pub(crate) fn with_bodies<const N: usize>(self, bodies: [&'static str; N]) -> Self {
+        *self.bodies.lock().unwrap() = bodies.into_iter().collect();
+        self
     }
 
     /// Requests sent so far.
@@ -84,9 +92,10 @@ impl Attempts for Script {
         if let Some(ra) = retry_after {
             headers.insert(http::header::RETRY_AFTER, HeaderValue::from_static(ra));
         }
+        let body = self.bodies.lock().unwrap().pop_front().unwrap_or_default();
         Ok(Reply {
             response: (StatusCode::from_u16(status).unwrap(), headers),
-            body: bytes::Bytes::new(),
+            body: bytes::Bytes::from_static(body.as_bytes()),
         })
     }
 }

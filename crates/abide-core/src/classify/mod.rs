@@ -15,12 +15,16 @@
 //!   as `Retry-After`);
 //! - `http_<status>_secondary_rate_limit`: GitHub's secondary limit, told by the body text
 //!   (dialect `github`, given or detected; see [`crate::ratelimit::github`]);
+//! - `http_<status>_<vendor shape>` when a vendor's error body or header decided the class
+//!   (e.g. `http_200_graphql_throttled`, `http_403_salesforce_request_limit_exceeded`,
+//!   `http_429_openai_insufficient_quota`; see [`vendors`]);
 //! - `smpp_0x<hex>_<name>`, e.g. `smpp_0x58_throttled`, `smpp_0x0b_invdstadr`
 //!   (`unrecognised` for codes without a name);
 //! - `connect_error`, `timeout_after_send_replay_safe`,
 //!   `timeout_after_send_not_replay_safe`;
 //! - any of the above with `_override` appended when a provider override decided the class.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
@@ -30,6 +34,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::ratelimit::{self, github, Dialect, RateLimitInfo, Reading};
 use crate::retry_after::{escape_raw, RetryAfterPolicy, RetryDelay};
+use crate::session::SettingError;
+pub use rules::{BodyRule, HeaderRule};
 
 /// Most response-body bytes worth keeping for classification (a prefix is enough for
 /// every body rule, e.g. GitHub's "secondary rate limit" text): 4 KiB.
@@ -89,8 +95,23 @@ crate::named_enum! {
         RefreshCredentials = "refresh_credentials",
         /// Never retry.
         Terminal = "terminal",
+        /// Out of quota or credit, not a rate limit (a daily quota spent, a plan without
+        /// credit): no wait on a timer helps, so the item is deferred for a person, never
+        /// failed and never retried automatically.
+        OutOfQuota = "out_of_quota",
         /// Not recognised: retry with a low attempt cap, and say so loudly.
         Unknown = "unknown",
+    }
+}
+
+impl VerdictClass {
+    /// The item waits and is tried again (throttle, retry, refresh credentials, unknown):
+    /// a delay the server named applies. False for success, terminal and out of quota.
+    pub fn waits(self) -> bool {
+        !matches!(
+            self,
+            VerdictClass::Success | VerdictClass::Terminal | VerdictClass::OutOfQuota
+        )
     }
 }
 
@@ -102,8 +123,9 @@ pub struct Verdict {
     /// A short stable reason code, e.g. `"http_429"`, `"smpp_0x58_throttled"`,
     /// `"connect_error"` (see the [module docs](self)).
     pub reason: String,
-    /// The server's requested delay after floor/cap, when it sent `Retry-After` and the class
-    /// is neither success nor terminal.
+    /// The server's requested delay after floor/cap, when it sent `Retry-After` (or, without
+    /// one, the body named a delay: see [`vendors`]) and the class waits
+    /// ([`VerdictClass::waits`]).
     pub retry_after: Option<RetryDelay>,
     /// Rate-limit headers, when present (on any class, successes included).
     pub rate_limit: Option<RateLimitInfo>,
@@ -115,11 +137,15 @@ pub struct Verdict {
 }
 
 mod codes;
+pub mod duration;
+pub mod rules;
 pub mod smpp;
+pub mod vendors;
 
 /// Per-provider replacements for the default tables. An override decides the class outright
 /// (a `Retry-After` no longer upgrades it to a throttle); `Retry-After` and rate-limit headers
-/// are still read and reported.
+/// are still read and reported. Body and header [`rules`] come first, then the status
+/// overrides, then the built-in tables.
 ///
 /// Deserialises from a provider file; keys are strings (TOML keys always are), SMPP codes
 /// in decimal or `0x` hex:
@@ -128,6 +154,11 @@ pub mod smpp;
 /// 409 = "retry"
 /// [classify.smpp]
 /// "0x45" = "retry"
+/// [[classify.body]]
+/// json = "/errors/0/extensions/code"
+/// equals = "THROTTLED"
+/// verdict = "throttle"
+/// delay_json = "/retry_after"
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -144,6 +175,51 @@ pub struct ClassifyOverrides {
         deserialize_with = "codes::de_smpp"
     )]
     pub smpp: BTreeMap<u32, VerdictClass>,
+    /// Rules on JSON body fields, tried first, in order (see [`rules`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub body: Vec<BodyRule>,
+    /// Rules on response headers, tried after the body rules, in order (see [`rules`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub header: Vec<HeaderRule>,
+}
+
+impl ClassifyOverrides {
+    /// Check every override and rule, as at start.
+    ///
+    /// # Errors
+    /// [`SettingError::Classify`] naming the first bad one and its key
+    /// (`classify.http.999`, `classify.body[2].json`, `classify.header.busy.equals`): a
+    /// status outside 100–599, a 2xx (or SMPP `ESME_ROK`) made anything but a success, a
+    /// pointer that is no RFC 6901 JSON pointer, a compared value that is no string,
+    /// number or boolean, a header name that is none, a delay on a verdict that does not
+    /// wait, more than [`rules::MAX_RULES`] rules.
+    pub fn validate(&self) -> Result<(), SettingError> {
+        let bad = |setting: String, problem: &'static str| SettingError::Classify {
+            setting: Cow::Owned(setting),
+            problem: Cow::Borrowed(problem),
+        };
+        for (&status, &class) in &self.http {
+            let setting = || format!("classify.http.{status}");
+            if !(100..=599).contains(&status) {
+                return Err(bad(setting(), "not an HTTP status code (100-599)"));
+            }
+            if (200..300).contains(&status) && class != VerdictClass::Success {
+                return Err(bad(
+                    setting(),
+                    "a 2xx answer is a success: it cannot be classified otherwise",
+                ));
+            }
+        }
+        if let Some(&class) = self.smpp.get(&0) {
+            if class != VerdictClass::Success {
+                return Err(bad(
+                    "classify.smpp.0x0".to_owned(),
+                    "command_status 0 (ESME_ROK) is a success: it cannot be classified otherwise",
+                ));
+            }
+        }
+        rules::validate(&self.body, &self.header)
+    }
 }
 
 /// Classifies observations. Tables can be overridden per provider; the rate-limit header
@@ -156,7 +232,10 @@ pub struct ClassifyOverrides {
 /// `Retry-After` (any value, even `0` or garbage) or an exhausted rate-limit header is a
 /// throttle; 1xx, 3xx and anything outside 100–599 unknown. With the `github` dialect (given
 /// or detected), a 403 or 429 whose body says "secondary rate limit" is a throttle that waits
-/// at least a minute. An exhausted rate limit without a reset takes its reset from
+/// at least a minute. Otherwise a vendor's error shape recognised by structure decides (a
+/// GraphQL `200` that says `THROTTLED`, a `403` `REQUEST_LIMIT_EXCEEDED`, a `503` S3
+/// `SlowDown`, a `429` `insufficient_quota` that is out of quota; see [`vendors`]); a delay
+/// the body names applies when no header named one. An exhausted rate limit without a reset takes its reset from
 /// `Retry-After` (on any status, successes included). Dialect: [`Dialect::Auto`].
 /// SMPP: see [`smpp::TABLE`]; codes not in it are unknown.
 /// Transport: connect errors retry; after-send failures retry only when replay-safe,
@@ -221,6 +300,8 @@ impl Classifier {
     pub fn with_overrides(mut self, overrides: ClassifyOverrides) -> Self {
         self.overrides.http.extend(overrides.http);
         self.overrides.smpp.extend(overrides.smpp);
+        self.overrides.body.extend(overrides.body);
+        self.overrides.header.extend(overrides.header);
         self
     }
 
@@ -303,29 +384,54 @@ impl Classifier {
                 "malformed rate-limit header ignored"
             );
         }
-        let secondary = reading.reader == Some(ratelimit::Reader::Github)
+        let o = &self.overrides;
+        // A success body is parsed only when something could read it: a user's body rule,
+        // or the members the 2xx shapes have (GraphQL's `errors`, Slack's `ok`); the
+        // structure still decides, the scan only spares parsing every accepted answer.
+        let parse = !(200..300).contains(&code)
+            || !o.body.is_empty()
+            || vendors::mentions_member(body, b"errors")
+            || vendors::mentions_member(body, b"ok");
+        let json = parse.then(|| vendors::parse_json(body)).flatten();
+        let rule = rules::first_match(&o.body, &o.header, code, headers, json.as_ref());
+        // A user's rule decides outright: GitHub's text is not looked for then.
+        let secondary = rule.is_none()
+            && reading.reader == Some(ratelimit::Reader::Github)
             && github::is_secondary_limit(code, body);
+        let found = vendors::find(code, headers, body, json.as_ref());
         let mut rate_limit = reading.info.clone();
         let exhausted = rate_limit.as_ref().is_some_and(RateLimitInfo::exhausted);
-        let (class, reason) = match self.overrides.http.get(&code) {
-            Some(&class) => (class, format!("http_{code}_override")),
-            None if secondary => (
-                VerdictClass::Throttle,
-                format!("http_{code}_secondary_rate_limit"),
+        let (class, reason, found) = match rule {
+            Some(r) => (
+                r.class,
+                format!("http_{code}_{}", r.tail),
+                Some(vendors::Finding {
+                    class: r.class,
+                    tail: r.tail,
+                    delay: r.delay,
+                }),
             ),
             None => {
-                let has_retry_after = headers.contains_key(http::header::RETRY_AFTER)
-                    || reading.retry_after_ms.is_some();
-                http_default(code, has_retry_after, exhausted)
+                let (class, reason) =
+                    self.by_status(code, headers, &reading, secondary, &found, exhausted);
+                (class, reason, found)
             }
         };
-        let keeps_delay = !matches!(class, VerdictClass::Success | VerdictClass::Terminal);
+        let keeps_delay = class.waits();
         let needs_reset = rate_limit
             .as_ref()
             .is_some_and(|i| i.exhausted() && i.reset.is_none());
         let said = (keeps_delay || needs_reset)
             .then(|| self.server_delay_with(headers, &reading, now, rng))
             .flatten();
+        // No header named a delay: the body may (a vendor's cost model, `retry_after`).
+        let said = match said {
+            None if keeps_delay => found
+                .and_then(|f| f.delay)
+                .or_else(|| json.as_ref().and_then(vendors::body_delay))
+                .map(|d| self.body_delay(d, rng)),
+            said => said,
+        };
         if let Some(info) = rate_limit.as_mut().filter(|_| needs_reset) {
             // No quota left and no reset sent: the server's delay is when it comes back.
             info.reset = said.as_ref().map(|d| d.delay);
@@ -341,7 +447,47 @@ impl Classifier {
             retry_after,
             rate_limit,
             // An override decides the class outright: its verdict is no secondary limit.
-            secondary_limit: secondary && !self.overrides.http.contains_key(&code),
+            secondary_limit: secondary && !o.http.contains_key(&code),
+        }
+    }
+
+    /// The class without a user rule: a status override, GitHub's secondary limit, a
+    /// vendor's shape, then the default table.
+    fn by_status(
+        &self,
+        code: u16,
+        headers: &HeaderMap,
+        reading: &Reading,
+        secondary: bool,
+        found: &Option<vendors::Finding>,
+        exhausted: bool,
+    ) -> (VerdictClass, String) {
+        match (self.overrides.http.get(&code), found) {
+            (Some(&class), _) => (class, format!("http_{code}_override")),
+            (None, _) if secondary => (
+                VerdictClass::Throttle,
+                format!("http_{code}_secondary_rate_limit"),
+            ),
+            (None, Some(f)) => (f.class, format!("http_{code}_{}", f.tail)),
+            (None, None) => {
+                let has_retry_after = headers.contains_key(http::header::RETRY_AFTER)
+                    || reading.retry_after_ms.is_some();
+                http_default(code, has_retry_after, exhausted)
+            }
+        }
+    }
+
+    /// A delay read from the body, floored and capped like a `Retry-After` of that length;
+    /// an unreadable one is an unparseable delay (long, jittered, logged raw).
+    fn body_delay(&self, d: vendors::BodyDelay, rng: &mut dyn RngCore) -> RetryDelay {
+        match d {
+            vendors::BodyDelay::Given { delay, raw } => {
+                self.retry_after.from_server_delay(delay, Some(raw))
+            }
+            vendors::BodyDelay::Unreadable { raw } => {
+                tracing::warn!(raw = %raw, "unreadable delay in the response body");
+                self.retry_after.unparseable(raw, rng)
+            }
         }
     }
 

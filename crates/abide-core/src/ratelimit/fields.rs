@@ -78,6 +78,17 @@ impl<'a> Fields<'a> {
         d
     }
 
+    /// The first element of `name` as a Go-style duration (`6m0s`, `1.5s`, `20ms`) or
+    /// delay-seconds, saturating; malformed when present but neither.
+    pub(crate) fn go_duration(&mut self, name: &str) -> Option<Duration> {
+        let v = self.text(name)?;
+        let d = crate::classify::duration::parse_go(first_element(&v));
+        if d.is_none() {
+            self.bad(name, v.as_bytes());
+        }
+        d
+    }
+
     /// Record `name: raw` as present but unreadable.
     pub(crate) fn bad(&mut self, name: &str, raw: &[u8]) {
         if self.malformed.len() < MAX_MALFORMED {

@@ -6,7 +6,7 @@
 //! | dialect | headers | module |
 //! |---|---|---|
 //! | `ietf` | `RateLimit` / `RateLimit-Policy` structured fields (current draft), the earlier `RateLimit-Limit` / `-Remaining` / `-Reset` (with or without a policy header) | [`ietf`] |
-//! | `x-ratelimit` | `X-RateLimit-*` and `X-Rate-Limit-*`: `-Limit`, `-Remaining`, `-Used`, `-Reset` (delta, epoch s or ms), `-Reset-After` | [`x_ratelimit`] |
+//! | `x-ratelimit` | `X-RateLimit-*` and `X-Rate-Limit-*`: `-Limit`, `-Remaining`, `-Used`, `-Reset` (delta, epoch s or ms), `-Reset-After`; per unit `-Limit-Requests`, `-Reset-Tokens` (Go-style `6m0s`) | [`x_ratelimit`] |
 //! | `azure` | `retry-after-ms`, `x-ms-retry-after-ms`, `x-ms-ratelimit-remaining-*` | [`azure`] |
 //! | `shopify` | `X-Shopify-Shop-Api-Call-Limit: used/size` (leaky bucket) | [`shopify`] |
 //! | `discord` | `X-RateLimit-Bucket`, `-Global`, `-Scope`, `-Reset-After` | [`discord`] |

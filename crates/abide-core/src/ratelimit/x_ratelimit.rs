@@ -12,6 +12,11 @@
 //! - `-Reset`: delta seconds, unless it is above 10⁹ (then Unix epoch seconds, converted
 //!   against `now`, as GitHub and X send it) or above 10¹² (epoch milliseconds). A dialect
 //!   that always means epoch seconds says so ([`ResetForm::EpochSecs`]).
+//! - Without those, one limit per unit, as OpenAI sends them: `-Limit-Requests`,
+//!   `-Remaining-Requests`, `-Reset-Requests` and the same for `-Tokens`, the resets as
+//!   Go-style durations (`1s`, `6m0s`, `20ms`). The requests quota is read, unless the
+//!   tokens quota is the one spent (`remaining` 0): then that one, since it is what
+//!   refuses. Source: <https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers>.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -49,8 +54,32 @@ pub(crate) fn read(f: &mut Fields<'_>, form: ResetForm) -> XReading {
         if r.info.is_some() {
             return r;
         }
+        let info = per_unit(f, prefix);
+        if info.is_some() {
+            return XReading { info, used: None };
+        }
     }
     XReading::default()
+}
+
+/// The `-<field>-requests` / `-<field>-tokens` quotas under `prefix`: the tokens one when
+/// it is spent, else the requests one.
+fn per_unit(f: &mut Fields<'_>, prefix: &str) -> Option<RateLimitInfo> {
+    let mut unit = |u: &str| {
+        let mut info = RateLimitInfo::new(RateLimitSource::XRateLimit);
+        info.policy = Some(u.to_owned());
+        info.limit = f.count(&format!("{prefix}limit-{u}"));
+        info.remaining = f.count(&format!("{prefix}remaining-{u}"));
+        info.reset = f
+            .go_duration(&format!("{prefix}reset-{u}"))
+            .map(clamp_reset);
+        info.non_empty()
+    };
+    let requests = unit("requests");
+    match unit("tokens") {
+        Some(t) if t.exhausted() => Some(t),
+        tokens => requests.or(tokens),
+    }
 }
 
 /// Read the fields under one prefix, labelled `source`.
@@ -99,6 +128,52 @@ pub(crate) fn reset(value: Duration, now: SystemTime, form: ResetForm) -> Durati
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn openai_per_unit_quotas_with_go_durations() {
+        let mut h = http::HeaderMap::new();
+        for (k, v) in [
+            ("x-ratelimit-limit-requests", "60"),
+            ("x-ratelimit-remaining-requests", "59"),
+            ("x-ratelimit-reset-requests", "1s"),
+            ("x-ratelimit-limit-tokens", "150000"),
+            ("x-ratelimit-remaining-tokens", "149984"),
+            ("x-ratelimit-reset-tokens", "6m0s"),
+        ] {
+            h.insert(k, http::HeaderValue::from_static(v));
+        }
+        let now = UNIX_EPOCH + Duration::from_secs(1_750_000_000);
+        let r = read(&mut Fields::new(&h, now), ResetForm::Guess)
+            .info
+            .unwrap();
+        assert_eq!(
+            (r.policy.as_deref(), r.limit, r.remaining),
+            (Some("requests"), Some(60), Some(59))
+        );
+        assert_eq!(r.reset, Some(Duration::from_secs(1)));
+        // The tokens quota spent: it is the one that refuses.
+        h.insert(
+            "x-ratelimit-remaining-tokens",
+            http::HeaderValue::from_static("0"),
+        );
+        let r = read(&mut Fields::new(&h, now), ResetForm::Guess)
+            .info
+            .unwrap();
+        assert_eq!(
+            (r.policy.as_deref(), r.remaining),
+            (Some("tokens"), Some(0))
+        );
+        assert_eq!(r.reset, Some(Duration::from_secs(360)));
+        // A reset that is no duration is malformed, never zero: no reset is known.
+        h.insert(
+            "x-ratelimit-reset-tokens",
+            http::HeaderValue::from_static("soon"),
+        );
+        let mut f = Fields::new(&h, now);
+        let r = read(&mut f, ResetForm::Guess).info.unwrap();
+        assert_eq!((r.policy.as_deref(), r.reset), (Some("tokens"), None));
+        assert_eq!(f.into_malformed().len(), 1);
+    }
 
     #[test]
     fn reset_forms() {

@@ -472,18 +472,7 @@ impl RetryAfterPolicy {
             Some(d) if d < floor => (floor, DelayReason::Floored),
             Some(d) if d > cap => (cap, DelayReason::Capped),
             Some(d) => (d, DelayReason::Honoured),
-            None => {
-                let jitter = self.unparseable_jitter.as_nanos();
-                let extra = if jitter == 0 {
-                    0
-                } else {
-                    rng.random_range(0..=u64::try_from(jitter).unwrap_or(u64::MAX))
-                };
-                let d = self
-                    .unparseable_wait
-                    .saturating_add(Duration::from_nanos(extra));
-                (d.clamp(floor, cap), DelayReason::Unparseable)
-            }
+            None => (self.unparseable_delay(rng), DelayReason::Unparseable),
         };
         Some(RetryDelay {
             delay,
@@ -528,6 +517,31 @@ impl RetryAfterPolicy {
             raw,
             retry_after: Some(delay),
         }
+    }
+
+    /// A delay the server gave that could not be read (a body field that is no number, a
+    /// negative value): `unparseable_wait` plus jitter from `rng`, within [floor, cap], with
+    /// reason [`DelayReason::Unparseable`]; `raw` is what was received, for the log.
+    pub fn unparseable(&self, raw: String, rng: &mut dyn RngCore) -> RetryDelay {
+        RetryDelay {
+            delay: self.unparseable_delay(rng),
+            reason: DelayReason::Unparseable,
+            raw: Some(raw),
+            retry_after: None,
+        }
+    }
+
+    fn unparseable_delay(&self, rng: &mut dyn RngCore) -> Duration {
+        let (floor, cap) = self.bounds();
+        let jitter = self.unparseable_jitter.as_nanos();
+        let extra = if jitter == 0 {
+            0
+        } else {
+            rng.random_range(0..=u64::try_from(jitter).unwrap_or(u64::MAX))
+        };
+        self.unparseable_wait
+            .saturating_add(Duration::from_nanos(extra))
+            .clamp(floor, cap)
     }
 
     /// A delay computed by our own backoff when no `Retry-After` was sent, clamped to

@@ -61,7 +61,8 @@ impl Default for RetryConfig {
 ///   `max_outage_pause`: 30 s
 /// - `refusal_streak`: 5 terminal `403`s in a row across items, each within `refusal_span`
 ///   (60 s) of the previous, mean a refused credential: the host pauses `refusal_pause`
-///   (10 s), doubling per round up to the `Retry-After` cap (`session/refusal.rs`)
+///   (10 s), doubling per round up to the `Retry-After` cap (`session/refusal.rs`); an
+///   out-of-quota answer pauses the host the same way from the first, its item deferred
 ///
 /// # Ranges
 /// Every numeric setting has one documented range ([`crate::session::limits`]);

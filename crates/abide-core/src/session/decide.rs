@@ -62,17 +62,24 @@ pub enum DeferReason {
         /// The last verdict's reason.
         last: String,
     },
+    /// The remote said the account is out of quota or credit, not rate limited
+    /// ([`VerdictClass::OutOfQuota`]): no timer helps, a person adds quota and requeues.
+    OutOfQuota {
+        /// The verdict's reason.
+        last: String,
+    },
 }
 
 impl DeferReason {
     /// The reason code without the last verdict: `attempt_cap`, `max_age`,
-    /// `credentials_rejected`, `credential_refused`.
+    /// `credentials_rejected`, `credential_refused`, `out_of_quota`.
     pub fn code(&self) -> &'static str {
         match self {
             DeferReason::AttemptCap { .. } => "attempt_cap",
             DeferReason::MaxAge { .. } => "max_age",
             DeferReason::CredentialsRejected { .. } => "credentials_rejected",
             DeferReason::CredentialRefused { .. } => "credential_refused",
+            DeferReason::OutOfQuota { .. } => "out_of_quota",
         }
     }
 }
@@ -96,6 +103,9 @@ impl fmt::Display for DeferReason {
                 "credential refused: {streak} or more refusals in a row across items \
                  (last: {last})"
             ),
+            DeferReason::OutOfQuota { last } => {
+                write!(f, "out of quota, not a rate limit ({last})")
+            }
         }
     }
 }
@@ -115,7 +125,7 @@ pub(crate) struct DecideInput<'a> {
 
 /// The decision after `verdict`, and for a retry the delay chosen (and why).
 ///
-/// Order: success and terminal answers end the item; the attempt cap and the maximum age
+/// Order: success and terminal answers end the item, out of quota defers it; the attempt cap and the maximum age
 /// defer it; otherwise the server's `Retry-After` (already clamped) outranks our backoff,
 /// and the host's pause outranks both.
 pub(crate) fn decide(
@@ -136,6 +146,10 @@ pub(crate) fn decide(
                 Decision::Deferred(DeferReason::CredentialsRejected { last }),
                 None,
             );
+        }
+        VerdictClass::OutOfQuota => {
+            let last = verdict.reason.clone();
+            return (Decision::Deferred(DeferReason::OutOfQuota { last }), None);
         }
         VerdictClass::Throttle | VerdictClass::Retry | VerdictClass::Unknown => {}
     }
@@ -396,5 +410,23 @@ mod tests {
             r.to_string(),
             "credentials rejected after refresh (test_refresh_credentials)"
         );
+    }
+
+    #[test]
+    fn out_of_quota_is_deferred_at_once_never_retried() {
+        // First attempt, attempts to spare: still deferred, with no delay.
+        let v = verdict(VerdictClass::OutOfQuota, Some(Duration::from_secs(5)));
+        let (d, delay) = run(&item(0), 1, 10, None, &v);
+        assert_eq!(
+            d,
+            Decision::Deferred(DeferReason::OutOfQuota {
+                last: "test_out_of_quota".into()
+            })
+        );
+        assert_eq!(delay, None);
+        let Decision::Deferred(r) = d else {
+            unreachable!()
+        };
+        assert_eq!(r.code(), "out_of_quota");
     }
 }

@@ -305,6 +305,13 @@ impl Delivery {
             }
             Observation::Smpp { .. } => s.refusals.on_answer(s.pacer(), now, reserved_at, false),
         };
+        if !matches!(obs, Observation::Transport(_)) {
+            // Out of quota is the account's, not the item's: the host pauses (refusal_pause,
+            // doubling per such answer in a row, up to the Retry-After cap), so the rest of
+            // the queue is not sent only to be refused; each item answered so is deferred.
+            let out = verdict.class == VerdictClass::OutOfQuota;
+            let _ = s.quota.on_answer(s.pacer(), now, reserved_at, out);
+        }
         let (credential_refused, refusal_began) = match refused {
             Refused::No => (false, false),
             Refused::Credential { began } => (true, began),

@@ -127,6 +127,8 @@ pub struct Session {
     budget: Arc<RetryBudget>,
     outage: Outage,
     refusals: Refusals,
+    /// Out-of-quota answers in a row: the account's, so the host pauses from the first.
+    quota: Refusals,
     in_flight: Arc<InFlight>,
     coordination: Arc<dyn Coordination>,
 }
@@ -160,6 +162,7 @@ impl Session {
                 cfg.refusal_pause,
                 cfg.retry_after.cap,
             ),
+            quota: Refusals::new(1, cfg.refusal_span, cfg.refusal_pause, cfg.retry_after.cap),
             in_flight: Arc::default(),
             coordination,
             classifier,

@@ -19,14 +19,15 @@ pub enum SettingError {
         /// setting names it (`retry.backoff.base (2s)..=86400s`).
         range: String,
     },
-    /// A classification override the tables cannot take: a status outside 100–599, or a
-    /// success (HTTP 2xx, SMPP `ESME_ROK`) made anything but a success.
+    /// A classification override the tables cannot take: a status outside 100–599, a
+    /// success (HTTP 2xx, SMPP `ESME_ROK`) made anything but a success, or a body or
+    /// header rule that cannot match or decide (`classify.body[2].json`, ...).
     #[error("{setting}: {problem}")]
     Classify {
         /// Path of the override, e.g. `classify.http.999`, `classify.smpp.0x0`.
         setting: Cow<'static, str>,
         /// What is wrong with it.
-        problem: &'static str,
+        problem: Cow<'static, str>,
     },
 }
 

@@ -29,7 +29,6 @@ use std::time::Duration;
 use super::config::SessionConfig;
 use super::limits::{self, Limits, SettingValue};
 use super::setting_error::SettingError;
-use crate::classify::VerdictClass;
 
 fn check<T: SettingValue>(setting: &'static str, v: T, l: Limits<T>) -> Result<(), SettingError> {
     l.check(setting, v)
@@ -232,31 +231,7 @@ impl SessionConfig {
     }
 
     fn validate_classify(&self) -> Result<(), SettingError> {
-        let bad = |setting: String, problem| SettingError::Classify {
-            setting: Cow::Owned(setting),
-            problem,
-        };
-        for (&status, &class) in &self.classify.http {
-            let setting = || format!("classify.http.{status}");
-            if !limits::HTTP_STATUS.contains(&u32::from(status)) {
-                return Err(bad(setting(), "not an HTTP status code (100-599)"));
-            }
-            if (200..300).contains(&status) && class != VerdictClass::Success {
-                return Err(bad(
-                    setting(),
-                    "a 2xx answer is a success: it cannot be classified otherwise",
-                ));
-            }
-        }
-        if let Some(&class) = self.classify.smpp.get(&0) {
-            if class != VerdictClass::Success {
-                return Err(bad(
-                    "classify.smpp.0x0".to_owned(),
-                    "command_status 0 (ESME_ROK) is a success: it cannot be classified otherwise",
-                ));
-            }
-        }
-        Ok(())
+        self.classify.validate()
     }
 }
 

@@ -450,6 +450,27 @@ pub enum ThrottleStyle("throttle style") {
     Smpp200 = "smpp-200",
     /// 429 with `Retry-After` and `{"command_status": N}`.
     Smpp429 = "smpp-429",
+    /// 200 with a GraphQL `THROTTLED` error and its query cost (Shopify).
+    Graphql200 = "graphql-200",
+    /// 403 `REQUEST_LIMIT_EXCEEDED` (Salesforce).
+    Salesforce403 = "salesforce-403",
+    /// 403 `usageLimits` / `userRateLimitExceeded` (Google).
+    Google403 = "google-403",
+    /// 200 `{"ok": false, "error": "ratelimited"}` (Slack).
+    Slack200 = "slack-200",
+    /// 400 error code 4 (Meta Graph API).
+    Meta400 = "meta-400",
+    /// 400 `ThrottlingException` in `x-amzn-ErrorType` and `__type` (AWS JSON protocols).
+    Aws400 = "aws-400",
+    /// 503 XML `SlowDown` (S3).
+    S3503 = "s3-503",
+    /// 503 XML and `x-ms-error-code` `ServerBusy` (Azure Storage).
+    Azure503 = "azure-503",
+    /// 429 without `Retry-After`, the wait only in the body's `retry_after` (Discord).
+    Discord429 = "discord-429",
+    /// 429 `insufficient_quota` (OpenAI): the account is out of credit, not rate limited;
+    /// a client must park the item for a person, not retry it.
+    Quota429 = "quota-429",
 }}
 
 abide_core::named_enum! {

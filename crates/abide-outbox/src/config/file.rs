@@ -217,6 +217,8 @@ fn transport_keys(n: &str, kind: &Kind, p: &mut FileProvider) -> Result<Keys, Ta
         ),
         ("classify.http", !p.classify.http.is_empty()),
         ("classify.smpp", !p.classify.smpp.is_empty()),
+        ("classify.body", !p.classify.body.is_empty()),
+        ("classify.header", !p.classify.header.is_empty()),
     ];
     for (field, set) in shared {
         if set && kind.unused_shared.contains(&field) {

@@ -28,6 +28,18 @@
 //! [provider.classify.http]
 //! 409 = "retry"
 //!
+//! # Rules on the body or a header, tried first (abide_core::classify::rules):
+//! [[provider.classify.body]]
+//! json = "/errors/0/extensions/code"   # RFC 6901 JSON pointer
+//! equals = "THROTTLED"
+//! verdict = "throttle"                 # or retry, terminal, out_of_quota, ...
+//! delay_json = "/retry_after"          # seconds, or a Go-style duration (6m0s)
+//!
+//! [[provider.classify.header]]
+//! header = "x-error-kind"
+//! equals = "quota-spent"
+//! verdict = "out_of_quota"             # DEFERRED for a person, never retried on a timer
+//!
 //! [provider.failover]
 //! to = "sms-backup"
 //! after_pending_secs = 120
@@ -45,7 +57,8 @@
 //! keys of its own ([`crate::transport::HttpConfig`]; over SMPP 3.4, `transport = "smpp"`,
 //! `SmppConfig`, feature `smpp`; [`crate::transport::ScriptedConfig`]). A key of another
 //! transport is refused by name, as is a shared key the transport has no use for (an
-//! SMPP provider's `rate_limit_dialect`, `pacer.use_rate_limit_headers`, `classify.http`).
+//! SMPP provider's `rate_limit_dialect`, `pacer.use_rate_limit_headers`, `classify.http`,
+//! `classify.body`, `classify.header`).
 
 use std::collections::HashSet;
 use std::path::Path;

@@ -214,7 +214,7 @@ fn said(p: &ProviderConfig, e: &SettingError) -> Error {
     };
     let message = match e {
         SettingError::OutOfRange { value, range, .. } => format!("{value} is outside {range}"),
-        SettingError::Classify { problem, .. } => (*problem).to_owned(),
+        SettingError::Classify { problem, .. } => problem.to_string(),
         other => other.to_string(),
     };
     Error::config(&p.name, key, message)

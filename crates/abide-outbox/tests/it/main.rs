@@ -1,6 +1,7 @@
 //! The one integration test binary of abide-outbox.
 #![allow(clippy::unwrap_used, missing_docs, unreachable_pub)]
 
+mod bodies;
 mod connect;
 mod delivery;
 mod dialects;

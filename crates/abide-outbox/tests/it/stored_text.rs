@@ -23,12 +23,13 @@ const CODES: [(&str, RemoteCode); 4] = [
     ("smpp_0x400", RemoteCode::Smpp(0x400)),
     ("no_response", RemoteCode::NoResponse),
 ];
-const CLASSES: [(&str, VerdictClass); 6] = [
+const CLASSES: [(&str, VerdictClass); 7] = [
     ("success", VerdictClass::Success),
     ("throttle", VerdictClass::Throttle),
     ("retry", VerdictClass::Retry),
     ("refresh_credentials", VerdictClass::RefreshCredentials),
     ("terminal", VerdictClass::Terminal),
+    ("out_of_quota", VerdictClass::OutOfQuota),
     ("unknown", VerdictClass::Unknown),
 ];
 const DELAYS: [(&str, DelayReason); 6] = [
@@ -60,7 +61,7 @@ where
         .unwrap();
     let attempts = CLASSES
         .iter()
-        .zip(DELAYS)
+        .zip(DELAYS.iter().copied().cycle())
         .map(|((_, class), (_, delay))| AttemptRecord {
             at: t0(),
             provider: "p".into(),
@@ -105,7 +106,7 @@ where
             .unwrap();
     let want: Vec<(String, Option<String>)> = CLASSES
         .iter()
-        .zip(DELAYS)
+        .zip(DELAYS.iter().copied().cycle())
         .map(|((c, _), (d, _))| ((*c).to_owned(), Some(d.to_owned())))
         .collect();
     assert_eq!(rows, want);
@@ -131,7 +132,7 @@ where
         .collect();
     let want: Vec<_> = CLASSES
         .iter()
-        .zip(DELAYS)
+        .zip(DELAYS.iter().copied().cycle())
         .map(|((_, c), (_, d))| (*c, Some(d)))
         .collect();
     assert_eq!(got, want);

@@ -114,6 +114,21 @@ async fn forbidden_with_retry_after_zero_is_a_throttle_that_waits_the_floor() {
 }
 
 #[tokio::test]
+async fn a_200_that_says_throttled_is_waited_out_not_returned() {
+    let clock = clock();
+    let p = provider(&with("[behaviour]\nthrottle = \"graphql-200\"\n"), &clock).await;
+    let c = client(quirk_policy(&clock).build().unwrap());
+    post(&c, &p.url(), &clock).await.0.unwrap();
+    let (r, took) = post(&c, &p.url(), &clock).await;
+    // The 200 THROTTLED is not handed back: its query cost (about 1 s) is waited out.
+    assert_eq!(r.unwrap().status(), StatusCode::ACCEPTED);
+    assert!(took >= SECS(1) && took < SECS(2), "{took:?}");
+    let s = p.stats();
+    assert_eq!((s.requests, s.accepted), (3, 2));
+    assert_eq!(s.rejected_by_status.get(&200), Some(&1));
+}
+
+#[tokio::test]
 async fn a_day_long_retry_after_is_capped_and_stops_a_caller_that_will_not_wait() {
     let clock = clock();
     let p = provider(&with("[behaviour]\nretry_after = \"huge\"\n"), &clock).await;

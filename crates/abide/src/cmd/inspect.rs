@@ -9,7 +9,7 @@ use abide_core::ratelimit::{self, Malformed, RateLimitInfo};
 use abide_core::retry_after::escape_raw;
 use abide_core::{
     parse_warnings, Clock, Dialect, ManualClock, Observation, Session, SessionConfig, SystemClock,
-    VerdictClass, Warning, MAX_CLASSIFY_BODY,
+    Warning, MAX_CLASSIFY_BODY,
 };
 use anyhow::{bail, Context};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -29,6 +29,17 @@ INPUT
   Flags and stdin headers combine; a repeated header (two Retry-After lines) is kept.
   The header block may be at most 1 MiB and 10000 lines.
 
+BODIES
+  Vendors' throttles that are not a 429 are read from the body by structure (parsed JSON
+  fields, an XML <Error><Code>, a vendor header), never by a word in free text: a GraphQL
+  200 THROTTLED (its wait from the query cost), Slack's 200 ratelimited, Salesforce's 403
+  REQUEST_LIMIT_EXCEEDED, Google's usageLimits, Meta's codes 4/17/32/613, AWS throttling
+  codes, S3 SlowDown, Azure ServerBusy. Google's dailyLimitExceeded and OpenAI's
+  insufficient_quota are out_of_quota: deferred for a person, never retried on a timer.
+  A delay the body names (retry_after, RetryInfo, `6m0s`) applies when no header names one.
+  --config FILE --provider NAME applies that provider's [provider.classify] overrides and
+  its [[provider.classify.body]] / [[provider.classify.header]] rules.
+
 DIALECTS (--dialect, as rate_limit_dialect in the providers file)
   auto (default)  detect from names that mean one thing: X-Shopify-Shop-Api-Call-Limit
                   (shopify); X-RateLimit-Bucket/-Scope/-Global (discord);
@@ -45,10 +56,10 @@ DIALECTS (--dialect, as rate_limit_dialect in the providers file)
                   \"secondary rate limit\" is a throttle waiting at least 60 s
 
 OUTPUT (one JSON object on stdout; field names and meanings are stable)
-  verdict           success | throttle | retry | refresh_credentials | terminal | unknown
+  verdict           success | throttle | retry | refresh_credentials | terminal | out_of_quota | unknown
   reason            stable reason code, e.g. http_429, http_403_retry_after, smpp_0x58_throttled
   delay_secs        seconds abide would wait before the next attempt (within floor 1 s and
-                    cap 600 s); null for success and terminal
+                    cap 600 s); null for success, terminal and out_of_quota
   delay_reason      honoured | floored | capped | unparseable | absent; null when delay_secs is.
                     absent = no Retry-After, the default backoff base (0.5 s) floored to 1 s
   pause_secs        seconds abide pauses every send to this host: a throttle's Retry-After
@@ -113,6 +124,40 @@ pub(crate) struct Args {
     /// The response body (its first 4 KiB are used, as the outbox keeps them).
     #[arg(long, value_name = "TEXT")]
     body: Option<String>,
+    /// A providers file: classify as its provider --provider would (its status overrides,
+    /// body and header rules, dialect, Retry-After clamp).
+    #[arg(long, value_name = "FILE", requires = "provider")]
+    config: Option<std::path::PathBuf>,
+    /// The provider of --config whose rules apply.
+    #[arg(long, value_name = "NAME", requires = "config")]
+    provider: Option<String>,
+}
+
+/// The rules the response is judged by: a provider's from `--config` (with `--dialect`,
+/// when named, replacing its dialect), or the defaults with `--dialect`.
+fn session_config(args: &Args, dialect: Dialect) -> anyhow::Result<SessionConfig> {
+    let (Some(path), Some(name)) = (&args.config, &args.provider) else {
+        return Ok(SessionConfig {
+            rate_limit_dialect: dialect,
+            ..SessionConfig::default()
+        });
+    };
+    let config =
+        abide_outbox::Config::load(path).with_context(|| format!("--config {}", path.display()))?;
+    let Some(p) = config.provider(name) else {
+        let names: Vec<_> = config.providers.iter().map(|p| p.name.as_str()).collect();
+        bail!(
+            "--provider {}: no such provider in {} (it has {})",
+            abide_core::echo::clip(name),
+            path.display(),
+            names.join(", ")
+        );
+    };
+    let mut cfg = p.session_config();
+    if dialect != Dialect::Auto {
+        cfg.rate_limit_dialect = dialect;
+    }
+    Ok(cfg)
 }
 
 /// The JSON printed on stdout. Field order is part of the contract.
@@ -160,6 +205,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         .dialect
         .parse()
         .map_err(|e| anyhow::anyhow!("--dialect: {e}"))?;
+    let rules = session_config(&args, dialect)?;
 
     let mut headers = HeaderMap::new();
     let mut status_line = None;
@@ -201,7 +247,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             &headers,
             now,
             args.seed,
-            dialect,
+            rules.clone(),
         )
     } else {
         let status = match args.status.or(status_line) {
@@ -221,7 +267,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             &headers,
             now,
             args.seed,
-            dialect,
+            rules.clone(),
         )
     }?;
     let json = serde_json::to_string_pretty(&report).context("serialising the report")?;
@@ -234,18 +280,13 @@ fn build(
     headers: &HeaderMap,
     now: SystemTime,
     seed: u64,
-    dialect: Dialect,
+    rules: SessionConfig,
 ) -> anyhow::Result<Report> {
-    // The session a provider with this dialect and default settings gets: its classifier
-    // and pacer decide here as they do in the outbox.
+    // The session the provider gets: its classifier and pacer decide here as they do in
+    // the outbox.
+    let dialect = rules.rate_limit_dialect;
     let mono = ManualClock::new(now).monotonic();
-    let session = Session::new(
-        SessionConfig {
-            rate_limit_dialect: dialect,
-            ..SessionConfig::default()
-        },
-        mono,
-    );
+    let session = Session::new(rules, mono);
     let classifier = session.classifier();
     let reading = ratelimit::read(headers, now, dialect);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -257,7 +298,7 @@ fn build(
     let said = classifier.server_delay(headers, now, &mut ChaCha8Rng::seed_from_u64(seed));
 
     let delay = match verdict.class {
-        VerdictClass::Success | VerdictClass::Terminal => None,
+        class if !class.waits() => None,
         _ => Some(verdict.retry_after.clone().unwrap_or_else(|| {
             let rules = session.config();
             rules.retry_after.from_backoff(rules.retry.backoff.base)

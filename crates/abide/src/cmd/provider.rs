@@ -10,7 +10,7 @@ use std::sync::Arc;
 use abide_core::SystemClock;
 use abide_fake::{
     parse_duration, Algorithm, ApiKey, HeaderStyle, Listeners, ProviderConfig, Rate, ReceiptPolicy,
-    RedisUrl, ScheduleEntry, SmppAccount, SuspensionStyle,
+    RedisUrl, ScheduleEntry, SmppAccount, SuspensionStyle, ThrottleStyle,
 };
 use anyhow::Context;
 
@@ -55,6 +55,23 @@ HEADER STYLES: --headers STYLE (TOML headers = \"STYLE\")
   rounded up to whole seconds. Without --headers, IETF fields go on accepted answers and on
   honest (retry-after=seconds) throttles only.
 
+THROTTLE STYLES: --throttle-style STYLE (or --behaviour throttle=STYLE[@WHEN])
+  Vendors' own throttle shapes, most not a 429; none carries Retry-After or rate-limit
+  headers, as the vendor's does not:
+  graphql-200     200 {\"errors\":[{\"extensions\":{\"code\":\"THROTTLED\"}}]} with Shopify's query
+                  cost: (requestedQueryCost - currentlyAvailable) / restoreRate is the wait
+  salesforce-403  403 [{\"errorCode\":\"REQUEST_LIMIT_EXCEEDED\"}]
+  google-403      403 {\"error\":{\"errors\":[{\"domain\":\"usageLimits\",
+                  \"reason\":\"userRateLimitExceeded\"}]}}
+  slack-200       200 {\"ok\":false,\"error\":\"ratelimited\"}
+  meta-400        400 {\"error\":{\"code\":4,\"type\":\"OAuthException\"}}
+  aws-400         400 x-amzn-ErrorType and {\"__type\":\"ThrottlingException\"}
+  s3-503          503 <Error><Code>SlowDown</Code></Error>
+  azure-503       503 x-ms-error-code: ServerBusy and <Error><Code>ServerBusy</Code></Error>
+  discord-429     429 without Retry-After, {\"retry_after\": SECONDS} the only wait
+  quota-429       429 {\"error\":{\"code\":\"insufficient_quota\"}}: out of credit, not a rate
+                  limit (abide defers such items for a person; it never retries them)
+
 BEHAVIOURS: --behaviour FACET=VALUE[@WHEN] (repeatable, applied in order)
   WHEN is a time since start (500ms, 60s, 2m, 1h) or #N (from the N-th message request on,
   counting every request). Without @WHEN the change applies from the start.
@@ -63,7 +80,8 @@ BEHAVIOURS: --behaviour FACET=VALUE[@WHEN] (repeatable, applied in order)
                      (`soon-ish`), absent. Only `seconds` also sends RateLimit fields.
   throttle=STYLE     429 (default); 403 (403, Retry-After: 0, empty body, like a
                      misconfigured gateway); smpp-200 (HTTP 200 with {\"command_status\":N});
-                     smpp-429 (429 with {\"command_status\":N} and Retry-After).
+                     smpp-429 (429 with {\"command_status\":N} and Retry-After); or a
+                     vendor's shape (THROTTLE STYLES above).
   smpp-status=N      command_status for the smpp styles (88 ESME_RTHROTTLED, default;
                      20 ESME_RMSGQFUL).
   fail-503=F         Answer a fraction F (0..1) of message requests 503 before any limit,
@@ -246,6 +264,11 @@ pub(crate) struct Args {
     /// Prefix of the gate keys in Redis [default: abide:provider].
     #[arg(long, value_name = "PREFIX")]
     redis_prefix: Option<String>,
+    /// How throttles are answered from the start, as `--behaviour throttle=STYLE`: 429,
+    /// 403, smpp-200, smpp-429, or a vendor's shape (see THROTTLE STYLES below)
+    /// [default: 429].
+    #[arg(long, value_name = "STYLE")]
+    throttle_style: Option<String>,
     /// Behaviour change FACET=VALUE[@WHEN], repeatable (see BEHAVIOURS below).
     #[arg(long = "behaviour", value_name = "FACET=VALUE[@WHEN]")]
     behaviours: Vec<String>,
@@ -334,6 +357,11 @@ fn config(a: &Args) -> anyhow::Result<ProviderConfig> {
     }
     if let Some(v) = &a.redis_prefix {
         c.redis_prefix = v.clone();
+    }
+    if let Some(v) = &a.throttle_style {
+        c.behaviour.throttle = v
+            .parse::<ThrottleStyle>()
+            .with_context(|| format!("--throttle-style {v:?}"))?;
     }
     for b in &a.behaviours {
         c.schedule.push(b.parse::<ScheduleEntry>()?);

@@ -28,6 +28,8 @@ Scenarios:
   burst-job         3,000 items at once, 40 workers, a fixed window of 100/s with
                     RateLimit headers, from a cold start
   burst-job-blind   the same without RateLimit headers
+  graphql-200       a GraphQL API throttling with 200, THROTTLED and the query cost in the
+                    body: a client trusting the status counts those items as delivered
 
 Policies:
   no-retry            one attempt; any failure is final (the two-bucket client)
@@ -44,6 +46,8 @@ Columns:
   bad       genuinely bad items (failed)   deferred parked for a person after 12 attempts
   goodput   delivered / what the limit allowed until completion
   blocked   suspensions by abuse protection and their total length
+  false ok  items the client took as delivered that the provider refused (a 200
+            throttle read by its status); shown when any. 429s counts those throttles too
 
 Examples:
   abide sim --all

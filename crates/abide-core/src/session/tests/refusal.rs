@@ -138,3 +138,35 @@ fn a_403_classified_as_a_throttle_or_a_zero_streak_never_counts() {
         assert_eq!(r.answer(&mut d, 403, &[]).decision, Decision::Failed);
     }
 }
+
+#[test]
+fn out_of_quota_defers_the_item_and_pauses_the_host_doubling() {
+    let mut r = Rig::fast();
+    let body = br#"{"error":{"type":"insufficient_quota","code":"insufficient_quota"}}"#;
+    let mut pauses = Vec::new();
+    for _ in 0..3 {
+        let mut d = r.session.delivery(ItemContext::first(r.wall()));
+        assert_eq!(r.until_sent(&mut d), Step::Send);
+        let h = HeaderMap::new();
+        let obs = Observation::Http {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            headers: &h,
+            body,
+        };
+        let (m, w) = (r.mono(), r.wall());
+        let a = d.on_answer(&r.session, m, w, &obs, &mut r.rng);
+        assert_eq!(a.verdict.class, VerdictClass::OutOfQuota);
+        assert!(matches!(
+            a.decision,
+            Decision::Deferred(DeferReason::OutOfQuota { .. })
+        ));
+        assert!(!a.credential_refused, "not a credential");
+        let until = r.session.pacer().paused_until(r.mono()).unwrap();
+        pauses.push((until - r.mono()).as_secs());
+        r.clock.advance(until - r.mono());
+    }
+    assert_eq!(pauses, [10, 20, 40]);
+    // Any other answer ends the episode.
+    let a = r.one(202);
+    assert_eq!(a.decision, Decision::Delivered);
+}

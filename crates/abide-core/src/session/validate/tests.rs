@@ -1,6 +1,7 @@
 //! Every setting outside its range is refused with its path; every configuration inside
 //! the ranges makes a session that decides without panicking or overflowing.
 
+use crate::classify::VerdictClass;
 use std::time::{Duration, UNIX_EPOCH};
 
 use http::{HeaderMap, StatusCode};

@@ -128,6 +128,8 @@ pub(crate) const KIND: Kind = Kind {
         "rate_limit_dialect",
         "pacer.use_rate_limit_headers",
         "classify.http",
+        "classify.body",
+        "classify.header",
     ],
     read: |n, keys| {
         let f: FileSmpp = keys.read()?;
