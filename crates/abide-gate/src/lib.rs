@@ -42,6 +42,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod admission;
+mod delay;
 mod gate;
 mod headers;
 mod identity;
@@ -56,7 +57,7 @@ mod table;
 mod trace;
 
 pub use admission::{Admission, Lease, LeaseGuard, Rejection};
-pub use gate::{Algorithm, Gate, RateQuota, Scope, MAX_LEASE, MAX_WINDOW};
+pub use gate::{Algorithm, DelayBound, Gate, RateQuota, Scope, MAX_DELAY, MAX_LEASE, MAX_WINDOW};
 pub use headers::{rate_limit_values, retry_after_secs, GateStatus, RATELIMIT, RATELIMIT_POLICY};
 pub use identity::{bearer_token, BearerKeys, Identify, Identity};
 pub use layer::GateLayer;
