@@ -57,9 +57,17 @@ impl fmt::Debug for RedisGates {
 pub struct SharedAdmission {
     statuses: Vec<GateStatus>,
     leases: Vec<SharedLease>,
+    /// Slots reserved ahead at delaying gates.
+    holds: Vec<SharedLease>,
+    delay: Duration,
 }
 
 impl SharedAdmission {
+    /// How long the request must wait before it is served (as [`crate::Admission::delay`]).
+    pub fn delay(&self) -> Duration {
+        self.delay
+    }
+
     /// The state of every gate that applied, after this request.
     pub fn statuses(&self) -> &[GateStatus] {
         &self.statuses
@@ -77,6 +85,7 @@ impl SharedAdmission {
         SharedLeaseGuard {
             store,
             leases: self.leases,
+            holds: self.holds,
         }
     }
 }
@@ -104,9 +113,17 @@ impl fmt::Debug for SharedLease {
 pub struct SharedLeaseGuard {
     store: RedisGates,
     leases: Vec<SharedLease>,
+    holds: Vec<SharedLease>,
 }
 
 impl SharedLeaseGuard {
+    /// The request's delay is over: its reserved slots are spent, not given back. (They
+    /// stay recorded until the gate's state expires; a give-back is then refused by the
+    /// script because the slot has passed.)
+    pub fn arrived(&mut self) {
+        self.holds.clear();
+    }
+
     /// Release now.
     ///
     /// # Errors
@@ -246,6 +263,8 @@ impl RedisGates {
             return Ok(Ok(SharedAdmission {
                 statuses: Vec::new(),
                 leases: Vec::new(),
+                holds: Vec::new(),
+                delay: Duration::ZERO,
             }));
         }
         let mut conn = self.conn.clone();
@@ -279,7 +298,12 @@ impl RedisGates {
             }
         }
         if rejected.is_empty() {
-            Ok(Ok(SharedAdmission { statuses, leases }))
+            Ok(Ok(SharedAdmission {
+                statuses,
+                leases,
+                holds: Vec::new(),
+                delay: Duration::ZERO,
+            }))
         } else {
             Ok(Err(Rejection { rejected }))
         }
