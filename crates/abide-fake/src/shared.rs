@@ -59,17 +59,26 @@ pub(crate) async fn ask(app: &App, headers: &HeaderMap) -> Option<Shared> {
     let id = app.keys.lookup(headers)?;
     // A malformed Idempotency-Key is refused later, before the gate point.
     let trace = idempotency_key(headers).ok()?;
-    Some(ask_for(store, &id.key, id.account.as_deref(), trace.as_deref()).await)
+    let (account, trace) = (id.account.as_deref(), trace.as_deref());
+    Some(ask_for(store, &id.key, account, trace, true).await)
 }
 
-/// Ask the shared gates for `key` of `account` (the SMPP listener passes its system_id).
+/// Ask the shared gates for `key` of `account` (the SMPP listener passes its system_id);
+/// with `delay`, a delaying gate may hold the request (HTTP), else it refuses (SMPP, whose
+/// window of outstanding PDUs is the client's own backpressure).
 pub(crate) async fn ask_for(
     store: &abide_gate::RedisGates,
     key: &str,
     account: Option<&str>,
     trace: Option<&str>,
+    delay: bool,
 ) -> Shared {
-    match store.check_traced(key, account, trace).await {
+    let verdict = if delay {
+        store.check_delayed(key, account, trace).await
+    } else {
+        store.check_traced(key, account, trace).await
+    };
+    match verdict {
         Ok(Ok(a)) => {
             let (h, d) = (a.headers(), a.delay());
             Shared::Admitted(Box::new((h, a.into_guard(store.clone()), d)))

@@ -163,3 +163,58 @@ async fn a_client_that_hangs_up_while_held_gives_its_slot_to_the_next() {
         "{s}"
     );
 }
+
+/// Redis on 127.0.0.1:6379, or `false` after printing why the caller is skipped (unless
+/// `ABIDE_REQUIRE_SERVICES=1`, which makes its absence a failure).
+fn redis_here(test: &str) -> bool {
+    let addr = "127.0.0.1:6379".parse().unwrap();
+    match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+        Ok(_) => true,
+        Err(e) if std::env::var("ABIDE_REQUIRE_SERVICES").as_deref() != Ok("1") => {
+            println!("SKIPPED: {test}: no Redis at 127.0.0.1:6379 ({e})");
+            false
+        }
+        Err(e) => panic!("ABIDE_REQUIRE_SERVICES=1 but Redis is unreachable: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn two_providers_on_one_redis_hold_requests_behind_one_schedule() {
+    if !redis_here("two_providers_on_one_redis_hold_requests_behind_one_schedule") {
+        return;
+    }
+    // Other tests and engineers share this Redis: a prefix of this run's own.
+    let prefix = format!("abide-test:provider-delay:{}", std::process::id());
+    let args = [
+        "--gate-mode",
+        "delay",
+        "--delay-burst",
+        "3",
+        "--max-delay",
+        "5s",
+        "--redis",
+        "redis://127.0.0.1:6379",
+        "--redis-prefix",
+        &prefix,
+    ];
+    let (p, q) = (start(&args), start(&args));
+    let c = client(Duration::from_secs(10));
+    let sends: Vec<_> = (0..8)
+        .map(|i| {
+            let c = c.clone();
+            let url = if i % 2 == 0 { &p.url } else { &q.url }.clone();
+            tokio::spawn(async move { send(&c, &url, &format!("m{i}")).await.unwrap().status() })
+        })
+        .collect();
+    let mut accepted = 0;
+    for t in sends {
+        if t.await.unwrap() == StatusCode::ACCEPTED {
+            accepted += 1;
+        }
+    }
+    // As one provider: one at once, three held, four refused, whichever instance asked.
+    assert_eq!(accepted, 4);
+    let (sp, sq) = (stats(&p.url).await, stats(&q.url).await);
+    let delayed = sp["delayed"].as_u64().unwrap() + sq["delayed"].as_u64().unwrap();
+    assert_eq!(delayed, 3, "{sp} {sq}");
+}
