@@ -31,6 +31,7 @@ pub fn replay_abide(
             bad_every: None,
             forbidden_every: None,
             rate_limit_headers: false,
+            delay: None,
         },
         workers: 1,
         latency: Duration::ZERO,
@@ -64,6 +65,7 @@ pub fn answer(status: StatusCode, headers: &[(&str, &str)]) -> Response {
             Outcome::Throttled
         },
         transport: None,
+        held: Duration::ZERO,
     }
 }
 
@@ -74,5 +76,6 @@ pub fn no_answer(failure: abide_core::TransportFailure) -> Response {
         headers: http::HeaderMap::new(),
         outcome: Outcome::Outage,
         transport: Some(failure),
+        held: Duration::ZERO,
     }
 }
