@@ -184,6 +184,52 @@ fn a_waiter_that_goes_away_frees_its_place_for_the_next() {
     drop(first);
 }
 
+#[test]
+fn an_account_queue_is_shared_by_its_keys_and_a_waiter_holds_its_concurrency_slot() {
+    let c = clock();
+    let now = c.monotonic();
+    let q = RateQuota::per_second(nz(10)).with_burst(nz(1));
+    let set = Arc::new(
+        GateSet::builder()
+            .with_gate(
+                Gate::rate("account", "account_rate", Scope::Account, q)
+                    .with_delay(nz(2), Duration::from_secs(1)),
+            )
+            .with_gate(Gate::concurrency(
+                "conc",
+                "concurrency",
+                Scope::Key,
+                nz(1),
+                Duration::from_secs(30),
+            ))
+            .build()
+            .unwrap(),
+    );
+    let a = set.check_delayed("k1", Some("acme"), None, now).unwrap();
+    assert_eq!(a.delay(), Duration::ZERO);
+    let a = a.into_guard(Arc::clone(&set));
+    // k2 queues behind k1 in the account's schedule, and holds k2's one slot while it waits.
+    let b = set.check_delayed("k2", Some("acme"), None, now).unwrap();
+    assert_eq!(b.delay(), T);
+    let b = b.into_guard(Arc::clone(&set));
+    let no = set
+        .check_delayed("k2", Some("acme"), None, now)
+        .unwrap_err();
+    assert_eq!(no.category(), "concurrency");
+    // k3 takes the last waiting place (200 ms); a fourth request is past the bound.
+    let k3 = set.check_delayed("k3", Some("acme"), None, now).unwrap();
+    assert_eq!(k3.delay(), 2 * T);
+    let no = set
+        .check_delayed("k4", Some("acme"), None, now)
+        .unwrap_err();
+    assert_eq!(no.category(), "account_rate");
+    // k2's waiter goes away: its slot at the account and its concurrency slot are free.
+    drop(b);
+    let b = set.check_delayed("k2", Some("acme"), None, now).unwrap();
+    assert_eq!(b.delay(), T);
+    drop((a, b, k3));
+}
+
 /// Monotonic time from tokio's clock, so paused time moves it.
 #[derive(Debug)]
 struct TokioTime;
