@@ -48,7 +48,8 @@ LIMITS (flags override --config)
   --gate-mode delay (gcra only) holds a request over a rate until its slot instead, the
   shape of nginx's `limit_req burst=N delay=M`: at most --delay-burst such requests wait
   per rate gate [default: 50], none longer than --max-delay [default: 500ms]; beyond that
-  bound the same honest 429. A client that disconnects while held gives its slot back.
+  bound the same honest 429. A held request keeps its concurrency slot while it waits. A
+  client that disconnects while held gives its slot back.
   /_stats counts delayed, delay_ms and abandoned.
 
 HEADER STYLES: --headers STYLE (TOML headers = \"STYLE\")
