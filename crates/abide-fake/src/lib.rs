@@ -59,7 +59,7 @@ use tokio::task::JoinHandle;
 
 pub use abide_gate::Algorithm;
 pub use config::{
-    parse_duration, Abuse, ApiKey, Behaviour, HeaderStyle, Limits, ProviderConfig, Rate,
+    parse_duration, Abuse, ApiKey, Behaviour, GateMode, HeaderStyle, Limits, ProviderConfig, Rate,
     ReceiptState, RedisUrl, RetryAfterStyle, ScheduleEntry, SuspensionStyle, ThrottleStyle,
     DEMO_KEY, MAX_SLOW_MS, MAX_SUSPEND_SECS,
 };

@@ -17,7 +17,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use crate::config::{
-    Behaviour, HeaderStyle, Rate, RetryAfterStyle, SuspensionStyle, ThrottleStyle,
+    Behaviour, GateMode, HeaderStyle, Rate, RetryAfterStyle, SuspensionStyle, ThrottleStyle,
 };
 use crate::dates;
 use crate::shared::{self, Guard, Shared};
@@ -86,18 +86,28 @@ fn gate_set(cfg: &ProviderConfig) -> Result<GateSet, Error> {
             .with_algorithm(l.algorithm))
     };
     let lease = Duration::from_secs(l.lease_secs.max(1));
+    let delay = |g: Gate| -> Result<Gate, Error> {
+        Ok(match l.gate_mode {
+            GateMode::Refuse => g,
+            GateMode::Delay => g.with_delay(
+                nz(l.delay_burst, "delay burst")?,
+                Duration::from_millis(l.max_delay_ms),
+            ),
+        })
+    };
     let mut b = GateSet::builder();
     if let Some(r) = l.key_rate {
-        b = b.with_gate(Gate::rate(
-            "key",
-            "key_rate",
-            Scope::Key,
-            quota(r, l.key_burst, "key burst")?,
-        ));
+        let q = quota(r, l.key_burst, "key burst")?;
+        b = b.with_gate(delay(Gate::rate("key", "key_rate", Scope::Key, q))?);
     }
     if let Some(r) = l.account_rate {
         let q = quota(r, l.account_burst, "account burst")?;
-        b = b.with_gate(Gate::rate("account", "account_rate", Scope::Account, q));
+        b = b.with_gate(delay(Gate::rate(
+            "account",
+            "account_rate",
+            Scope::Account,
+            q,
+        ))?);
     }
     if let Some(n) = l.key_concurrency {
         let n = nz(n, "key concurrency")?;
@@ -209,13 +219,37 @@ impl Drop for InFlight {
     }
 }
 
+/// Counts a held request as abandoned if its future is dropped before its slot.
+struct Held(Option<Arc<App>>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(app) = self.0.take() {
+            app.lock().stats.snap.abandoned += 1;
+        }
+    }
+}
+
 async fn messages(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
     let shared = shared::ask(&app, &headers).await;
-    let (msg_id, guard, extra) = match decide(&app, &headers, &body, shared) {
+    let (msg_id, mut guard, extra, delay) = match decide(&app, &headers, &body, shared) {
         Ok(accepted) => accepted,
         Err(refused) => return refused,
     };
     let in_flight = InFlight(Arc::clone(&app));
+    if !delay.is_zero() {
+        // A delaying gate reserved a slot ahead: serve the request then, not before. A
+        // client that disconnects drops this future, and the guard gives the slot back.
+        let mut held = Held(Some(Arc::clone(&app)));
+        tokio::time::sleep(delay).await;
+        held.0 = None;
+        if let Some(g) = guard.as_mut() {
+            g.arrived();
+        }
+        let mut st = app.lock();
+        st.stats.snap.delayed += 1;
+        st.stats.snap.delay_ms += u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+    }
     if app.cfg.latency_ms > 0 {
         // Processing time is real time even under a manual clock: it models work, and
         // keeps the slot (and `in_flight`) held while the client waits.
@@ -230,7 +264,8 @@ async fn messages(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
     res
 }
 
-type Accepted = (String, Option<Guard>, HeaderMap);
+/// Message id, leases, headers, and how long a delaying gate holds the request.
+type Accepted = (String, Option<Guard>, HeaderMap, Duration);
 
 /// Everything decided under the lock: `Ok` to accept (after the configured latency), `Err`
 /// with the final answer otherwise.
@@ -325,6 +360,7 @@ fn decide(
     let grace_pass = b.grace && idem.as_ref().is_some_and(|k| st.grace_pending.remove(k));
     let mut extra = HeaderMap::new();
     let mut guard = None;
+    let mut delay = Duration::ZERO;
     if grace_pass {
         st.stats.snap.grace_passes += 1;
         tracing::info!(%caller, "over-limit retry accepted during grace period");
@@ -333,14 +369,14 @@ fn decide(
         let verdict = match shared {
             None => app
                 .gates
-                .check_traced(&id.key, id.account.as_deref(), trace, now)
+                .check_delayed(&id.key, id.account.as_deref(), trace, now)
                 .map(|adm| {
-                    let h = adm.headers();
-                    (h, Guard::Local(adm.into_guard(Arc::clone(&app.gates))))
+                    let (h, d) = (adm.headers(), adm.delay());
+                    (h, Guard::Local(adm.into_guard(Arc::clone(&app.gates))), d)
                 }),
             Some(Shared::Admitted(a)) => {
-                let (h, g) = *a;
-                Ok((h, Guard::Shared(Box::new(g))))
+                let (h, g, d) = *a;
+                Ok((h, Guard::Shared(Box::new(g)), d))
             }
             Some(Shared::Refused(rej)) => Err(rej),
             Some(Shared::Unavailable) => {
@@ -370,8 +406,9 @@ fn decide(
                 tracing::info!(gate = rej.category(), %caller, status = status.as_u16(), "request throttled");
                 return Err(res);
             }
-            Ok((h, g)) => {
+            Ok((h, g, d)) => {
                 extra = h;
+                delay = d;
                 if let Some(style) = app.cfg.headers {
                     restyle(&mut extra, style, wall);
                 }
@@ -393,7 +430,7 @@ fn decide(
     }
     st.stats.snap.accepted += 1;
     st.stats.snap.in_flight += 1;
-    Ok((msg_id, guard, extra))
+    Ok((msg_id, guard, extra, delay))
 }
 
 /// The `Idempotency-Key` header: `Ok(None)` when absent, `Err` when empty, longer than

@@ -9,13 +9,15 @@
 
 use abide_gate::{LeaseGuard, Rejection, SharedLeaseGuard};
 use axum::http::HeaderMap;
+use std::time::Duration;
 
 use crate::server::{idempotency_key, App};
 
 /// What the shared gates said, decided before the handler takes its lock.
 pub(crate) enum Shared {
-    /// Admitted: the headers to send and the leases to give back.
-    Admitted(Box<(HeaderMap, SharedLeaseGuard)>),
+    /// Admitted: the headers to send, the leases to give back and how long to hold the
+    /// request first.
+    Admitted(Box<(HeaderMap, SharedLeaseGuard, Duration)>),
     Refused(Rejection),
     /// Redis could not decide.
     Unavailable,
@@ -29,6 +31,14 @@ pub(crate) enum Guard {
 }
 
 impl Guard {
+    /// The request's delay is over: its reserved slots are spent, not given back.
+    pub(crate) fn arrived(&mut self) {
+        match self {
+            Guard::Local(g) => g.arrived(),
+            Guard::Shared(g) => g.arrived(),
+        }
+    }
+
     /// Give the leases back before the answer leaves, so the caller's next request finds its
     /// slot free (a dropped shared guard would release in the background, a little later).
     pub(crate) async fn release(self) {
@@ -49,18 +59,30 @@ pub(crate) async fn ask(app: &App, headers: &HeaderMap) -> Option<Shared> {
     let id = app.keys.lookup(headers)?;
     // A malformed Idempotency-Key is refused later, before the gate point.
     let trace = idempotency_key(headers).ok()?;
-    Some(ask_for(store, &id.key, id.account.as_deref(), trace.as_deref()).await)
+    let (account, trace) = (id.account.as_deref(), trace.as_deref());
+    Some(ask_for(store, &id.key, account, trace, true).await)
 }
 
-/// Ask the shared gates for `key` of `account` (the SMPP listener passes its system_id).
+/// Ask the shared gates for `key` of `account` (the SMPP listener passes its system_id);
+/// with `delay`, a delaying gate may hold the request (HTTP), else it refuses (SMPP, whose
+/// window of outstanding PDUs is the client's own backpressure).
 pub(crate) async fn ask_for(
     store: &abide_gate::RedisGates,
     key: &str,
     account: Option<&str>,
     trace: Option<&str>,
+    delay: bool,
 ) -> Shared {
-    match store.check_traced(key, account, trace).await {
-        Ok(Ok(a)) => Shared::Admitted(Box::new((a.headers(), a.into_guard(store.clone())))),
+    let verdict = if delay {
+        store.check_delayed(key, account, trace).await
+    } else {
+        store.check_traced(key, account, trace).await
+    };
+    match verdict {
+        Ok(Ok(a)) => {
+            let (h, d) = (a.headers(), a.delay());
+            Shared::Admitted(Box::new((h, a.into_guard(store.clone()), d)))
+        }
         Ok(Err(r)) => Shared::Refused(r),
         Err(e) => {
             tracing::warn!(error = %e, "shared gates unavailable; refusing");

@@ -44,6 +44,12 @@ pub struct StatsSnapshot {
     pub suspensions: u64,
     /// Requests accepted over the limit because of the grace period.
     pub grace_passes: u64,
+    /// Accepted requests a delaying gate held until their slot (`gate_mode = "delay"`).
+    pub delayed: u64,
+    /// Total time those requests were held, in milliseconds.
+    pub delay_ms: u64,
+    /// Held requests whose client went away before their slot (their slots given back).
+    pub abandoned: u64,
     /// Message requests being processed now.
     pub in_flight: u64,
     /// Per-second counts, oldest first, at most [`HISTORY_SECS`] entries.

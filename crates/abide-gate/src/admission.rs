@@ -33,6 +33,9 @@ pub struct Lease {
     pub(crate) entry: Arc<Entry>,
     pub(crate) trace: TraceId,
     pub(crate) ticket: u64,
+    /// A rate gate's reserved future slot held by a waiting request (not a concurrency
+    /// slot): releasing it gives the slot back.
+    pub(crate) waiting: bool,
 }
 
 impl PartialEq for Lease {
@@ -41,6 +44,7 @@ impl PartialEq for Lease {
             && Arc::ptr_eq(&self.entry, &o.entry)
             && self.trace == o.trace
             && self.ticket == o.ticket
+            && self.waiting == o.waiting
     }
 }
 
@@ -73,6 +77,10 @@ pub struct Admission<'a> {
     pub(crate) set: &'a GateSet,
     pub(crate) leases: SmallVec<[Lease; 2]>,
     pub(crate) tallies: SmallVec<[Tally; 4]>,
+    /// Reserved future slots at delaying gates, while the request waits for them.
+    pub(crate) holds: SmallVec<[Lease; 1]>,
+    /// How long the request must wait before it is served, in nanoseconds.
+    pub(crate) delay_ns: u64,
 }
 
 impl Tally {
@@ -84,12 +92,30 @@ impl fmt::Debug for Admission<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Admission")
             .field("leases", &self.leases)
+            .field("delay", &self.delay())
             .field("statuses", &self.statuses())
             .finish()
     }
 }
 
-impl Admission<'_> {
+impl<'a> Admission<'a> {
+    pub(crate) fn new(set: &'a GateSet) -> Self {
+        Self {
+            set,
+            leases: SmallVec::new(),
+            tallies: SmallVec::new(),
+            holds: SmallVec::new(),
+            delay_ns: 0,
+        }
+    }
+
+    /// How long the request must wait before it is served: zero unless a delaying gate
+    /// ([`Gate::with_delay`]) reserved a slot ahead ([`GateSet::check_delayed`]). Serving it
+    /// sooner breaks the rate.
+    pub fn delay(&self) -> Duration {
+        Duration::from_nanos(self.delay_ns)
+    }
+
     /// Concurrency leases taken (empty without concurrency gates).
     pub fn leases(&self) -> &[Lease] {
         &self.leases
@@ -147,12 +173,13 @@ impl Admission<'_> {
         t
     }
 
-    /// Hand the leases to a guard that releases them when dropped. `gates` must be the set
-    /// that admitted the request.
+    /// Hand the leases (and the slots reserved ahead, while the request waits) to a guard
+    /// that releases them when dropped. `gates` must be the set that admitted the request.
     pub fn into_guard(self, gates: Arc<GateSet>) -> LeaseGuard {
         LeaseGuard {
             gates,
             leases: self.leases,
+            holds: self.holds,
         }
     }
 }
@@ -237,11 +264,30 @@ pub(crate) fn status(g: &Gate, remaining: u32, reset: Duration) -> GateStatus {
 pub struct LeaseGuard {
     gates: Arc<GateSet>,
     leases: SmallVec<[Lease; 2]>,
+    holds: SmallVec<[Lease; 1]>,
 }
 
 impl LeaseGuard {
-    /// Release now (idempotent; dropping afterwards does nothing more).
+    /// The request's wait ([`Admission::delay`]) is over and it is served now: its reserved
+    /// slots are spent and no longer given back (its concurrency leases still are).
+    pub fn arrived(&mut self) {
+        for h in self.holds.drain(..) {
+            self.gates.settle(&h);
+        }
+    }
+
+    /// Whether the request still holds slots reserved ahead (it has not
+    /// [`LeaseGuard::arrived`]).
+    pub fn waiting(&self) -> bool {
+        !self.holds.is_empty()
+    }
+
+    /// Release now (idempotent; dropping afterwards does nothing more). A request still
+    /// waiting gives its reserved slots back, so the next request may take them.
     pub fn release(&mut self) {
+        for h in self.holds.drain(..) {
+            self.gates.release(&h);
+        }
         for l in self.leases.drain(..) {
             self.gates.release(&l);
         }

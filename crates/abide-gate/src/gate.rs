@@ -24,6 +24,31 @@ pub const MAX_WINDOW: Duration = Duration::from_secs(365 * 86_400);
 /// Longest concurrency lease a [`Gate`] accepts (one day): a slot held longer is a leak.
 pub const MAX_LEASE: Duration = Duration::from_secs(86_400);
 
+/// Longest a delaying gate may hold a request ([`Gate::with_delay`]): one minute. A server
+/// holding requests longer keeps connections open for nothing a 429 could not say better.
+pub const MAX_DELAY: Duration = Duration::from_secs(60);
+
+/// How far past its rate a delaying gate lets requests wait ([`Gate::with_delay`]), the
+/// `burst` and `delay` of nginx's `limit_req` in one bound: at most `burst` requests over
+/// the rate wait at once, none longer than `max_delay`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DelayBound {
+    /// Requests over the rate that may wait at once (the `burst + 1`-th is refused).
+    pub burst: NonZeroU32,
+    /// The longest one request may be held.
+    pub max_delay: Duration,
+}
+
+impl DelayBound {
+    /// The longest wait this bound allows at a gate whose interval is `interval_ns`, in
+    /// nanoseconds: the `k`-th request over the rate waits about `k` intervals.
+    pub(crate) fn max_wait_ns(&self, interval_ns: u64) -> u64 {
+        let by_burst = interval_ns.saturating_mul(u64::from(self.burst.get()));
+        let by_time = u64::try_from(self.max_delay.as_nanos()).unwrap_or(u64::MAX);
+        by_burst.min(by_time)
+    }
+}
+
 /// How a rate gate counts.
 ///
 /// All three answer with the same `429`, `Retry-After` (whole seconds, rounded up, at least 1)
@@ -218,6 +243,9 @@ pub struct Gate {
     pub(crate) category: String,
     pub(crate) scope: Scope,
     pub(crate) kind: Kind,
+    /// For a GCRA rate gate: requests over the rate wait within this bound instead of
+    /// being refused.
+    pub(crate) delay: Option<DelayBound>,
 }
 
 impl Gate {
@@ -231,6 +259,7 @@ impl Gate {
             category: category.to_owned(),
             scope,
             kind: Kind::Rate(quota),
+            delay: None,
         }
     }
 
@@ -258,6 +287,7 @@ impl Gate {
                 lease,
                 retry_hint: Duration::from_secs(1),
             },
+            delay: None,
         }
     }
 
@@ -268,6 +298,25 @@ impl Gate {
             *retry_hint = hint;
         }
         self
+    }
+
+    /// For a rate gate counted by GCRA: let a request over the rate wait for its slot
+    /// (the moment the gate would admit it) instead of refusing it, while at most `burst`
+    /// requests wait and none longer than `max_delay` (nginx's `limit_req burst=N delay=M`
+    /// shape: the quota's own burst passes at once, these `N` more are held, the rest are
+    /// refused with an honest `Retry-After`). Only [`crate::GateSet::check_delayed`] and a
+    /// [`crate::GateLayer`] hold requests; [`crate::GateSet::check`] still refuses them.
+    ///
+    /// `max_delay` must lie within (0, [`MAX_DELAY`]] and the gate must be a GCRA rate gate,
+    /// checked by [`crate::GateSetBuilder::build`].
+    pub fn with_delay(mut self, burst: NonZeroU32, max_delay: Duration) -> Self {
+        self.delay = Some(DelayBound { burst, max_delay });
+        self
+    }
+
+    /// The delay bound, if requests over the rate may wait ([`Gate::with_delay`]).
+    pub fn delay(&self) -> Option<DelayBound> {
+        self.delay
     }
 
     /// Gate name.

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use abide_core::sleep::{Sleeper, TokioSleeper};
 use abide_core::Clock;
 
 use crate::identity::Identify;
@@ -12,7 +13,9 @@ use crate::GateSet;
 /// Applies a [`GateSet`] to every request of the wrapped service.
 ///
 /// Decisions happen in `call`, never in `poll_ready`: a server must answer an over-limit
-/// request with a 429 now, not leave it waiting in a queue.
+/// request with a 429 now, not leave it waiting in a queue of unknown length. Only gates
+/// built [`crate::Gate::with_delay`] hold a request, until its slot and within their bound
+/// ([`GateSet::check_delayed`]); a client that disconnects while held gives its slot back.
 ///
 /// # Clone
 /// Clones share the gate state, the clock and the counters (all behind `Arc`), so a layer
@@ -24,10 +27,15 @@ pub struct GateLayer {
 
 impl GateLayer {
     /// A layer deciding with `gates`, reading time from `clock` and callers from `identify`.
+    ///
+    /// # Default
+    /// Delayed requests wait on tokio timers measured on `clock` ([`TokioSleeper`]); change
+    /// it with [`GateLayer::with_sleeper`].
     pub fn new(gates: Arc<GateSet>, clock: Arc<dyn Clock>, identify: impl Identify) -> Self {
         Self {
             shared: Arc::new(Shared {
                 gates,
+                sleeper: Arc::new(TokioSleeper::new(Arc::clone(&clock))),
                 clock,
                 identify: Arc::new(identify),
                 quota_path: None,
@@ -54,6 +62,12 @@ impl GateLayer {
     pub fn with_exempt_path(self, path: &str) -> Self {
         let path = path.to_owned();
         self.edit(|s| s.exempt.push(path))
+    }
+
+    /// Wait for delayed requests' slots with `sleeper` (deadlines in `clock`'s monotonic
+    /// time): a `ManualSleeper` in tests.
+    pub fn with_sleeper(self, sleeper: Arc<dyn Sleeper>) -> Self {
+        self.edit(|s| s.sleeper = sleeper)
     }
 
     /// Share counters with the caller (e.g. to export them).

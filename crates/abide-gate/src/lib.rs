@@ -30,9 +30,15 @@
 //! - [`GateSet`]: gates decided together; [`Admission`] (with [`Lease`]s) or [`Rejection`]
 //!   (with `Retry-After`, `RateLimit-Policy`, `RateLimit` and a reason-only JSON body);
 //!   [`GateSet::quota`] inspects without charging.
+//! - Delaying gates ([`Gate::with_delay`], [`DelayBound`]): a request over a GCRA rate waits
+//!   for its slot ([`GateSet::check_delayed`], [`Admission::delay`]) within `burst` and
+//!   `max_delay`, like nginx's `limit_req burst delay`; beyond, the same honest 429. A waiter
+//!   that goes away gives its slot back ([`LeaseGuard`]); one served calls
+//!   [`LeaseGuard::arrived`].
 //! - [`GateLayer`] / [`GateService`]: the tower layer for axum, with a quota endpoint,
 //!   [`LeaseGuard`]s released when the response ends or the client goes away, and
-//!   [`GateMetrics`] keeping gate 429s, application 429s, other 4xx and 5xx apart.
+//!   [`GateMetrics`] keeping gate 429s, delayed requests, application 429s, other 4xx and
+//!   5xx apart.
 //! - [`retry_after_secs`], [`GateStatus`]: header formatting (RFC 9110 §10.2.3,
 //!   draft-ietf-httpapi-ratelimit-headers).
 //! - [`safe_trace`]: what logs may say about a caller (never the raw key).
@@ -42,6 +48,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod admission;
+mod delay;
 mod gate;
 mod headers;
 mod identity;
@@ -56,7 +63,7 @@ mod table;
 mod trace;
 
 pub use admission::{Admission, Lease, LeaseGuard, Rejection};
-pub use gate::{Algorithm, Gate, RateQuota, Scope, MAX_LEASE, MAX_WINDOW};
+pub use gate::{Algorithm, DelayBound, Gate, RateQuota, Scope, MAX_DELAY, MAX_LEASE, MAX_WINDOW};
 pub use headers::{rate_limit_values, retry_after_secs, GateStatus, RATELIMIT, RATELIMIT_POLICY};
 pub use identity::{bearer_token, BearerKeys, Identify, Identity};
 pub use layer::GateLayer;

@@ -1,5 +1,7 @@
 //! Counters that keep gate rejections, application 429s, other 4xx and 5xx apart: a gate's
 //! own refusals say how hard callers push; the rest say how the application is doing.
+//! Requests a delaying gate held are counted apart from both: they were admitted late, not
+//! refused.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +13,9 @@ use http::StatusCode;
 #[derive(Debug, Default)]
 pub struct GateMetrics {
     admitted: AtomicU64,
+    delayed: AtomicU64,
+    delay_us: AtomicU64,
+    abandoned: AtomicU64,
     rejected: Mutex<BTreeMap<String, u64>>,
     ok: AtomicU64,
     app_429: AtomicU64,
@@ -21,8 +26,14 @@ pub struct GateMetrics {
 /// A point-in-time copy of [`GateMetrics`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct GateCounts {
-    /// Requests every gate admitted.
+    /// Requests every gate admitted (served at once, or after a delay).
     pub admitted: u64,
+    /// Admitted requests a delaying gate held until their slot and then served.
+    pub delayed: u64,
+    /// Total time those requests were held, in microseconds.
+    pub delay_us: u64,
+    /// Admitted requests whose caller went away while held (their slots were given back).
+    pub abandoned: u64,
     /// Gate rejections (429 sent by the gate) by reason category.
     pub rejected_by_category: BTreeMap<String, u64>,
     /// Admitted requests the application answered with 1xx, 2xx or 3xx.
@@ -38,6 +49,16 @@ pub struct GateCounts {
 impl GateMetrics {
     pub(crate) fn admitted(&self) {
         self.admitted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn delayed(&self, held: std::time::Duration) {
+        self.delayed.fetch_add(1, Ordering::Relaxed);
+        let us = u64::try_from(held.as_micros()).unwrap_or(u64::MAX);
+        self.delay_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    pub(crate) fn abandoned(&self) {
+        self.abandoned.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn rejected(&self, category: &str) {
@@ -62,6 +83,9 @@ impl GateMetrics {
     pub fn snapshot(&self) -> GateCounts {
         GateCounts {
             admitted: self.admitted.load(Ordering::Relaxed),
+            delayed: self.delayed.load(Ordering::Relaxed),
+            delay_us: self.delay_us.load(Ordering::Relaxed),
+            abandoned: self.abandoned.load(Ordering::Relaxed),
             rejected_by_category: self
                 .rejected
                 .lock()

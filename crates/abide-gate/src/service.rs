@@ -11,6 +11,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body::{Frame, SizeHint};
 
+use abide_core::sleep::Sleeper;
 use abide_core::Clock;
 
 use crate::identity::{Identify, Identity};
@@ -23,6 +24,7 @@ use crate::{GateSet, LeaseGuard, Rejection};
 pub(crate) struct Shared {
     pub(crate) gates: Arc<GateSet>,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) sleeper: Arc<dyn Sleeper>,
     pub(crate) identify: Arc<dyn Identify>,
     pub(crate) quota_path: Option<String>,
     pub(crate) exempt: Vec<String>,
@@ -102,7 +104,7 @@ where
         let now = sh.clock.monotonic();
         match sh
             .gates
-            .check_traced(&id.key, id.account.as_deref(), trace.as_deref(), now)
+            .check_delayed(&id.key, id.account.as_deref(), trace.as_deref(), now)
         {
             Err(rejection) => {
                 sh.metrics.rejected(rejection.category());
@@ -118,13 +120,21 @@ where
             Ok(admission) => {
                 sh.metrics.admitted();
                 let extra = admission.headers();
+                let delay = admission.delay();
                 // Held by the future until the response exists, then by the body until it
                 // ends or is dropped: a client that disconnects drops the future, and with
-                // it the guard, so the slot cannot leak.
+                // it the guard, so no slot (held, or reserved ahead while waiting) can leak.
                 let guard = admission.into_guard(Arc::clone(&sh.gates));
-                let fut = inner.call(Request::from_parts(parts, body));
                 Box::pin(async move {
-                    let guard = guard;
+                    let mut guard = guard;
+                    if !delay.is_zero() {
+                        let waiting = Abandoned(Some(Arc::clone(&sh.metrics)));
+                        sh.sleeper.sleep_until(now + delay).await;
+                        waiting.arrived();
+                        guard.arrived();
+                        sh.metrics.delayed(delay);
+                    }
+                    let fut = inner.call(Request::from_parts(parts, body));
                     let res = fut.await?;
                     sh.metrics.response(res.status());
                     let (mut parts, body) = res.into_parts();
@@ -138,6 +148,23 @@ where
                     Ok(Response::from_parts(parts, Body::new(body)))
                 })
             }
+        }
+    }
+}
+
+/// Counts a held request as abandoned if it is dropped before its slot.
+struct Abandoned(Option<Arc<GateMetrics>>);
+
+impl Abandoned {
+    fn arrived(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some(m) = self.0.take() {
+            m.abandoned();
         }
     }
 }

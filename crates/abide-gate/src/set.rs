@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use smallvec::{smallvec, SmallVec};
 
 use crate::admission::{status, Tally};
-use crate::gate::{valid_token, Algorithm, Gate, Kind, MAX_LEASE};
+use crate::gate::{valid_token, Algorithm, Gate, Kind, MAX_DELAY, MAX_LEASE};
 use crate::rate::{self, Cell};
 use crate::table::{self, Entry, GateState, Gates, MutexGuard, Slot, State, Table, TraceId};
 use crate::{Admission, Error, Lease, Rejection, Scope};
@@ -45,6 +45,14 @@ impl GateSetBuilder {
             if let Kind::Concurrency { lease, .. } = g.kind {
                 if lease.is_zero() || lease > MAX_LEASE {
                     return Err(Error::InvalidQuota("lease must lie within (0, 1 day]"));
+                }
+            }
+            if let Some(d) = g.delay {
+                if !matches!(&g.kind, Kind::Rate(q) if q.algorithm() == Algorithm::Gcra) {
+                    return Err(Error::InvalidQuota("only a gcra rate gate can delay"));
+                }
+                if d.max_delay.is_zero() || d.max_delay > MAX_DELAY {
+                    return Err(Error::InvalidQuota("max_delay must lie within (0, 60 s]"));
                 }
             }
             for s in [&g.name, &g.category] {
@@ -78,6 +86,7 @@ impl GateSetBuilder {
             .gates
             .iter()
             .any(|g| matches!(g.kind, Kind::Concurrency { .. }));
+        let has_delay = self.gates.iter().any(|g| g.delay.is_some());
         Ok(GateSet {
             gates: self.gates,
             local,
@@ -85,6 +94,7 @@ impl GateSetBuilder {
             account_gates,
             table: Table::default(),
             has_slots,
+            has_delay,
             traces: std::hash::RandomState::new(),
             epoch: OnceLock::new(),
         })
@@ -96,15 +106,17 @@ impl GateSetBuilder {
 ///
 /// `Debug` shows the gates and how many callers are tracked, never the callers' keys.
 pub struct GateSet {
-    gates: Vec<Gate>,
+    pub(crate) gates: Vec<Gate>,
     /// Each gate's position among the gates of its scope (its slot in an entry's state).
-    local: Vec<usize>,
+    pub(crate) local: Vec<usize>,
     key_gates: Vec<usize>,
     account_gates: Vec<usize>,
     /// Every caller's state.
-    table: Table,
+    pub(crate) table: Table,
     /// Whether any gate is a concurrency gate (a decision then draws a ticket).
     has_slots: bool,
+    /// Whether any gate may delay (a refusal then first asks whether the request may wait).
+    has_delay: bool,
     /// Hashes traces into [`TraceId`]s with a per-set secret seed, so callers cannot choose
     /// traces that collide.
     traces: std::hash::RandomState,
@@ -126,7 +138,7 @@ impl fmt::Debug for GateSet {
 }
 
 /// A caller's entry with its state locked.
-type Held<'g> = (&'g Arc<Entry>, MutexGuard<'g, State>);
+pub(crate) type Held<'g> = (&'g Arc<Entry>, MutexGuard<'g, State>);
 
 impl GateSet {
     /// Start building a set.
@@ -140,12 +152,12 @@ impl GateSet {
     }
 
     /// `now` in nanoseconds since the epoch (an instant before it counts as the epoch).
-    fn ns(&self, now: Instant) -> u64 {
+    pub(crate) fn ns(&self, now: Instant) -> u64 {
         let epoch = *self.epoch.get_or_init(|| now);
         u64::try_from(now.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX / 4)
     }
 
-    fn scope_gates(&self, scope: Scope) -> &[usize] {
+    pub(crate) fn scope_gates(&self, scope: Scope) -> &[usize] {
         match scope {
             Scope::Key => &self.key_gates,
             Scope::Account => &self.account_gates,
@@ -220,6 +232,38 @@ impl GateSet {
         trace: Option<&str>,
         now: Instant,
     ) -> Result<Admission<'_>, Rejection> {
+        self.decide(key, account, trace, now, false)
+    }
+
+    /// Decide one request, letting it wait for its slot at delaying gates
+    /// ([`Gate::with_delay`]): the admission's [`Admission::delay`] says how long the caller
+    /// must hold it before serving it. Hand it to [`Admission::into_guard`] before waiting,
+    /// so a waiter that is dropped gives its place back at once, and call
+    /// [`crate::LeaseGuard::arrived`] when the wait is over. Without delaying gates this is
+    /// [`GateSet::check_traced`].
+    ///
+    /// # Errors
+    /// [`Rejection`] when a gate refuses outright or a delaying gate would hold the request
+    /// past its bound; its `Retry-After` is at least the wait until the gate admits at once.
+    pub fn check_delayed(
+        &self,
+        key: &str,
+        account: Option<&str>,
+        trace: Option<&str>,
+        now: Instant,
+    ) -> Result<Admission<'_>, Rejection> {
+        self.decide(key, account, trace, now, self.has_delay)
+    }
+
+    #[inline(always)]
+    fn decide(
+        &self,
+        key: &str,
+        account: Option<&str>,
+        trace: Option<&str>,
+        now: Instant,
+        delay: bool,
+    ) -> Result<Admission<'_>, Rejection> {
         let now = self.ns(now);
         let guard = self.table.guard();
         let account = account.filter(|_| !self.account_gates.is_empty());
@@ -253,6 +297,11 @@ impl GateSet {
                 .as_mut()
                 .is_none_or(|(_, st)| self.admits(Scope::Account, st, key, trace, now));
         if !admits {
+            if delay {
+                if let Some(adm) = self.delayed(&mut ke, &mut ae, key, trace, now) {
+                    return Ok(adm);
+                }
+            }
             let mut refused = SmallVec::<[(usize, Duration); 2]>::new();
             if let Some((_, st)) = ke.as_mut() {
                 self.waits(Scope::Key, st, key, trace, now, &mut refused);
@@ -268,11 +317,7 @@ impl GateSet {
                 .collect();
             return Err(Rejection { rejected });
         }
-        let mut adm = Admission {
-            set: self,
-            leases: SmallVec::new(),
-            tallies: SmallVec::new(),
-        };
+        let mut adm = Admission::new(self);
         let ticket = if self.has_slots { table::ticket() } else { 0 };
         if let Some((entry, st)) = ke.as_mut() {
             self.charge(Scope::Key, entry, st, key, trace, ticket, now, &mut adm);
@@ -314,7 +359,7 @@ impl GateSet {
     /// Whether a concurrency gate with these live `slots` admits: a free slot, or one this
     /// trace already holds (a request without a trace never holds one yet).
     #[inline(always)]
-    fn slot_free(
+    pub(crate) fn slot_free(
         &self,
         scope: Scope,
         slots: &[Slot],
@@ -374,7 +419,7 @@ impl GateSet {
     /// [`GateSet::admits`] under the same lock), recording tallies and leases.
     #[allow(clippy::too_many_arguments)] // the decision's parts, kept apart for the borrow checker
     #[inline(always)]
-    fn charge(
+    pub(crate) fn charge(
         &self,
         scope: Scope,
         entry: &Arc<Entry>,
@@ -439,6 +484,7 @@ impl GateSet {
                         entry: Arc::clone(entry),
                         trace: id,
                         ticket,
+                        waiting: false,
                     });
                 }
                 // Entries are built from the gates' kinds.
@@ -460,6 +506,9 @@ impl GateSet {
     /// Give a lease back. Returns whether this call freed anything; releasing twice, releasing
     /// after the lease expired, or releasing a lease that is not held does nothing.
     pub fn release(&self, lease: &Lease) -> bool {
+        if lease.waiting {
+            return self.give_back(lease);
+        }
         let entry = &lease.entry;
         let Some(local) = self.local.get(lease.gate as usize) else {
             return false;

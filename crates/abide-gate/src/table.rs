@@ -65,15 +65,41 @@ pub(crate) struct State {
     pub(crate) gates: Gates,
     /// Swept from the map: whoever finds it looks the caller up again.
     pub(crate) dead: bool,
+    /// Slots reserved ahead at delaying gates (allocated only once a request waits).
+    pub(crate) waits: Option<Box<Waits>>,
+}
+
+/// A slot reserved ahead at a delaying rate gate by a waiting request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Pending {
+    /// The gate's position in its scope.
+    pub(crate) local: usize,
+    pub(crate) ticket: u64,
+    /// When the request may be served, in nanoseconds since the set's epoch.
+    pub(crate) slot: u64,
+}
+
+/// The waiting requests of one caller, and the slots waiters gave back.
+#[derive(Debug, Default)]
+pub(crate) struct Waits {
+    pub(crate) pending: Vec<Pending>,
+    /// `(local, slot)`: a reserved slot given back that is not the last one reserved (the
+    /// last one is given back by moving the gate's TAT), free for the next request.
+    pub(crate) holes: Vec<(usize, u64)>,
 }
 
 impl State {
     /// True when no gate limits this caller any more, so it may be forgotten.
     fn idle(&self, is_idle: &dyn Fn(usize, &Cell) -> bool, now: u64) -> bool {
-        self.gates.iter().enumerate().all(|(i, g)| match g {
-            GateState::Rate(c) => is_idle(i, c),
-            GateState::Slots(s) => s.iter().all(|s| s.expires <= now),
-        })
+        let waiting = self
+            .waits
+            .as_ref()
+            .is_some_and(|w| w.pending.iter().any(|p| p.slot > now));
+        !waiting
+            && self.gates.iter().enumerate().all(|(i, g)| match g {
+                GateState::Rate(c) => is_idle(i, c),
+                GateState::Slots(s) => s.iter().all(|s| s.expires <= now),
+            })
     }
 }
 
@@ -224,7 +250,11 @@ impl Table {
         let entry = Arc::new(Entry {
             id: Arc::from(id),
             set: self.set,
-            state: Mutex::new(State { gates, dead: false }),
+            state: Mutex::new(State {
+                gates,
+                dead: false,
+                waits: None,
+            }),
         });
         let key = Id {
             account: scope == Scope::Account,

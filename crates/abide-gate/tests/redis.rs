@@ -122,3 +122,56 @@ async fn shared_concurrency_reservations_are_idempotent_leases() {
     let c = b.check_traced("k", None, Some("B")).await.unwrap().unwrap();
     c.into_guard(b.clone()).release().await.unwrap();
 }
+
+/// One request per 10 s with a burst of 1, where up to `burst` more may wait: the few
+/// milliseconds between calls are small beside the interval.
+fn slow_delaying(burst: u32) -> GateSet {
+    let q = RateQuota::new(nz(1), Duration::from_secs(10)).unwrap();
+    let g =
+        Gate::rate("key", "key_rate", Scope::Key, q).with_delay(nz(burst), Duration::from_secs(60));
+    GateSet::builder().with_gate(g).build().unwrap()
+}
+
+/// Whether `d` is `k` intervals of 10 s, less the little time the test itself took.
+fn about(d: Duration, k: u32) -> bool {
+    let full = Duration::from_secs(10) * k;
+    d <= full + Duration::from_micros(1) && d + Duration::from_secs(2) > full
+}
+
+#[tokio::test]
+async fn the_delay_holds_across_two_instances_and_a_waiter_gives_its_slot_back() {
+    let Some((a, b)) = connect(slow_delaying(2), "delay").await else {
+        return;
+    };
+    let first = a.check_delayed("k", None, None).await.unwrap().unwrap();
+    assert_eq!(first.delay(), Duration::ZERO);
+    // B queues behind A's request, A behind B's: one schedule for both instances.
+    let b1 = b.check_delayed("k", None, None).await.unwrap().unwrap();
+    assert!(about(b1.delay(), 1), "{:?}", b1.delay());
+    let a2 = a.check_delayed("k", None, None).await.unwrap().unwrap();
+    assert!(about(a2.delay(), 2), "{:?}", a2.delay());
+    // The bound (2 waiting) is reached on both; the refusal names the real wait (30 s).
+    for s in [&a, &b] {
+        let no = s.check_delayed("k", None, None).await.unwrap().unwrap_err();
+        assert!(
+            no.retry_after_secs() >= 30 && about(no.wait(), 3),
+            "{:?}",
+            no.wait()
+        );
+        // The refusing decision refuses as before.
+        assert!(s.check_traced("k", None, None).await.unwrap().is_err());
+    }
+    // B's waiter goes away: its 10 s slot is a hole, and the next request (on A) takes it.
+    b1.into_guard(b.clone()).release().await.unwrap();
+    let next = a.check_delayed("k", None, None).await.unwrap().unwrap();
+    assert!(about(next.delay(), 1), "{:?}", next.delay());
+    let mut next = next.into_guard(a.clone());
+    next.arrived();
+    next.release().await.unwrap();
+    // A's last waiter goes away: TAT moves back, and its 20 s slot goes to the next (on B).
+    a2.into_guard(a.clone()).release().await.unwrap();
+    let last = b.check_delayed("k", None, None).await.unwrap().unwrap();
+    assert!(about(last.delay(), 2), "{:?}", last.delay());
+    let _keep = (first, last);
+    assert!(b.check_delayed("k", None, None).await.unwrap().is_err());
+}

@@ -93,6 +93,7 @@ pub(crate) fn build(kind: PolicyKind, epoch: Instant, pacer: PacerConfig) -> Box
         PolicyKind::FixedRetries => Box::new(Naive(NaiveKind::Fixed)),
         PolicyKind::HonourRetryAfter => Box::new(Naive(NaiveKind::Honour)),
         PolicyKind::IntegerOnly => Box::new(Naive(NaiveKind::IntegerOnly)),
+        PolicyKind::FullJitter => Box::new(Naive(NaiveKind::FullJitter)),
     }
 }
 
@@ -294,11 +295,15 @@ impl Sim {
                     self.result.throttled_items += 1;
                 }
                 self.result.record(self.now, &resp, self.cfg.bucket);
-                let at = self.now
+                let round_trip = resp.held
                     + self
                         .cfg
                         .latency
                         .mul_f64(self.latency_rng.random_range(0.6..1.4));
+                if resp.status.is_success() {
+                    self.result.accepted_latencies.push(round_trip);
+                }
+                let at = self.now + round_trip;
                 self.schedule(at, Event::Respond(i, Box::new(resp)));
             }
             Event::Respond(i, resp) => self.respond(i, &resp),
@@ -420,8 +425,16 @@ impl Sim {
             self.result.suspended_for = p.suspended_total();
         }
         self.result.unfinished = self.items.iter().filter(|i| !i.done).count();
+        self.result.p99_accepted = p99(&mut self.result.accepted_latencies);
         self.result
     }
+}
+
+/// The 99th percentile (nearest rank) of `d`, sorting it; `None` when empty.
+fn p99(d: &mut [Duration]) -> Option<Duration> {
+    d.sort_unstable();
+    let rank = (d.len() * 99).div_ceil(100);
+    d.get(rank.checked_sub(1)?).copied()
 }
 
 /// Requests the limit allowed over `[0, end)`: the integral of the rate schedule.

@@ -22,12 +22,14 @@
 //!   `Retry-After` form, outages);
 //! - [`policy`]: the client policies compared (four incident clients and abide);
 //! - [`scenarios`]: the incident replays;
+//! - [`gateway`]: the server's side, one population against three gateways side by side;
 //! - [`report`]: what a run measured and the text table;
 //! - [`plot`]: request and 429 rates over time, as SVG;
 //! - [`replay`]: scripted answers to one item, traced (the outbox cross-check).
 
 mod abide_policy;
 pub mod engine;
+pub mod gateway;
 pub mod plot;
 pub mod policy;
 pub mod provider;

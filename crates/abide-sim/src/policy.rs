@@ -26,6 +26,10 @@ abide_core::named_enum! {
         HonourRetryAfter = "honour-retry-after",
         /// Parses `Retry-After` only as an integer and falls back to zero otherwise.
         IntegerOnly = "integer-only",
+        /// Ignores `Retry-After`; retries 403, 429 and 5xx up to five times after a full
+        /// jitter backoff (uniform in `[0, min(32 s, 1 s × 2^retries)]`, as AWS's
+        /// "Exponential Backoff And Jitter" recommends), holding the worker while it sleeps.
+        FullJitter = "full-jitter",
         /// The real abide-core policy: classify, clamp, share a budget and a pacer.
         Abide = "abide",
     }
@@ -106,6 +110,7 @@ pub(crate) enum NaiveKind {
     Fixed,
     Honour,
     IntegerOnly,
+    FullJitter,
 }
 
 const NAIVE_MAX_RETRIES: u32 = 5;
@@ -121,7 +126,7 @@ impl ClientPolicy for Naive {
         wall: SystemTime,
         resp: &Response,
         attempt: Attempt,
-        _rng: &mut dyn RngCore,
+        rng: &mut dyn RngCore,
     ) -> Decision {
         if resp.status.is_success() {
             return Decision::Delivered;
@@ -141,6 +146,12 @@ impl ClientPolicy for Naive {
             // The client that retried every non-200 on its own schedule, ignoring the server.
             NaiveKind::Fixed => Decision::Retry(own),
             _ if !retryable => Decision::Lost,
+            NaiveKind::FullJitter => {
+                let cap = own.min(Duration::from_secs(32));
+                // A uniform fraction of the cap from 53 random bits.
+                let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                Decision::Retry(cap.mul_f64(u))
+            }
             NaiveKind::Honour => Decision::Retry(match header {
                 None => own,
                 Some(v) => v
@@ -188,6 +199,7 @@ mod tests {
             body: Vec::new(),
             outcome: Outcome::Throttled,
             transport: None,
+            held: Duration::ZERO,
         }
     }
 

@@ -86,6 +86,19 @@ pub struct ProviderConfig {
     /// `Retry-After` (Shopify's shape,
     /// <https://shopify.dev/docs/api/usage/limits#graphql-admin-api-rate-limits>).
     pub graphql_throttle: bool,
+    /// A delaying gateway (GCRA only): a request over the rate is held until its slot and
+    /// then accepted, while the wait stays within this bound; beyond it, refused as usual.
+    pub delay: Option<DelayBound>,
+}
+
+/// How far a delaying gateway holds requests over its rate (nginx `limit_req burst delay`):
+/// the wait at most `burst` intervals and at most `max_delay`.
+#[derive(Debug, Clone, Copy)]
+pub struct DelayBound {
+    /// Requests over the rate that may wait at once.
+    pub burst: u32,
+    /// The longest one request is held.
+    pub max_delay: Duration,
 }
 
 /// Why the provider answered as it did; the sim counts these, the policies never see them.
@@ -119,6 +132,9 @@ pub struct Response {
     /// No answer at all (a refused connection, a timeout): `status` is then what a naive
     /// client's library would report (504), abide sees the transport failure.
     pub transport: Option<abide_core::TransportFailure>,
+    /// How long a delaying gateway held the request before answering (added to the round
+    /// trip).
+    pub held: Duration,
 }
 
 impl Response {
@@ -222,9 +238,20 @@ impl Provider {
             self.rate_limit_headers(&mut r.headers, rate, now);
             return r;
         }
+        let wait = allowed_at - now;
+        if let Some(d) = self.cfg.delay {
+            if wait <= d.max_delay.min(interval * d.burst) {
+                // Held until its slot, then accepted: the slot is charged now.
+                self.tat += interval;
+                let mut r = respond(StatusCode::OK, Outcome::Accepted);
+                r.held = wait;
+                self.rate_limit_headers(&mut r.headers, rate, now);
+                return r;
+            }
+        }
         let mut r = respond(code(self.cfg.throttle_status), Outcome::Throttled);
         let form = schedule_at(&self.cfg.retry_after, now).unwrap_or(RetryAfterForm::Seconds);
-        self.retry_after(&mut r.headers, form, now, allowed_at - now);
+        self.retry_after(&mut r.headers, form, now, wait);
         self.rate_limit_headers(&mut r.headers, rate, now);
         self.reject(now);
         self.graphql(&mut r, allowed_at - now);
@@ -347,6 +374,7 @@ fn respond(status: StatusCode, outcome: Outcome) -> Response {
         body: Vec::new(),
         outcome,
         transport: None,
+        held: Duration::ZERO,
     }
 }
 
@@ -380,7 +408,35 @@ mod tests {
             bad_every: None,
             forbidden_every: None,
             rate_limit_headers: false,
+            delay: None,
         }
+    }
+
+    #[test]
+    fn a_delaying_gateway_holds_what_fits_at_its_slot_and_refuses_the_rest() {
+        let mut c = cfg(10.0);
+        c.delay = Some(DelayBound {
+            burst: 3,
+            max_delay: Duration::from_secs(1),
+        });
+        let mut p = Provider::new(c, SystemTime::UNIX_EPOCH);
+        let held: Vec<_> = (0..5)
+            .map(|_| {
+                let r = p.handle(Duration::ZERO, 0);
+                (r.outcome, r.held.as_millis())
+            })
+            .collect();
+        let ok = Outcome::Accepted;
+        assert_eq!(
+            held,
+            [
+                (ok, 0),
+                (ok, 100),
+                (ok, 200),
+                (ok, 300),
+                (Outcome::Throttled, 0)
+            ]
+        );
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub fn replay_abide(
             bad_every: None,
             forbidden_every: None,
             rate_limit_headers: false,
+            delay: None,
         },
         workers: 1,
         latency: Duration::ZERO,
@@ -66,6 +67,7 @@ pub fn answer(status: StatusCode, headers: &[(&str, &str)]) -> Response {
             Outcome::Throttled
         },
         transport: None,
+        held: Duration::ZERO,
     }
 }
 
@@ -77,5 +79,6 @@ pub fn no_answer(failure: abide_core::TransportFailure) -> Response {
         body: Vec::new(),
         outcome: Outcome::Outage,
         transport: Some(failure),
+        held: Duration::ZERO,
     }
 }

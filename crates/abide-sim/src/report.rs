@@ -67,6 +67,13 @@ pub struct PolicyResult {
     pub converge_secs: Vec<Option<f64>>,
     /// Time series, one bucket per [`ScenarioReport::bucket_secs`].
     pub series: Vec<Bucket>,
+    /// 99th percentile of the round trip of accepted requests (send to answer, the time a
+    /// delaying gateway held them included); `None` if none was accepted.
+    #[serde(rename = "p99_accepted_secs", serialize_with = "opt_secs")]
+    pub p99_accepted: Option<Duration>,
+    /// Round trips of accepted requests (for the percentile; not reported).
+    #[serde(skip)]
+    pub(crate) accepted_latencies: Vec<Duration>,
 }
 
 impl PolicyResult {
@@ -91,6 +98,8 @@ impl PolicyResult {
             suspended_for: Duration::ZERO,
             converge_secs: Vec::new(),
             series: Vec::new(),
+            p99_accepted: None,
+            accepted_latencies: Vec::new(),
         }
     }
 
@@ -118,6 +127,17 @@ impl PolicyResult {
     /// 429 answers as a fraction of attempts.
     pub fn throttled_fraction(&self) -> f64 {
         ratio(self.throttles as f64, self.attempts as f64)
+    }
+
+    /// The most 429 answers within any `window` of consecutive buckets of `bucket` each
+    /// (e.g. the peak five minutes).
+    pub fn peak_throttles(&self, bucket: Duration, window: Duration) -> u64 {
+        let span = (window.as_nanos() / bucket.as_nanos().max(1)).max(1) as usize;
+        let t: Vec<u64> = self.series.iter().map(|b| u64::from(b.throttles)).collect();
+        if t.len() <= span {
+            return t.iter().sum();
+        }
+        t.windows(span).map(|w| w.iter().sum()).max().unwrap_or(0)
     }
 
     /// True when the provider's abuse protection suspended the account at least once.

@@ -8,7 +8,7 @@ use abide_core::PacerConfig;
 
 use crate::engine::{self, RunConfig};
 use crate::policy::PolicyKind;
-use crate::provider::{schedule_at, Abuse, Outage, ProviderConfig, RetryAfterForm};
+use crate::provider::{schedule_at, Abuse, DelayBound, Outage, ProviderConfig, RetryAfterForm};
 use crate::report::ScenarioReport;
 
 abide_core::named_enum! {
@@ -41,6 +41,13 @@ abide_core::named_enum! {
         BurstJobBlind = "burst-job-blind",
         /// A GraphQL API that throttles with `200` and the query cost in the body.
         Graphql200 = "graphql-200",
+        /// A gateway's shared quota exhausted at peak; its 429s carry no `Retry-After`.
+        GatewayBare = "gateway-bare",
+        /// The same gateway, each 429 carrying the gate's own reset rounded up.
+        GatewayReset = "gateway-reset",
+        /// The same gateway holding requests over the rate until their slot (at most 50
+        /// waiting, 5 s each), refusing beyond that as gateway-reset does.
+        GatewayDelay = "gateway-delay",
     }
 }
 
@@ -107,6 +114,21 @@ impl Scenario {
                  Retry-After: a client that trusts the status counts the throttled items \
                  as delivered (false ok); abide reads the body and waits out the cost."
             }
+            Scenario::GatewayBare => {
+                "A gateway's shared quota of 600 a minute (a fixed window) under 8/s, a \
+                 10-minute peak of 14/s, then 8/s, over 40 workers; its 429s carry no \
+                 Retry-After, so clients guess (seed 001, before)."
+            }
+            Scenario::GatewayReset => {
+                "As gateway-bare, but each 429 carries the gate's own reset as Retry-After, \
+                 rounded up (seed 001, after)."
+            }
+            Scenario::GatewayDelay => {
+                "As gateway-reset, but the gateway holds a request over the rate until its \
+                 slot while at most 50 wait and none longer than 5 s (nginx limit_req burst \
+                 delay), refusing beyond that with the honest Retry-After; the quota is the \
+                 same 600 a minute as a GCRA with all of it as the burst."
+            }
         }
     }
 
@@ -124,6 +146,7 @@ impl Scenario {
             bad_every: None,
             forbidden_every: None,
             rate_limit_headers: false,
+            delay: None,
         };
         let base = RunConfig {
             provider,
@@ -263,6 +286,33 @@ impl Scenario {
                 c.arrivals = vec![(Duration::ZERO, 12.0)];
                 c.provider.burst = 5.0;
                 c.provider.graphql_throttle = true;
+                c
+            }
+            Scenario::GatewayBare => {
+                let mut c = base;
+                c.arrivals = vec![(Duration::ZERO, 8.0), (secs(120), 14.0), (secs(720), 8.0)];
+                c.items = 8 * 120 + 14 * 600 + 8 * 300;
+                c.horizon = secs(3600);
+                // The quota of a minute (600), exhausted at the peak.
+                c.provider.window = Some(secs(60));
+                c.provider.retry_after = vec![(Duration::ZERO, RetryAfterForm::Absent)];
+                c
+            }
+            Scenario::GatewayReset => {
+                let mut c = Scenario::GatewayBare.config();
+                c.provider.retry_after = vec![(Duration::ZERO, RetryAfterForm::Seconds)];
+                c
+            }
+            Scenario::GatewayDelay => {
+                let mut c = Scenario::GatewayReset.config();
+                // The same minute's quota as a GCRA (600 per 60 s, all of it as the burst),
+                // the algorithm a request's slot can be computed in.
+                c.provider.window = None;
+                c.provider.burst = 600.0;
+                c.provider.delay = Some(DelayBound {
+                    burst: 50,
+                    max_delay: secs(5),
+                });
                 c
             }
         }

@@ -120,6 +120,26 @@ impl ProviderConfig {
                 self.behaviour.congestion
             ));
         }
+        let l = &self.limits;
+        if l.gate_mode == GateMode::Delay {
+            if l.algorithm != Algorithm::Gcra {
+                return bad(format!(
+                    "limits.gate_mode = \"delay\" needs limits.algorithm = \"gcra\", not {:?}",
+                    l.algorithm.as_str()
+                ));
+            }
+            if l.delay_burst == 0 {
+                return bad(
+                    "limits.delay_burst = 0: at least 1 request must be able to wait".into(),
+                );
+            }
+            if !(1..=60_000).contains(&l.max_delay_ms) {
+                return bad(format!(
+                    "limits.max_delay_ms = {}: must lie within 1..=60000",
+                    l.max_delay_ms
+                ));
+            }
+        }
         if self.behaviour.slow_ms > MAX_SLOW_MS {
             return bad(format!(
                 "behaviour.slow_ms = {}: at most {MAX_SLOW_MS}",
@@ -261,6 +281,13 @@ pub struct Limits {
     /// `sliding-window` (window algorithms take a whole quota in a burst and ignore the
     /// bursts above).
     pub algorithm: Algorithm,
+    /// What the key and account rates do with a request over the rate (TOML
+    /// `gate_mode = "delay"`): refuse it at once, or hold it until its slot.
+    pub gate_mode: GateMode,
+    /// In `delay` mode, requests over the rate that may wait at each rate gate.
+    pub delay_burst: u32,
+    /// In `delay` mode, the longest a request is held, in milliseconds (1 to 60000).
+    pub max_delay_ms: u64,
 }
 
 impl Default for Limits {
@@ -280,6 +307,9 @@ impl Default for Limits {
             account_concurrency: None,
             lease_secs: 30,
             algorithm: Algorithm::Gcra,
+            gate_mode: GateMode::Refuse,
+            delay_burst: 50,
+            max_delay_ms: 500,
         }
     }
 }
@@ -487,6 +517,19 @@ pub enum HeaderStyle("header style") {
 }}
 
 abide_core::named_enum! {
+/// What a rate gate does with a request over its rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum GateMode("gate mode") {
+    /// 429 at once, with the gate's own reset as `Retry-After` (rounded up).
+    Refuse = "refuse",
+    /// Hold the request until its slot (nginx's `limit_req burst delay`), while at most
+    /// `delay_burst` wait per gate and none longer than `max_delay_ms`; beyond, refuse.
+    /// Needs the `gcra` algorithm.
+    Delay = "delay",
+}}
+
+abide_core::named_enum! {
 /// How a request from a suspended key is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
@@ -598,6 +641,24 @@ mod tests {
         let url = RedisUrl("redis://user:hunter2@127.0.0.1:6379/0".into());
         assert_eq!(format!("{url:?}"), "redis://127.0.0.1:6379/0");
         assert!(ProviderConfig::from_toml_str("nonsense = 1").is_err());
+    }
+
+    #[test]
+    fn delay_mode_is_checked_where_it_is_set() {
+        let c = ProviderConfig::from_toml_str("[limits]\ngate_mode = \"delay\"\n").unwrap();
+        assert_eq!(c.limits.gate_mode, GateMode::Delay);
+        c.check_values().unwrap();
+        for (toml, names) in [
+            ("algorithm = \"fixed-window\"", "limits.algorithm"),
+            ("delay_burst = 0", "limits.delay_burst"),
+            ("max_delay_ms = 60001", "limits.max_delay_ms"),
+        ] {
+            let text = format!("[limits]\ngate_mode = \"delay\"\n{toml}\n");
+            let e = ProviderConfig::from_toml_str(&text).unwrap().check_values();
+            assert!(e.unwrap_err().to_string().contains(names), "{toml}");
+        }
+        let e = ProviderConfig::from_toml_str("[limits]\ngate_mode = \"wait\"\n").unwrap_err();
+        assert!(e.to_string().contains("refuse"), "{e}");
     }
 
     #[test]

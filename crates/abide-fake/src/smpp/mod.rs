@@ -219,6 +219,7 @@ impl Smsc {
                     &login.system_id,
                     login.account.as_deref(),
                     key.as_deref(),
+                    false,
                 )
                 .await,
             ),

@@ -2,11 +2,15 @@
 -- Time is the Redis server's (TIME, microseconds), so every instance reads the same clock.
 -- KEYS[i]: state of gate i (a hash). ARGV[1]: ticket of this acquisition; then 5 per gate:
 --   kind ('g' GCRA, 'f' fixed window, 's' sliding window, 'c' concurrency), a, b, c, member
---   g: a = interval_us, b = tolerance_us, c = limit
+--   g: a = interval_us, b = tolerance_us, c = limit, member = longest wait_us a request
+--      over the rate may be held ('' : refuse it). A held request reserves its slot: TAT
+--      moves on (or it takes the earliest hole a waiter gave back, zset KEYS[i]..':h'),
+--      and the ticket is recorded with its slot in zset KEYS[i]..':p' for a give-back.
 --   f, s: a = window_us, b = limit
 --   c: a = lease_us, b = limit, c = retry_hint_us, member = who shares a slot
--- Returns 3 numbers per gate: admitted (1/0), remaining, reset_us. Writes only when every
--- gate admits (expired concurrency slots are dropped either way).
+-- Returns 3 numbers per gate: admitted (1, 2 = held: reset_us is then the wait, 0 =
+-- refused), remaining, reset_us. Writes only when every gate admits (expired concurrency
+-- slots, passed holes and due reservations are dropped either way).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ticket = ARGV[1]
@@ -23,7 +27,23 @@ for i = 1, #KEYS do
     local tat = tonumber(redis.call('HGET', key, 'tat')) or now
     if tat < now then tat = now end
     local allow_at = tat - b
-    if now < allow_at then
+    local max_wait = tonumber(member)
+    if now < allow_at and max_wait then
+      local holes, pending = key .. ':h', key .. ':p'
+      redis.call('ZREMRANGEBYSCORE', holes, '-inf', '(' .. num(now))
+      redis.call('ZREMRANGEBYSCORE', pending, '-inf', num(now))
+      local h = redis.call('ZRANGE', holes, 0, 0, 'WITHSCORES')
+      local slot, hole = allow_at, nil
+      if h[1] then slot, hole = tonumber(h[2]), h[1] end
+      if slot - now <= max_wait then
+        ok, reset = 2, slot - now
+        local new_tat = tat + a
+        if hole then new_tat = tat end
+        writes[i] = {'d', new_tat, slot, hole}
+      else
+        reset = allow_at - now
+      end
+    elseif now < allow_at then
       reset = allow_at - now
     else
       local new_tat = tat + a
@@ -95,6 +115,13 @@ if all_ok then
     if w[1] == 'g' then
       redis.call('HSET', key, 'tat', num(w[2]))
       redis.call('PEXPIRE', key, math.ceil((w[2] - now) / 1000) + 1000)
+    elseif w[1] == 'd' then
+      local ttl = math.ceil((w[2] - now) / 1000) + 1000
+      redis.call('HSET', key, 'tat', num(w[2]))
+      redis.call('PEXPIRE', key, ttl)
+      if w[4] then redis.call('ZREM', key .. ':h', w[4]) end
+      redis.call('ZADD', key .. ':p', num(w[3]), ticket)
+      redis.call('PEXPIRE', key .. ':p', ttl)
     elseif w[1] == 'w' then
       redis.call('HSET', key, 'start', num(w[2]), 'prev', num(w[3]), 'count', num(w[4]))
       redis.call('PEXPIRE', key, math.ceil(2 * a / 1000) + 1000)

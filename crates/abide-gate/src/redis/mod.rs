@@ -37,6 +37,7 @@ pub struct RedisGates {
     prefix: Arc<str>,
     check: Arc<Script>,
     release: Arc<Script>,
+    give_back: Arc<Script>,
     /// Distinguishes this process's tickets from other instances'.
     instance: u64,
     seq: Arc<AtomicU64>,
@@ -57,9 +58,17 @@ impl fmt::Debug for RedisGates {
 pub struct SharedAdmission {
     statuses: Vec<GateStatus>,
     leases: Vec<SharedLease>,
+    /// Slots reserved ahead at delaying gates.
+    holds: Vec<SharedHold>,
+    delay: Duration,
 }
 
 impl SharedAdmission {
+    /// How long the request must wait before it is served (as [`crate::Admission::delay`]).
+    pub fn delay(&self) -> Duration {
+        self.delay
+    }
+
     /// The state of every gate that applied, after this request.
     pub fn statuses(&self) -> &[GateStatus] {
         &self.statuses
@@ -77,6 +86,7 @@ impl SharedAdmission {
         SharedLeaseGuard {
             store,
             leases: self.leases,
+            holds: self.holds,
         }
     }
 }
@@ -104,14 +114,36 @@ impl fmt::Debug for SharedLease {
 pub struct SharedLeaseGuard {
     store: RedisGates,
     leases: Vec<SharedLease>,
+    holds: Vec<SharedHold>,
+}
+
+/// A slot reserved ahead at a delaying GCRA gate in Redis, while its request waits.
+#[derive(Debug, Clone)]
+struct SharedHold {
+    key: String,
+    ticket: String,
+    /// The gate's interval and tolerance in microseconds, as the script was given them.
+    interval: f64,
+    tolerance: f64,
 }
 
 impl SharedLeaseGuard {
+    /// The request's delay ([`SharedAdmission::delay`]) is over and it is served now: its
+    /// reserved slots are spent, not given back. (Their records leave Redis with the next
+    /// decision after the slot, which drops due reservations.)
+    pub fn arrived(&mut self) {
+        self.holds.clear();
+    }
+
     /// Release now.
     ///
     /// # Errors
     /// [`StoreError`] when Redis cannot be reached; the leases then expire on their own.
     pub async fn release(mut self) -> Result<(), StoreError> {
+        let holds = std::mem::take(&mut self.holds);
+        for h in &holds {
+            self.store.give_back(h).await?;
+        }
         let leases = std::mem::take(&mut self.leases);
         for l in &leases {
             self.store.release(l).await?;
@@ -122,13 +154,21 @@ impl SharedLeaseGuard {
 
 impl Drop for SharedLeaseGuard {
     fn drop(&mut self) {
-        if self.leases.is_empty() {
+        if self.leases.is_empty() && self.holds.is_empty() {
             return;
         }
-        let leases = std::mem::take(&mut self.leases);
+        let (leases, holds) = (
+            std::mem::take(&mut self.leases),
+            std::mem::take(&mut self.holds),
+        );
         let store = self.store.clone();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
+                for h in &holds {
+                    if let Err(e) = store.give_back(h).await {
+                        tracing::warn!(error = %e, "reserved slot not given back; it stays spent");
+                    }
+                }
                 for l in &leases {
                     if let Err(e) = store.release(l).await {
                         tracing::warn!(error = %e, "shared lease not released; it will expire");
@@ -167,6 +207,7 @@ impl RedisGates {
             prefix: Arc::from(prefix),
             check: Arc::new(Script::new(include_str!("check.lua"))),
             release: Arc::new(Script::new(include_str!("release.lua"))),
+            give_back: Arc::new(Script::new(include_str!("give_back.lua"))),
             instance,
             seq: Arc::new(AtomicU64::new(0)),
         })
@@ -188,11 +229,41 @@ impl RedisGates {
         account: Option<&str>,
         trace: Option<&str>,
     ) -> Result<Result<SharedAdmission, Rejection>, StoreError> {
+        self.decide(key, account, trace, false).await
+    }
+
+    /// Decide one request, letting it wait for its slot at delaying gates, as
+    /// [`GateSet::check_delayed`]: the slot is reserved in Redis in the same script, so every
+    /// instance on the same Redis and prefix queues behind the same schedule. Hand the
+    /// admission to [`SharedAdmission::into_guard`] before waiting
+    /// [`SharedAdmission::delay`] (a dropped guard gives the slot back) and call
+    /// [`SharedLeaseGuard::arrived`] when the wait is over.
+    ///
+    /// # Errors
+    /// [`StoreError`] when Redis cannot decide; never treat it as an admission.
+    pub async fn check_delayed(
+        &self,
+        key: &str,
+        account: Option<&str>,
+        trace: Option<&str>,
+    ) -> Result<Result<SharedAdmission, Rejection>, StoreError> {
+        self.decide(key, account, trace, true).await
+    }
+
+    async fn decide(
+        &self,
+        key: &str,
+        account: Option<&str>,
+        trace: Option<&str>,
+        delay: bool,
+    ) -> Result<Result<SharedAdmission, Rejection>, StoreError> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let ticket = format!("{:x}-{seq:x}", self.instance);
         let mut inv = self.check.prepare_invoke();
         inv.arg(&ticket);
         let mut applied = Vec::new();
+        // (gate, interval_us, tolerance_us) of the GCRA gates, for a give-back.
+        let mut gcra = Vec::new();
         for (i, g) in self.gates.gates().iter().enumerate() {
             let id = match g.scope {
                 Scope::Key => key,
@@ -216,6 +287,7 @@ impl RedisGates {
                             let interval = w / f64::from(q.limit());
                             let tolerance = interval * f64::from(q.burst().saturating_sub(1));
                             inv.arg("g").arg(interval).arg(tolerance).arg(q.limit());
+                            gcra.push((i, interval, tolerance));
                         }
                         a => {
                             let kind = if a == Algorithm::FixedWindow {
@@ -226,7 +298,13 @@ impl RedisGates {
                             inv.arg(kind).arg(w).arg(q.limit()).arg(0);
                         }
                     }
-                    inv.arg("");
+                    match g.delay.filter(|_| delay) {
+                        Some(d) => {
+                            let ns = d.max_wait_ns(q.interval_ns());
+                            inv.arg(micros(Duration::from_nanos(ns)).floor())
+                        }
+                        None => inv.arg(""),
+                    };
                 }
                 Kind::Concurrency {
                     limit,
@@ -246,6 +324,8 @@ impl RedisGates {
             return Ok(Ok(SharedAdmission {
                 statuses: Vec::new(),
                 leases: Vec::new(),
+                holds: Vec::new(),
+                delay: Duration::ZERO,
             }));
         }
         let mut conn = self.conn.clone();
@@ -260,10 +340,26 @@ impl RedisGates {
         let mut statuses = Vec::new();
         let mut rejected = Vec::new();
         let mut leases = Vec::new();
+        let mut holds = Vec::new();
+        let mut wait = Duration::ZERO;
         for ((i, rkey, member), r) in applied.into_iter().zip(out.chunks(3)) {
             let remaining = u32::try_from(r[1].max(0)).unwrap_or(u32::MAX);
             let reset = Duration::from_micros(u64::try_from(r[2].max(0)).unwrap_or(0));
-            if r[0] == 1 {
+            if r[0] == 2 {
+                // Held: `reset` is the wait, rounded down to microseconds by the script;
+                // one more keeps the request from being served before its slot.
+                let held = reset + Duration::from_micros(1);
+                wait = wait.max(held);
+                statuses.push(status(&gates[i], 0, held));
+                if let Some((_, interval, tolerance)) = gcra.iter().find(|(g, ..)| *g == i) {
+                    holds.push(SharedHold {
+                        key: rkey,
+                        ticket: ticket.clone(),
+                        interval: *interval,
+                        tolerance: *tolerance,
+                    });
+                }
+            } else if r[0] == 1 {
                 statuses.push(status(&gates[i], remaining, reset));
                 if matches!(gates[i].kind, Kind::Concurrency { .. }) {
                     leases.push(SharedLease {
@@ -279,10 +375,30 @@ impl RedisGates {
             }
         }
         if rejected.is_empty() {
-            Ok(Ok(SharedAdmission { statuses, leases }))
+            Ok(Ok(SharedAdmission {
+                statuses,
+                leases,
+                holds,
+                delay: wait,
+            }))
         } else {
             Ok(Err(Rejection { rejected }))
         }
+    }
+
+    /// Give a held request's reserved slot back (it went away before its slot).
+    async fn give_back(&self, hold: &SharedHold) -> Result<bool, StoreError> {
+        let mut conn = self.conn.clone();
+        let freed: i64 = self
+            .give_back
+            .key(&hold.key)
+            .arg(&hold.ticket)
+            .arg(hold.interval)
+            .arg(hold.tolerance)
+            .arg("1")
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(freed == 1)
     }
 
     /// Give a shared lease back. `Ok(true)` when this call freed it; releasing twice or

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use abide_core::SystemClock;
 use abide_fake::{
-    parse_duration, Algorithm, ApiKey, HeaderStyle, Listeners, ProviderConfig, Rate, ReceiptPolicy,
-    RedisUrl, ScheduleEntry, SmppAccount, SuspensionStyle, ThrottleStyle,
+    parse_duration, Algorithm, ApiKey, GateMode, HeaderStyle, Listeners, ProviderConfig, Rate,
+    ReceiptPolicy, RedisUrl, ScheduleEntry, SmppAccount, SuspensionStyle, ThrottleStyle,
 };
 use anyhow::Context;
 
@@ -45,6 +45,12 @@ LIMITS (flags override --config)
   concurrency, account_concurrency. An honest 429 carries Retry-After (delay-seconds,
   rounded up, at least 1), RateLimit-Policy, RateLimit and {\"error\":\"rate_limited\",
   \"reason\":\"key_rate\"}.
+  --gate-mode delay (gcra only) holds a request over a rate until its slot instead, the
+  shape of nginx's `limit_req burst=N delay=M`: at most --delay-burst such requests wait
+  per rate gate [default: 50], none longer than --max-delay [default: 500ms]; beyond that
+  bound the same honest 429. A held request keeps its concurrency slot while it waits. A
+  client that disconnects while held gives its slot back.
+  /_stats counts delayed, delay_ms and abandoned.
 
 HEADER STYLES: --headers STYLE (TOML headers = \"STYLE\")
   ietf         RateLimit-Policy: \"key\";q=10;w=1 and RateLimit: \"key\";r=0;t=1 (current draft)
@@ -159,6 +165,7 @@ CONFIG FILE (--config provider.toml)
   key_rate = \"10/s\"        # key_burst, account_rate, account_burst, key_concurrency,
   account_concurrency = 8  # lease_secs
   algorithm = \"gcra\"       # or \"fixed-window\", \"sliding-window\"
+  gate_mode = \"refuse\"     # or \"delay\" (delay_burst = 50, max_delay_ms = 500)
   [abuse]
   threshold = 20           # window_secs = 60, suspend_secs = 3600,
   suspension = \"retry-after\"  # or \"bare-403\"
@@ -234,6 +241,16 @@ pub(crate) struct Args {
     /// How rates count: gcra, fixed-window or sliding-window [default: gcra].
     #[arg(long, value_name = "ALGORITHM")]
     algorithm: Option<String>,
+    /// Over a rate: `refuse` (429 at once) or `delay` (hold until the slot, within
+    /// --delay-burst and --max-delay) [default: refuse].
+    #[arg(long, value_name = "MODE")]
+    gate_mode: Option<String>,
+    /// In delay mode, requests over the rate that may wait per rate gate [default: 50].
+    #[arg(long, value_name = "N")]
+    delay_burst: Option<u32>,
+    /// In delay mode, the longest a request is held [default: 500ms].
+    #[arg(long, value_name = "DURATION")]
+    max_delay: Option<String>,
     /// A concurrency slot not released by then is freed [default: 30s].
     #[arg(long, value_name = "DURATION")]
     lease: Option<String>,
@@ -330,6 +347,15 @@ fn config(a: &Args) -> anyhow::Result<ProviderConfig> {
     }
     if let Some(v) = &a.algorithm {
         l.algorithm = v.parse::<Algorithm>()?;
+    }
+    if let Some(v) = &a.gate_mode {
+        l.gate_mode = v.parse::<GateMode>()?;
+    }
+    if let Some(v) = a.delay_burst {
+        l.delay_burst = v;
+    }
+    if let Some(v) = &a.max_delay {
+        l.max_delay_ms = u64::try_from(parse_duration(v)?.as_millis()).unwrap_or(u64::MAX);
     }
     if let Some(v) = &a.lease {
         l.lease_secs = secs(v)?;

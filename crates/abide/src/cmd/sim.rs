@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use abide_sim::gateway::{Comparison, GATEWAYS};
 use abide_sim::{PolicyKind, Scenario, ScenarioReport};
 use anyhow::Context;
 
@@ -30,12 +31,21 @@ Scenarios:
   burst-job-blind   the same without RateLimit headers
   graphql-200       a GraphQL API throttling with 200, THROTTLED and the query cost in the
                     body: a client trusting the status counts those items as delivered
+  gateway-bare      the server's side (seed 001): a shared quota of 600 a minute exhausted
+                    at a 10-minute peak of 14/s; its 429s carry no Retry-After
+  gateway-reset     the same, each 429 carrying the gate's own reset, rounded up
+  gateway-delay     the same quota as a GCRA holding requests until their slot (50 waiting,
+                    5 s at most), then refusing with the honest Retry-After
+  gateway-*         all three, then a table of them side by side: 429s in the peak five
+                    minutes, goodput, p99 round trip of accepted requests
 
 Policies:
   no-retry            one attempt; any failure is final (the two-bucket client)
   fixed-retries       5 retries of every non-2xx at 1, 2, 4, 8, 16 s, ignoring Retry-After
   honour-retry-after  obeys Retry-After (seconds or date) unclamped; no pacer, no budget
   integer-only        reads Retry-After only as an integer, zero otherwise (seed 000's bug)
+  full-jitter         ignores Retry-After; 5 retries of 403/429/5xx after a full jitter
+                      backoff, uniform in [0, min(32 s, 1 s x 2^retry)]
   abide               abide-core: classify, clamp Retry-After to [1 s, 10 min], one shared
                       retry budget and a pacer that learns the limit (ceiling estimate,
                       cubic recovery); retries are queued, not slept on
@@ -52,15 +62,16 @@ Columns:
 Examples:
   abide sim --all
   abide sim --scenario http-date-switch --policy integer-only --policy abide
-  abide sim --scenario limit-changes --json --no-plot";
+  abide sim --scenario limit-changes --json --no-plot
+  abide sim --scenario 'gateway-*' --no-plot";
 
 /// Arguments of `abide sim`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = SIM_HELP)]
 pub(crate) struct Args {
-    /// Scenario to run (see below).
+    /// Scenario to run (see below); `gateway-*` runs the three gateway scenarios.
     #[arg(long, value_parser = parse_scenario, required_unless_present = "all")]
-    scenario: Option<Scenario>,
+    scenario: Option<Pick>,
     /// Run every scenario.
     #[arg(long, conflicts_with = "scenario")]
     all: bool,
@@ -81,9 +92,17 @@ pub(crate) struct Args {
     json: bool,
 }
 
-fn parse_scenario(s: &str) -> Result<Scenario, String> {
+/// The scenarios `--scenario` names: one, or the gateway group.
+#[derive(Debug, Clone)]
+struct Pick(Vec<Scenario>);
+
+fn parse_scenario(s: &str) -> Result<Pick, String> {
+    if s == "gateway-*" {
+        return Ok(Pick(GATEWAYS.to_vec()));
+    }
     s.parse()
-        .map_err(|e: abide_core::UnknownName| e.to_string())
+        .map(|one| Pick(vec![one]))
+        .map_err(|e: abide_core::UnknownName| format!("{e} (or gateway-*)"))
 }
 
 fn parse_policy(s: &str) -> Result<PolicyKind, String> {
@@ -93,7 +112,7 @@ fn parse_policy(s: &str) -> Result<PolicyKind, String> {
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let scenarios: Vec<Scenario> = match args.scenario {
-        Some(s) => vec![s],
+        Some(Pick(s)) => s,
         None => Scenario::ALL.to_vec(),
     };
     let policies = if args.policies.is_empty() {
@@ -124,6 +143,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 writeln!(out, "plot: {}", p.display())?;
             }
             writeln!(out)?;
+        }
+        let gateways: Vec<ScenarioReport> = GATEWAYS
+            .iter()
+            .filter_map(|g| reports.iter().find(|r| r.scenario == g.as_str()).cloned())
+            .collect();
+        if gateways.len() == GATEWAYS.len() {
+            write!(out, "{}", Comparison::of(&gateways))?;
         }
     }
     Ok(ExitCode::SUCCESS)
