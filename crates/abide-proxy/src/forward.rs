@@ -167,15 +167,23 @@ pub(crate) async fn forward(
             Some(r) => r,
             None => {
                 let (status, what) = match outcome.failure {
-                    Some(NoAnswer::Timeout) => (StatusCode::GATEWAY_TIMEOUT, "timed out"),
-                    Some(NoAnswer::Refused) => (StatusCode::BAD_GATEWAY, "refused the connection"),
+                    Some(NoAnswer::Refused) => (
+                        StatusCode::BAD_GATEWAY,
+                        "refused the connection (nothing was sent)",
+                    ),
+                    Some(NoAnswer::Timeout) => (
+                        StatusCode::GATEWAY_TIMEOUT,
+                        "did not answer in time after the request went out",
+                    ),
                     _ => (StatusCode::BAD_GATEWAY, "failed after the request went out"),
                 };
-                answer::gateway(
-                    status,
-                    &p.name,
-                    &format!("the provider {what}; abide stopped: {reason}"),
-                )
+                let why = match reason {
+                    StopReason::Terminal if outcome.failure != Some(NoAnswer::Refused) => {
+                        may_have_acted.to_owned()
+                    }
+                    r => format!("abide stopped: {r}"),
+                };
+                answer::gateway(status, &p.name, &format!("the provider {what}; {why}"))
             }
         },
     }
