@@ -156,5 +156,20 @@ pub(crate) fn render(providers: &[std::sync::Arc<Provider>]) -> String {
             );
         }
     }
+    let _ = writeln!(
+        o,
+        "# HELP abide_provider_coordination_nodes Nodes sharing the provider's limit (1: this one alone).\n# TYPE abide_provider_coordination_nodes gauge"
+    );
+    for p in providers {
+        if let Some(c) = p.policy.coordination_status(&p.name) {
+            let _ = writeln!(
+                o,
+                "abide_provider_coordination_nodes{{provider=\"{}\",mode=\"{}\"}} {}",
+                p.name,
+                c.mode.as_str(),
+                c.nodes
+            );
+        }
+    }
     o
 }

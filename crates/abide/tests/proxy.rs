@@ -382,3 +382,69 @@ async fn a_50_mb_response_streams_through_without_being_held_whole() {
         assert!(kib < 40_000, "peak RSS {kib} KiB for a {BYTES}-byte body");
     }
 }
+
+/// Two proxies on one Redis, each with 40 callers at once, against a provider limited to
+/// 20/s: `prefixes` are their coordination key prefixes (the same: one shared limit).
+/// The provider's stats after every caller was answered, and each proxy's
+/// `abide_provider_coordination_nodes` line.
+async fn two_proxies(prefixes: [&str; 2]) -> (abide_fake::StatsSnapshot, Vec<String>) {
+    const N: usize = 40;
+    let p = start_provider(provider_config(20, 2)).await;
+    let mut proxies = Vec::new();
+    for prefix in prefixes {
+        let tables = format!(
+            "[coordination]\nredis_url = \"{}\"\nkey_prefix = \"{prefix}\"\nexpected_nodes = 2\n",
+            services::REDIS
+        );
+        // `[coordination]` is a top-level table: after the provider's keys.
+        proxies.push(proxy_with(&p, "rate_hint = 10.0", &tables, &[]).await);
+    }
+    let (a, b) = tokio::join!(
+        post_many(&proxies[0].url, N, "60"),
+        post_many(&proxies[1].url, N, "60")
+    );
+    assert!(all_accepted(&a) && all_accepted(&b), "{a:?} {b:?}");
+    let s = p.stats();
+    assert_eq!(s.accepted, 2 * N as u64, "{s:?}");
+    let mut nodes = Vec::new();
+    for px in &proxies {
+        let m = metrics(&px.url).await;
+        let line = m
+            .lines()
+            .find(|l| l.starts_with("abide_provider_coordination_nodes"))
+            .unwrap_or_else(|| panic!("{m}"));
+        nodes.push(line.to_owned());
+    }
+    (s, nodes)
+}
+
+/// The proxy's `/_abide/metrics`.
+async fn metrics(base: &str) -> String {
+    client()
+        .get(format!("{base}/_abide/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_proxies_on_one_redis_share_one_limit() {
+    if !services::redis_here("two_proxies_on_one_redis_share_one_limit") {
+        return;
+    }
+    let prefix = format!("abide-test-proxy-{}", std::process::id());
+    let (s, nodes) = two_proxies([&prefix, &prefix]).await;
+    for n in &nodes {
+        assert!(
+            n.contains("mode=\"redis\"") && n.ends_with(" 2"),
+            "{nodes:?}"
+        );
+    }
+    // Apart, each would aim at 0.97 of the advertised 20/s: twice the limit.
+    // Apart, each aims at 0.97 of the advertised 20/s, twice the limit together, and the
+    // provider refuses some (3 of 80 in a run with two prefixes); shared, none.
+    assert_eq!(s.rejected, 0, "{s:?}");
+}
