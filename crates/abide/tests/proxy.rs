@@ -8,107 +8,9 @@ mod support;
 
 use std::time::Duration;
 
-use abide_fake::{ProviderConfig, Rate, RetryAfterStyle, RunningProvider, ThrottleStyle};
+use abide_fake::{RetryAfterStyle, ThrottleStyle};
+use support::proxy::*;
 use support::*;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Child;
-
-/// A proxy process and its base URL.
-struct Proxy {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-/// Start `abide proxy` for provider `sms` at `p` (with `extra` provider keys), plus
-/// `flags`.
-async fn proxy(p: &RunningProvider, extra: &str, flags: &[&str]) -> Proxy {
-    proxy_with(p, extra, "", flags).await
-}
-
-/// [`proxy`] with provider sub-tables `tables`.
-async fn proxy_with(p: &RunningProvider, extra: &str, tables: &str, flags: &[&str]) -> Proxy {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
-        dir.path(),
-        "providers.toml",
-        &provider_toml("sms", &p.url(), extra, tables),
-    );
-    let mut args = vec![
-        "proxy",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-    ];
-    args.extend_from_slice(flags);
-    let mut child = start(abide(&args));
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = tokio::time::timeout(RUN_BOUND, lines.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap_or_else(|| panic!("abide proxy printed nothing"));
-    let url = first.strip_prefix("listening on ").unwrap().to_owned();
-    Proxy {
-        child,
-        url,
-        _dir: dir,
-    }
-}
-
-/// A provider at `per` intervals for `count` requests, burst `burst`, throttling as
-/// `throttle` with `Retry-After` as `ra`.
-fn quirky(
-    count: u32,
-    per: Duration,
-    burst: u32,
-    throttle: ThrottleStyle,
-    ra: RetryAfterStyle,
-) -> ProviderConfig {
-    let mut c = provider_config(count, burst);
-    c.limits.key_rate = Some(Rate { count, per });
-    c.behaviour.throttle = throttle;
-    c.behaviour.retry_after = ra;
-    c
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
-}
-
-/// POST `n` distinct messages at once through the proxy; the statuses the clients got.
-async fn post_many(base: &str, n: usize, max_wait: &str) -> Vec<u16> {
-    let c = client();
-    let tasks: Vec<_> = (0..n)
-        .map(|i| {
-            let (c, url, w) = (
-                c.clone(),
-                format!("{base}/sms/v1/messages"),
-                max_wait.to_owned(),
-            );
-            tokio::spawn(async move {
-                c.post(url)
-                    .header("abide-max-wait", w)
-                    .json(&serde_json::json!({"to": format!("+1555{i:07}"), "text": "hi"}))
-                    .send()
-                    .await
-                    .unwrap()
-                    .status()
-                    .as_u16()
-            })
-        })
-        .collect();
-    let mut out = Vec::new();
-    for t in tasks {
-        out.push(tokio::time::timeout(RUN_BOUND, t).await.unwrap().unwrap());
-    }
-    out
-}
-
-fn all_accepted(statuses: &[u16]) -> bool {
-    statuses.iter().all(|&s| s == 202)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_with_an_http_date_is_waited_out_and_every_caller_is_accepted_once() {
@@ -333,6 +235,12 @@ async fn escaping_paths_unknown_providers_and_connect_are_refused_saying_why() {
         .unwrap();
     assert_eq!(r.status(), 202);
     assert_eq!(p.stats().accepted, 1);
+    // Through the proxy, not around it.
+    let m = metrics(&px.url).await;
+    assert!(
+        m.contains("abide_proxy_answers_total{provider=\"sms\",status=\"202\"} 1"),
+        "{m}"
+    );
 }
 
 /// `GET path` written byte for byte on a fresh connection; the whole answer as text.
@@ -379,72 +287,7 @@ async fn a_50_mb_response_streams_through_without_being_held_whole() {
     assert_eq!(got, BYTES);
     // Streamed: the proxy's peak memory stays well under the body's size.
     if let Some(kib) = px.child.id().and_then(peak_rss_kib) {
+        println!("proxy peak RSS after a {BYTES}-byte response: {kib} KiB");
         assert!(kib < 40_000, "peak RSS {kib} KiB for a {BYTES}-byte body");
     }
-}
-
-/// Two proxies on one Redis, each with 40 callers at once, against a provider limited to
-/// 20/s: `prefixes` are their coordination key prefixes (the same: one shared limit).
-/// The provider's stats after every caller was answered, and each proxy's
-/// `abide_provider_coordination_nodes` line.
-async fn two_proxies(prefixes: [&str; 2]) -> (abide_fake::StatsSnapshot, Vec<String>) {
-    const N: usize = 40;
-    let p = start_provider(provider_config(20, 2)).await;
-    let mut proxies = Vec::new();
-    for prefix in prefixes {
-        let tables = format!(
-            "[coordination]\nredis_url = \"{}\"\nkey_prefix = \"{prefix}\"\nexpected_nodes = 2\n",
-            services::REDIS
-        );
-        // `[coordination]` is a top-level table: after the provider's keys.
-        proxies.push(proxy_with(&p, "rate_hint = 10.0", &tables, &[]).await);
-    }
-    let (a, b) = tokio::join!(
-        post_many(&proxies[0].url, N, "60"),
-        post_many(&proxies[1].url, N, "60")
-    );
-    assert!(all_accepted(&a) && all_accepted(&b), "{a:?} {b:?}");
-    let s = p.stats();
-    assert_eq!(s.accepted, 2 * N as u64, "{s:?}");
-    let mut nodes = Vec::new();
-    for px in &proxies {
-        let m = metrics(&px.url).await;
-        let line = m
-            .lines()
-            .find(|l| l.starts_with("abide_provider_coordination_nodes"))
-            .unwrap_or_else(|| panic!("{m}"));
-        nodes.push(line.to_owned());
-    }
-    (s, nodes)
-}
-
-/// The proxy's `/_abide/metrics`.
-async fn metrics(base: &str) -> String {
-    client()
-        .get(format!("{base}/_abide/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_proxies_on_one_redis_share_one_limit() {
-    if !services::redis_here("two_proxies_on_one_redis_share_one_limit") {
-        return;
-    }
-    let prefix = format!("abide-test-proxy-{}", std::process::id());
-    let (s, nodes) = two_proxies([&prefix, &prefix]).await;
-    for n in &nodes {
-        assert!(
-            n.contains("mode=\"redis\"") && n.ends_with(" 2"),
-            "{nodes:?}"
-        );
-    }
-    // Apart, each would aim at 0.97 of the advertised 20/s: twice the limit.
-    // Apart, each aims at 0.97 of the advertised 20/s, twice the limit together, and the
-    // provider refuses some (3 of 80 in a run with two prefixes); shared, none.
-    assert_eq!(s.rejected, 0, "{s:?}");
 }
