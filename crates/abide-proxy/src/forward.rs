@@ -68,6 +68,27 @@ pub(crate) async fn forward(
             ),
         );
     };
+    // What the body may take while held: its length when declared and small, else the
+    // buffering bound (a longer body streams, and holds at most that much).
+    let declared = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    let may_hold = declared.map_or(proxy.opts.max_buffered_body, |n| {
+        n.min(proxy.opts.max_buffered_body)
+    });
+    let Some(_held) = proxy.bodies.reserve(may_hold) else {
+        return answer::too_many(
+            &p.name,
+            Duration::from_secs(1),
+            p.pace(),
+            "queue_full",
+            &format!(
+                "the proxy holds {} bytes of request bodies already (max_buffered_total)",
+                proxy.bodies.used()
+            ),
+        );
+    };
     let began = p.clock.monotonic();
     let mut headers = parts.headers;
     strip_hop_by_hop(&mut headers);

@@ -32,7 +32,8 @@
 //!   client's `Authorization` passes through. With a token ([`ProxyOptions::token_digest`])
 //!   every provider route needs `Proxy-Authorization: Bearer <token>`, compared as SHA-256
 //!   digests in constant time.
-//! - **Operable**: `/_abide/healthz`, `/_abide/metrics` (Prometheus text).
+//! - **Operable**: `/_abide/healthz`, `/_abide/metrics` (Prometheus text),
+//!   `/_abide/stats` (JSON); one log line per pause episode; draining on shutdown.
 //!
 //! # Map
 //! `route` (where a request goes), `forward` (one request through the engine),
@@ -45,11 +46,13 @@
 mod answer;
 mod body;
 mod forward;
+mod memory;
 mod metrics;
 mod provider;
 mod route;
 mod serve;
 mod upstream;
+mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,6 +72,7 @@ use provider::Provider;
 /// - `max_wait`: 30 s, the longest single wait of a request without `Abide-Max-Wait`
 /// - `max_waiting`: 10,000 requests inside the proxy per provider
 /// - `max_buffered_body`: 1 MiB (larger request bodies stream once, never retried)
+/// - `max_buffered_total`: 256 MiB of request bodies held at once, all providers together
 /// - no token (for a loopback listener)
 #[derive(Clone)]
 pub struct ProxyOptions {
@@ -79,6 +83,9 @@ pub struct ProxyOptions {
     pub max_waiting: usize,
     /// Largest request body kept for resending, in bytes.
     pub max_buffered_body: usize,
+    /// Bytes of request bodies held at once, all providers together; a request whose body
+    /// would pass it is answered `429` before its body is read.
+    pub max_buffered_total: usize,
     /// SHA-256 of the bearer token clients must send in `Proxy-Authorization`; `None`:
     /// open (only sensible on loopback).
     pub token_digest: Option<[u8; 32]>,
@@ -93,6 +100,7 @@ impl std::fmt::Debug for ProxyOptions {
             .field("max_wait", &self.max_wait)
             .field("max_waiting", &self.max_waiting)
             .field("max_buffered_body", &self.max_buffered_body)
+            .field("max_buffered_total", &self.max_buffered_total)
             .field("token", &self.token_digest.map(|_| "<redacted>"))
             .finish_non_exhaustive()
     }
@@ -104,6 +112,7 @@ impl Default for ProxyOptions {
             max_wait: Duration::from_secs(30),
             max_waiting: 10_000,
             max_buffered_body: 1 << 20,
+            max_buffered_total: 256 << 20,
             token_digest: None,
             #[cfg(feature = "redis")]
             coordination: None,
@@ -145,6 +154,7 @@ pub struct Proxy {
     providers: Vec<Arc<Provider>>,
     client: reqwest::Client,
     opts: ProxyOptions,
+    bodies: Arc<memory::BodyBudget>,
 }
 
 impl Proxy {
@@ -193,6 +203,7 @@ impl Proxy {
         Ok(Self {
             providers,
             client,
+            bodies: memory::BodyBudget::new(opts.max_buffered_total),
             opts,
         })
     }

@@ -173,3 +173,40 @@ pub(crate) fn render(providers: &[std::sync::Arc<Provider>]) -> String {
     }
     o
 }
+
+/// `/_abide/stats`: per provider, the requests inside, the pace, the pause left (seconds),
+/// how the limit is shared, and the answers to clients and from the upstream by status.
+pub(crate) fn stats(providers: &[std::sync::Arc<Provider>]) -> serde_json::Value {
+    let by_status = |m: &Mutex<BTreeMap<u16, u64>>| {
+        let m = m.lock().unwrap_or_else(PoisonError::into_inner);
+        serde_json::Value::Object(
+            m.iter()
+                .map(|(s, n)| (s.to_string(), serde_json::Value::from(*n)))
+                .collect(),
+        )
+    };
+    let list: Vec<serde_json::Value> = providers
+        .iter()
+        .map(|p| {
+            let now = p.clock.monotonic();
+            let pacer = p.policy.pacer_snapshot(&p.name);
+            let coord = p.policy.coordination_status(&p.name);
+            serde_json::json!({
+                "provider": p.name,
+                "inside": p.inside.load(Ordering::Relaxed),
+                "pace_per_second": pacer.as_ref().map(|s| s.rate),
+                "pause_remaining_seconds": pacer
+                    .and_then(|s| s.paused_until)
+                    .map_or(0.0, |u| u.saturating_duration_since(now).as_secs_f64()),
+                "coordination": coord.map(|c| serde_json::json!({
+                    "mode": c.mode.as_str(),
+                    "nodes": c.nodes,
+                })),
+                "answers": by_status(&p.metrics.answers),
+                "upstream": by_status(&p.metrics.upstream),
+                "waits": p.metrics.wait_count.load(Ordering::Relaxed),
+            })
+        })
+        .collect();
+    serde_json::json!({ "providers": list })
+}

@@ -21,12 +21,15 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ProxyError> {
+    let watcher = tokio::spawn(crate::watch::pauses(proxy.providers.clone()));
     let app = axum::Router::new()
         .fallback(handle)
         .with_state(Arc::new(proxy));
-    axum::serve(listener, app)
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
-        .await?;
+        .await;
+    watcher.abort();
+    served?;
     Ok(())
 }
 
@@ -77,10 +80,15 @@ fn own(proxy: &Proxy, name: &str) -> Response<Body> {
             proxy.metrics_text(),
             "text/plain; version=0.0.4; charset=utf-8",
         ),
+        "stats" => (
+            StatusCode::OK,
+            crate::metrics::stats(&proxy.providers).to_string(),
+            "application/json",
+        ),
         _ => (
             StatusCode::NOT_FOUND,
             format!(
-                "abide proxy: no route {}{}; there are /_abide/healthz and /_abide/metrics\n",
+                "abide proxy: no route {}{}; there are /_abide/healthz, /_abide/metrics and /_abide/stats\n",
                 crate::route::OWN_PREFIX,
                 abide_core::echo::clip(name)
             ),

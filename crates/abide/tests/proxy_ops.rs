@@ -106,6 +106,24 @@ async fn a_full_queue_is_answered_429_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_bodies_past_the_memory_bound_are_answered_429_unread() {
+    let p = start_provider(provider_config(100, 100)).await;
+    let px = proxy(&p, "", &["--max-buffered-total", "64"]).await;
+    let c = client();
+    let send = |text: String| {
+        c.post(format!("{}/sms/v1/messages", px.url))
+            .json(&serde_json::json!({"to": "+15550100", "text": text}))
+            .send()
+    };
+    assert_eq!(send("hi".into()).await.unwrap().status(), 202);
+    let r = send("x".repeat(100)).await.unwrap();
+    assert_eq!(r.status(), 429);
+    assert_eq!(r.headers()["abide-stopped"], "queue_full");
+    assert!(r.text().await.unwrap().contains("max_buffered_total"));
+    assert_eq!(p.stats().requests, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_credentials_env_the_client_s_authorization_passes_through() {
     let p = start_provider(provider_config(100, 100)).await;
     let dir = tempfile::tempdir().unwrap();

@@ -26,13 +26,17 @@ ROUTES
                            there too; CONNECT is 501 (inside TLS nothing can be seen).
   GET  /_abide/healthz     ok.
   GET  /_abide/metrics     Prometheus text: requests inside, wait seconds, answers to clients
-                           and upstream answers by status, pace and pause per provider.
+                           and upstream answers by status, pace and pause per provider,
+                           coordination nodes.
+  GET  /_abide/stats       JSON: per provider requests inside, pace, pause left, coordination,
+                           answers to clients and from the upstream by status.
 
 WAITING
   A request is held while its provider is paced or paused, at most `Abide-Max-Wait:
   <seconds>` (else --max-wait). A longer wait, or --max-waiting requests already inside, is
   answered 429 with Retry-After (whole seconds, at least 1), RateLimit fields and
-  `Abide-Stopped: wait_too_long | queue_full`. An upstream 429 reaches the client only when
+  `Abide-Stopped: wait_too_long | queue_full` (also when --max-buffered-total bytes of
+  request bodies are held). One log line per pause episode, not per request. An upstream 429 reaches the client only when
   attempts or age ran out. A POST without Idempotency-Key is replayed only after an answer
   that says it was not acted on (429, 503 + Retry-After, a refused connection); after a
   timeout or 502/504 the client gets 502/504 saying it may have been acted on.
@@ -73,6 +77,9 @@ pub(crate) struct Args {
     /// Largest request body kept for resending, in bytes; larger ones stream once.
     #[arg(long, default_value_t = 1 << 20, value_name = "BYTES")]
     max_buffered_body: usize,
+    /// Bytes of request bodies held at once, all providers together; beyond, 429.
+    #[arg(long, default_value_t = 256 << 20, value_name = "BYTES")]
+    max_buffered_total: usize,
     /// Share each provider's limit with other proxies and nodes on this Redis; wins over
     /// `[coordination] redis_url`. Shown redacted everywhere.
     #[arg(long, value_name = "URL", env = "ABIDE_REDIS_URL", hide_env_values = true,
@@ -106,6 +113,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_wait: args.max_wait,
         max_waiting: args.max_waiting as usize,
         max_buffered_body: args.max_buffered_body,
+        max_buffered_total: args.max_buffered_total,
         token_digest,
         coordination: Some(coordination),
     };
