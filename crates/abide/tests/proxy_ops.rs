@@ -10,7 +10,7 @@ use support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Two proxies on the Redis at `redis`, each with 40 callers at once, against a provider
-/// limited to 20/s: `prefixes` are their coordination key prefixes (the same: one shared
+/// limited to 20/s (burst 5): `prefixes` are their coordination key prefixes (the same: one shared
 /// limit). `during` runs once the provider has seen `after` requests. The provider's stats
 /// after every caller was answered, and each proxy's `abide_provider_coordination_nodes`
 /// line.
@@ -21,7 +21,7 @@ async fn two_proxies_with(
     during: impl FnOnce(),
 ) -> (abide_fake::StatsSnapshot, Vec<String>) {
     const N: usize = 40;
-    let p = start_provider(provider_config(20, 2)).await;
+    let p = start_provider(provider_config(20, 5)).await;
     let mut proxies = Vec::new();
     for prefix in prefixes {
         let tables = format!(
@@ -76,10 +76,12 @@ async fn two_proxies_on_one_redis_share_one_limit() {
             "{nodes:?}"
         );
     }
-    // Apart, each aims at 0.97 of the advertised 20/s, twice the limit together (3 of 80
-    // refused in a run with two prefixes); shared, none alone on the machine, and at most
-    // a stray one when other tests load its 2 cores (a late slot makes a burst).
-    assert!(s.rejected <= 1, "{s:?}");
+    // The nodes line is what shows the sharing. Apart, each would aim at 0.97 of the
+    // advertised 20/s, twice the limit together, until the 429s taught it; shared, the pair
+    // stays under it, but for a stray refusal when other tests load the 2 cores (a late
+    // slot taken with the next one is a burst).
+    let throttled = provider_429_per_item(&s, 80);
+    assert!(throttled <= 0.025, "{throttled} 429s per message: {s:?}");
 }
 
 /// A child process killed when dropped (a failed test leaves no Redis behind).
