@@ -291,3 +291,71 @@ async fn a_50_mb_response_streams_through_without_being_held_whole() {
         assert!(kib < 40_000, "peak RSS {kib} KiB for a {BYTES}-byte body");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_obsolete_date_forms_are_waited_out_and_garbage_means_a_long_wait() {
+    for ra in [RetryAfterStyle::Rfc850, RetryAfterStyle::Asctime] {
+        let p = start_provider(quirky(
+            4,
+            Duration::from_secs(1),
+            1,
+            ThrottleStyle::Http429,
+            ra,
+        ))
+        .await;
+        let px = proxy(&p, "", &[]).await;
+        let got = post_many(&px.url, 6, "60").await;
+        assert!(all_accepted(&got), "{ra:?}: {got:?}");
+        assert_eq!(p.stats().accepted, 6, "{ra:?}");
+    }
+    // `Retry-After: soon-ish`: confusion never means zero. The proxy would wait minutes, so
+    // a caller with a 5 s budget is told to come back that much later, not at once.
+    let p = start_provider(quirky(
+        1,
+        Duration::from_secs(3600),
+        1,
+        ThrottleStyle::Http429,
+        RetryAfterStyle::Garbage,
+    ))
+    .await;
+    let px = proxy(&p, "", &[]).await;
+    assert_eq!(post_many(&px.url, 1, "5").await, vec![202]);
+    let r = client()
+        .post(format!("{}/sms/v1/messages", px.url))
+        .header("abide-max-wait", "5")
+        .json(&serde_json::json!({"to": "+15550100", "text": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+    let ra: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ra >= 60, "Retry-After {ra} after an unparseable one");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_503_burst_is_retried_for_posts_that_carry_an_idempotency_key() {
+    // Every 4th request is a 503 without Retry-After: ambiguous, so only keyed POSTs are
+    // sent again.
+    let mut cfg = provider_config(100, 100);
+    cfg.behaviour.fail_503 = 0.25;
+    let p = start_provider(cfg).await;
+    let px = proxy(&p, "", &[]).await;
+    let c = client();
+    for i in 0..8 {
+        let r = c
+            .post(format!("{}/sms/v1/messages", px.url))
+            .header("idempotency-key", format!("burst-{i}"))
+            .json(&serde_json::json!({"to": format!("+1{i}"), "text": "hi"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202, "message {i}");
+    }
+    let s = p.stats();
+    assert_eq!(s.accepted, 8, "{s:?}");
+    assert!(s.requests > 8, "no 503 was retried: {s:?}");
+}
