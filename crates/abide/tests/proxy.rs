@@ -359,3 +359,37 @@ async fn a_503_burst_is_retried_for_posts_that_carry_an_idempotency_key() {
     assert_eq!(s.accepted, 8, "{s:?}");
     assert!(s.requests > 8, "no 503 was retried: {s:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_s_own_429_reaches_the_caller_once_attempts_ran_out() {
+    // One request per hour, `Retry-After: 0` (floored to 1 s by the proxy), two attempts.
+    let p = start_provider(quirky(
+        1,
+        Duration::from_secs(3600),
+        1,
+        ThrottleStyle::Http429,
+        RetryAfterStyle::Zero,
+    ))
+    .await;
+    // Learning from the 429s alone (the 202's fields would say "an hour", a wait too long).
+    let tables =
+        "[provider.retry]\nmax_attempts = 2\n[provider.pacer]\nuse_rate_limit_headers = false";
+    let px = proxy_with(&p, "", tables, &[]).await;
+    assert_eq!(post_many(&px.url, 1, "60").await, vec![202]);
+    let r = client()
+        .post(format!("{}/sms/v1/messages", px.url))
+        .header("abide-max-wait", "60")
+        .json(&serde_json::json!({"to": "+15550100", "text": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+    // The provider's answer as it came (its body and Retry-After), not the proxy's own.
+    assert!(
+        !r.headers().contains_key("abide-stopped"),
+        "{:?}",
+        r.headers()
+    );
+    assert_eq!(r.headers()["retry-after"], "0");
+    assert_eq!(p.stats().requests, 3, "{:?}", p.stats());
+}
