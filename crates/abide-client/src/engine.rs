@@ -79,6 +79,9 @@ pub struct Outgoing {
     pub path: String,
     /// The idempotency key the caller set, if any (it is sent on every attempt as is).
     pub has_idempotency_key: bool,
+    /// This request's longest single wait, instead of the policy's `max_wait` (e.g. a
+    /// proxy's caller naming its own budget); `None`: the policy's.
+    pub max_wait: Option<Duration>,
 }
 
 impl Outgoing {
@@ -94,7 +97,16 @@ impl Outgoing {
             method: info.method.clone(),
             path: path.to_owned(),
             has_idempotency_key,
+            max_wait: None,
         }
+    }
+
+    /// The same request, waiting at most `max_wait` at once (a zero wait is raised to 1 ms:
+    /// a budget of nothing still lets a free send slot through).
+    #[must_use]
+    pub fn with_max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = Some(max_wait.max(Duration::from_millis(1)));
+        self
     }
 }
 
@@ -176,11 +188,12 @@ pub async fn drive<A: Attempts>(
     }
     // A wait the caller accepts, or the reason it does not: longer than `max_wait`, or
     // ending past the maximum age (the session's own rule, on its wall clock).
+    let max_wait = out.max_wait.unwrap_or(p.max_wait);
     let check = |wait: Duration, cause: WaitCause| -> Option<StopReason> {
-        if wait > p.max_wait {
+        if wait > max_wait {
             return Some(StopReason::WaitTooLong {
                 wait,
-                max_wait: p.max_wait,
+                max_wait,
                 cause,
             });
         }

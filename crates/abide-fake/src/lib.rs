@@ -26,6 +26,8 @@
 //!   `Idempotency-Key`): `202 {"id": "msg_…"}`; a repeated idempotency key gets the original
 //!   answer and counts as a duplicate. Throttles per [`Behaviour`].
 //! - `GET /v1/quota` (bearer key): the caller's gates; never charges, works while exhausted.
+//! - `GET /v1/export?bytes=N`: `N` bytes (at most 1 GiB), streamed in 64 KiB chunks; no
+//!   key, no limits, not counted: a large download for streaming tests.
 //! - `GET /_stats`: [`StatsSnapshot`] as JSON (with an `smpp` object when the SMPP listener
 //!   runs). `GET /_stats/keys`: [`KeyCounts`] (requests per idempotency key) as JSON.
 //!   `GET /healthz`: `ok`.
@@ -42,6 +44,7 @@
 
 pub mod config;
 mod dates;
+mod export;
 mod server;
 mod shared;
 pub mod smpp;

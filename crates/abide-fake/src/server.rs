@@ -180,6 +180,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
             post(messages).layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES)),
         )
         .route("/v1/quota", get(quota))
+        .route("/v1/export", get(crate::export::export))
         .route("/_stats", get(stats))
         .route("/_stats/keys", get(key_stats))
         .route("/healthz", get(|| async { "ok" }))

@@ -25,6 +25,8 @@ enum Command {
     Send(cmd::send::Args),
     /// Run the outbox as a daemon with an HTTP API and Prometheus metrics.
     Serve(cmd::serve::Args),
+    /// Run an HTTP reverse proxy that paces and retries any client's calls to providers.
+    Proxy(cmd::proxy::Args),
     /// Show item counts per state and the oldest pending age of an outbox database.
     Status(cmd::status::Args),
     /// Move DEFERRED items back to QUEUED so they are tried again.
@@ -42,6 +44,7 @@ fn main() -> std::process::ExitCode {
         Command::Provider(a) => cmd::provider::run(*a),
         Command::Send(a) => cmd::send::run(a),
         Command::Serve(a) => cmd::serve::run(a),
+        Command::Proxy(a) => cmd::proxy::run(a),
         Command::Status(a) => cmd::status::run(a),
         Command::Requeue(a) => cmd::requeue::run(a),
         Command::Sim(a) => cmd::sim::run(a),

@@ -57,6 +57,29 @@ async fn a_wait_longer_than_max_wait_stops_naming_it() {
 }
 
 #[tokio::test]
+async fn a_request_s_own_max_wait_replaces_the_policy_s() {
+    let clock = clock();
+    let p = policy(&clock).with_max_wait(SECS(30)).build().unwrap();
+    // Shorter than the policy's: the 20 s wait is refused, naming the request's budget.
+    let script = Script::new([(429, Some("20")), (200, None)]);
+    let e = drive(&p, get(&p).with_max_wait(SECS(5)), script.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e.reason, StopReason::WaitTooLong { max_wait, .. } if max_wait == SECS(5)),
+        "{e}"
+    );
+    assert_eq!(script.sent(), 1);
+    // Longer than the policy's: a 40 s wait is taken.
+    let p = policy(&clock).with_max_wait(SECS(30)).build().unwrap();
+    let script = Script::new([(429, Some("40")), (200, None)]);
+    let (status, _) = drive(&p, get(&p).with_max_wait(SECS(50)), script.clone())
+        .await
+        .unwrap();
+    assert_eq!((status.as_u16(), script.sent()), (200, 2));
+}
+
+#[tokio::test]
 async fn coordination_without_a_redis_url_keeps_hosts_local_and_a_bad_url_is_refused() {
     let clock = clock();
     let p = policy(&clock)

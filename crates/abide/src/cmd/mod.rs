@@ -13,6 +13,7 @@ pub(crate) mod input_stream;
 pub(crate) mod inspect;
 pub(crate) mod progress;
 pub(crate) mod provider;
+pub(crate) mod proxy;
 pub(crate) mod report;
 pub(crate) mod requeue;
 pub(crate) mod send;

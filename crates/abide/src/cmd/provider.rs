@@ -25,6 +25,8 @@ ENDPOINTS
                       {\"error\":\"invalid_idempotency_key\"}.
   GET /v1/quota       The caller's gates (limit, remaining, reset) as JSON and RateLimit
                       headers. Needs a key; never charges; answers while exhausted.
+  GET /v1/export?bytes=N  N bytes (at most 1 GiB) streamed in 64 KiB chunks; no key, no
+                      limits, not counted (a large download, for streaming tests).
   GET /_stats         JSON: requests, accepted, duplicates, rejected, rejected_by_reason,
                       rejected_by_status, suspensions, grace_passes, in_flight, and a
                       per-second histogram (requests and throttled; last 3600 s).

@@ -14,6 +14,7 @@ use abide_core::SystemClock;
 use abide_fake::{ProviderConfig, Rate, RunningProvider, StatsSnapshot};
 use tokio::process::{Child, Command};
 
+pub mod proxy;
 pub mod services;
 
 /// Name of the environment variable the test configs read the provider token from.
