@@ -15,11 +15,11 @@ time take milliseconds; the same seed always gives the same numbers.
 
 Scenarios:
   limit-appears     a 10/s limit appears under 14/s offered by 40 workers; 2 min grace,
-                    then abuse protection suspends the account (seed 002)
-  http-date-switch  Retry-After turns from seconds into an HTTP-date as load peaks (seed 000)
-  retry-after-zero  an edge answers 403 with Retry-After: 0 for 30 s (seed 004)
-  retry-after-huge  a 5 s blip of 503 with Retry-After: 86400 (seed 004)
-  queue-throttling  throttle taken as terminal (two buckets) vs three buckets (seed 003)
+                    then abuse protection suspends the account
+  http-date-switch  Retry-After turns from seconds into an HTTP-date as load peaks
+  retry-after-zero  an edge answers 403 with Retry-After: 0 for 30 s
+  retry-after-huge  a 5 s blip of 503 with Retry-After: 86400
+  queue-throttling  throttle taken as terminal (two buckets) vs three buckets
   limit-changes     10/s -> 5/s -> 20/s with RateLimit headers: time to converge,
                     throttled fraction
   limit-changes-blind  the same without RateLimit headers: learned from throttles alone
@@ -33,7 +33,7 @@ Policies:
   no-retry            one attempt; any failure is final (the two-bucket client)
   fixed-retries       5 retries of every non-2xx at 1, 2, 4, 8, 16 s, ignoring Retry-After
   honour-retry-after  obeys Retry-After (seconds or date) unclamped; no pacer, no budget
-  integer-only        reads Retry-After only as an integer, zero otherwise (seed 000's bug)
+  integer-only        reads Retry-After only as an integer, zero otherwise (a client bug seen in an incident)
   abide               abide-core: classify, clamp Retry-After to [1 s, 10 min], one shared
                       retry budget and a pacer that learns the limit (ceiling estimate,
                       cubic recovery); retries are queued, not slept on
