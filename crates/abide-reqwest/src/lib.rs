@@ -65,6 +65,16 @@ use http::{Extensions, HeaderMap, StatusCode};
 use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_middleware::{Middleware, Next};
 
+/// The Rust snippets of the front page compile (`cargo test -p abide-reqwest --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeSnippets;
+
+/// The Rust snippets of the in-process chapter of the guide compile.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/in-process.md")]
+pub struct InProcessSnippets;
+
 #[cfg(feature = "redis")]
 pub use abide_client::CoordinationConfig;
 use abide_client::{drive, Attempts, Outgoing, Reply, SendFailure};

@@ -113,8 +113,8 @@ impl PolicyResult {
         ratio(self.throttles as f64, self.logical as f64)
     }
 
-    /// 429 answers per logical request that met at least one (the seeds' "429s generated
-    /// per logical request": 1 for no-retry by construction).
+    /// 429 answers per logical request that met at least one (what incident reports call
+    /// "429s generated per logical request": 1 for no-retry by construction).
     pub fn throttles_per_throttled_request(&self) -> f64 {
         ratio(self.throttles as f64, self.throttled_items as f64)
     }

@@ -58,30 +58,29 @@ fn secs(s: u64) -> Duration {
 }
 
 impl Scenario {
-    /// One paragraph: what is replayed and which seed it comes from.
+    /// One paragraph: what is replayed.
     pub fn summary(self) -> &'static str {
         match self {
             Scenario::LimitAppears => {
                 "A 10/s limit (429, Retry-After in seconds) appears under 14/s offered by 40 \
                  workers; 2 min grace, then >300 rejections a minute suspends the account for \
-                 30 min (seed 002)."
+                 30 min."
             }
             Scenario::HttpDateSwitch => {
                 "10/s limit; at 2 min Retry-After switches from seconds to an HTTP-date just as \
                  load peaks at 14/s over 40 workers; >300 rejections a minute suspends for an \
-                 hour (seed 000)."
+                 hour."
             }
             Scenario::RetryAfterZero => {
                 "An edge answers 403 with Retry-After: 0 to every request for 30 s; >200 \
-                 rejections in 10 s suspends for 30 min (seed 004)."
+                 rejections in 10 s suspends for 30 min."
             }
             Scenario::RetryAfterHuge => {
-                "A 5 s blip of 503 with Retry-After: 86400 under a 10/s limit and 8/s offered \
-                 (seed 004)."
+                "A 5 s blip of 503 with Retry-After: 86400 under a 10/s limit and 8/s offered."
             }
             Scenario::QueueThrottling => {
                 "A queue offered 12/s against 10/s, 1 in 700 items genuinely bad: two buckets \
-                 (no-retry: throttle = terminal) versus three (seed 003)."
+                 (no-retry: throttle = terminal) versus three."
             }
             Scenario::LimitChanges => {
                 "12/s offered while the limit moves 10/s -> 5/s (at 200 s) -> 20/s (at 400 s), \
@@ -117,11 +116,11 @@ impl Scenario {
             Scenario::GatewayBare => {
                 "A gateway's shared quota of 600 a minute (a fixed window) under 8/s, a \
                  10-minute peak of 14/s, then 8/s, over 40 workers; its 429s carry no \
-                 Retry-After, so clients guess (seed 001, before)."
+                 Retry-After, so clients guess."
             }
             Scenario::GatewayReset => {
                 "As gateway-bare, but each 429 carries the gate's own reset as Retry-After, \
-                 rounded up (seed 001, after)."
+                 rounded up."
             }
             Scenario::GatewayDelay => {
                 "As gateway-reset, but the gateway holds a request over the rate until its \

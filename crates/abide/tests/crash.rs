@@ -139,7 +139,7 @@ async fn sigterm_mid_run_records_every_answer_and_leaves_nothing_in_flight() {
 /// requests reached the provider): counts match exactly. Then 10 stopped by SIGKILL at the
 /// same points: a kill landing between the committed "sent" mark and the provider reading
 /// the request counts that request once too often (at most one per sender per kill,
-/// documented in the README), never once too few.
+/// documented in docs/concepts.md), never once too few.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quick_restarts_charge_exactly_the_requests_on_the_wire() {
     const N: usize = 300;

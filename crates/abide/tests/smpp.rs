@@ -149,7 +149,7 @@ async fn kill_9_mid_window_then_the_next_run_resends_only_unanswered_submits() {
     p.shutdown().await.unwrap();
 }
 
-/// examples/smpp.toml and examples/sms.jsonl work as the README says, against the fake
+/// examples/smpp.toml and examples/sms.jsonl work as docs/smpp.md says, against the fake
 /// SMSC's defaults (only the address differs: a free port here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_smpp_example_files_deliver_with_receipts() {

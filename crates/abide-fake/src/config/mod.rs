@@ -105,8 +105,8 @@ impl Default for ProviderConfig {
 /// The API key accepted when none is configured.
 pub const DEMO_KEY: &str = "demo-key";
 
-/// Longest suspension abuse protection may impose, in seconds (30 days; the seeds saw one
-/// hour and one day).
+/// Longest suspension abuse protection may impose, in seconds (30 days; real ones last an
+/// hour or a day).
 pub const MAX_SUSPEND_SECS: u64 = 30 * 86_400;
 
 impl ProviderConfig {
@@ -370,7 +370,7 @@ pub struct Abuse {
     pub threshold: u32,
     /// Window in which rejections are counted, in seconds.
     pub window_secs: u64,
-    /// Suspension length in seconds (the seeds saw 3600 and 86400), at most
+    /// Suspension length in seconds (real suspensions seen: 3600 and 86400), at most
     /// [`MAX_SUSPEND_SECS`].
     pub suspend_secs: u64,
     /// How a suspended key's requests are answered (TOML `suspension = "bare-403"`).

@@ -116,7 +116,7 @@ BEHAVIOURS: --behaviour FACET=VALUE[@WHEN] (repeatable, applied in order)
 
 ABUSE PROTECTION
   --abuse-threshold N suspends a key after N throttled requests within --abuse-window;
-  for --suspend-for (seeds saw 1h and 24h) its requests get 403 {\"error\":\"suspended\"}.
+  for --suspend-for (real providers suspend for 1h or 24h) its requests get 403 {\"error\":\"suspended\"}.
   --suspension-style retry-after (default) adds Retry-After: the remaining suspension in
   seconds, rounded up, at least 1; abide reads a 403 with Retry-After as a throttle, so
   its items wait PENDING. --suspension-style bare-403 sends no Retry-After, as many real

@@ -57,7 +57,7 @@ connections; every request inside is answered first.";
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = LONG_ABOUT)]
 pub(crate) struct Args {
-    /// Providers file (TOML); see README "Providers file".
+    /// Providers file (TOML); see docs/providers-file.md.
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
     /// Address to listen on; port 0 picks a free port (printed on stdout).

@@ -73,7 +73,7 @@ EXIT CODES
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = format!("{LONG_ABOUT}\n\n{}", input::FORMAT_HELP))]
 pub(crate) struct Args {
-    /// Providers file (TOML); see README "Providers file" and examples/providers.toml.
+    /// Providers file (TOML); see docs/providers-file.md and examples/providers.toml.
     #[arg(long, value_name = "FILE")]
     pub(crate) config: PathBuf,
     /// Outbox database: an SQLite file (created if missing), `sqlite:PATH`, or

@@ -61,7 +61,7 @@ HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
                            --metrics-auth puts it (and the dashboard's data) behind the
                            token. Old names, renamed:
                            abide_provider_pace_per_second, _throttle_rate, _paused_seconds and
-                           abide_dispatcher_total{what} (README \"Operate\").
+                           abide_dispatcher_total{what} (docs/operations.md).
   GET  /                   The dashboard (HTML; read-only without the token, actions send it):
                            items per state, oldest waiting item, per provider pace / learned
                            ceiling / advertised limit, throttles, the last pause with its raw
@@ -91,7 +91,7 @@ start.";
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = LONG_ABOUT)]
 pub(crate) struct Args {
-    /// Providers file (TOML); see README "Providers file".
+    /// Providers file (TOML); see docs/providers-file.md.
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
     /// Outbox database: an SQLite file (created if missing), `sqlite:PATH`, or

@@ -16,11 +16,11 @@ time take milliseconds; the same seed always gives the same numbers.
 
 Scenarios:
   limit-appears     a 10/s limit appears under 14/s offered by 40 workers; 2 min grace,
-                    then abuse protection suspends the account (seed 002)
-  http-date-switch  Retry-After turns from seconds into an HTTP-date as load peaks (seed 000)
-  retry-after-zero  an edge answers 403 with Retry-After: 0 for 30 s (seed 004)
-  retry-after-huge  a 5 s blip of 503 with Retry-After: 86400 (seed 004)
-  queue-throttling  throttle taken as terminal (two buckets) vs three buckets (seed 003)
+                    then abuse protection suspends the account
+  http-date-switch  Retry-After turns from seconds into an HTTP-date as load peaks
+  retry-after-zero  an edge answers 403 with Retry-After: 0 for 30 s
+  retry-after-huge  a 5 s blip of 503 with Retry-After: 86400
+  queue-throttling  throttle taken as terminal (two buckets) vs three buckets
   limit-changes     10/s -> 5/s -> 20/s with RateLimit headers: time to converge,
                     throttled fraction
   limit-changes-blind  the same without RateLimit headers: learned from throttles alone
@@ -31,7 +31,7 @@ Scenarios:
   burst-job-blind   the same without RateLimit headers
   graphql-200       a GraphQL API throttling with 200, THROTTLED and the query cost in the
                     body: a client trusting the status counts those items as delivered
-  gateway-bare      the server's side (seed 001): a shared quota of 600 a minute exhausted
+  gateway-bare      the server's side: a shared quota of 600 a minute exhausted
                     at a 10-minute peak of 14/s; its 429s carry no Retry-After
   gateway-reset     the same, each 429 carrying the gate's own reset, rounded up
   gateway-delay     the same quota as a GCRA holding requests until their slot (50 waiting,
@@ -43,7 +43,8 @@ Policies:
   no-retry            one attempt; any failure is final (the two-bucket client)
   fixed-retries       5 retries of every non-2xx at 1, 2, 4, 8, 16 s, ignoring Retry-After
   honour-retry-after  obeys Retry-After (seconds or date) unclamped; no pacer, no budget
-  integer-only        reads Retry-After only as an integer, zero otherwise (seed 000's bug)
+  integer-only        reads Retry-After only as an integer, zero otherwise (a client bug seen
+                      in an incident)
   full-jitter         ignores Retry-After; 5 retries of 403/429/5xx after a full jitter
                       backoff, uniform in [0, min(32 s, 1 s x 2^retry)]
   abide               abide-core: classify, clamp Retry-After to [1 s, 10 min], one shared
