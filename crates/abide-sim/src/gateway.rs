@@ -123,23 +123,6 @@ impl fmt::Display for Comparison {
                 .map(|n| format!("{n} 429s")),
         );
         rows.push(total);
-        let widths: Vec<usize> = (0..rows[0].len())
-            .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
-            .collect();
-        for row in rows {
-            let cells: Vec<String> = row
-                .iter()
-                .enumerate()
-                .map(|(c, cell)| {
-                    if c == 0 {
-                        format!("{cell:<w$}", w = widths[c])
-                    } else {
-                        format!("{cell:>w$}", w = widths[c])
-                    }
-                })
-                .collect();
-            writeln!(f, "{}", cells.join("  ").trim_end())?;
-        }
-        Ok(())
+        crate::report::write_table(f, &rows)
     }
 }

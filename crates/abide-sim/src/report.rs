@@ -146,6 +146,32 @@ impl PolicyResult {
     }
 }
 
+/// `rows` as a plain-text table: the first column left-aligned, the others right-aligned,
+/// two spaces between columns.
+pub(crate) fn write_table(f: &mut fmt::Formatter<'_>, rows: &[Vec<String>]) -> fmt::Result {
+    let Some(first) = rows.first() else {
+        return Ok(());
+    };
+    let widths: Vec<usize> = (0..first.len())
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(c, cell)| {
+                if c == 0 {
+                    format!("{cell:<w$}", w = widths[c])
+                } else {
+                    format!("{cell:>w$}", w = widths[c])
+                }
+            })
+            .collect();
+        writeln!(f, "{}", cells.join("  ").trim_end())?;
+    }
+    Ok(())
+}
+
 fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 {
         a / b
@@ -262,23 +288,6 @@ impl fmt::Display for ScenarioReport {
             }
             rows.push(row);
         }
-        let widths: Vec<usize> = (0..rows[0].len())
-            .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
-            .collect();
-        for row in rows {
-            let cells: Vec<String> = row
-                .iter()
-                .enumerate()
-                .map(|(c, cell)| {
-                    if c == 0 {
-                        format!("{cell:<w$}", w = widths[c])
-                    } else {
-                        format!("{cell:>w$}", w = widths[c])
-                    }
-                })
-                .collect();
-            writeln!(f, "{}", cells.join("  ").trim_end())?;
-        }
-        Ok(())
+        write_table(f, &rows)
     }
 }

@@ -41,18 +41,7 @@ impl SqlStore<Postgres> {
         // The parse error of sqlx may quote the URL; ours does not.
         let opts = PgConnectOptions::from_str(url)
             .map_err(|_| Error::DatabaseUrl("URL is not a valid postgres:// URL".into()))?;
-        let address = format!("{}:{}", opts.get_host(), opts.get_port());
-        let pool = PgPoolOptions::new()
-            .max_connections(8)
-            .acquire_timeout(timeout)
-            .connect_with(opts)
-            .await
-            .map_err(|source| Error::Unreachable {
-                address,
-                timeout,
-                source: source.into(),
-            })?;
-        Self::from_pool(pool).await
+        Self::from_pool(pool(opts, 8, timeout).await?).await
     }
 
     /// Connect to the existing outbox at `url` for reading only: no migration runs and
@@ -67,17 +56,7 @@ impl SqlStore<Postgres> {
         let opts = PgConnectOptions::from_str(url)
             .map_err(|_| Error::DatabaseUrl("URL is not a valid postgres:// URL".into()))?
             .options([("default_transaction_read_only", "on")]);
-        let address = format!("{}:{}", opts.get_host(), opts.get_port());
-        let pool = PgPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(timeout)
-            .connect_with(opts)
-            .await
-            .map_err(|source| Error::Unreachable {
-                address,
-                timeout,
-                source: source.into(),
-            })?;
+        let pool = pool(opts, 2, timeout).await?;
         let migrator = sqlx::migrate!("./migrations/postgres");
         super::existing::require_schema(&pool, &migrator, &abide_core::echo::redact_url(url))
             .await?;
@@ -110,4 +89,22 @@ impl SqlStore<Postgres> {
             read_only: false,
         })
     }
+}
+
+/// A pool of at most `max` connections to `opts`, waiting at most `timeout` for the server.
+///
+/// # Errors
+/// [`Error::Unreachable`], naming `host:port` (never the URL: it may carry a password).
+async fn pool(opts: PgConnectOptions, max: u32, timeout: Duration) -> Result<PgPool> {
+    let address = format!("{}:{}", opts.get_host(), opts.get_port());
+    PgPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(timeout)
+        .connect_with(opts)
+        .await
+        .map_err(|source| Error::Unreachable {
+            address,
+            timeout,
+            source: source.into(),
+        })
 }

@@ -37,3 +37,20 @@ pub(crate) fn out(text: &str) -> std::io::Result<()> {
     stdout.write_all(text.as_bytes())?;
     stdout.flush()
 }
+
+/// Bind the listener of `serve` or `proxy` at `addr` and print `listening on http://ADDR`
+/// as the first line on stdout (port 0 resolved), which scripts and tests wait for.
+///
+/// # Errors
+/// The address cannot be bound; stdout cannot be written.
+pub(crate) async fn listen(
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<(tokio::net::TcpListener, std::net::SocketAddr)> {
+    use anyhow::Context as _;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
+    let bound = listener.local_addr()?;
+    out(&format!("listening on http://{bound}\n"))?;
+    Ok((listener, bound))
+}

@@ -8,7 +8,6 @@ use std::time::Duration;
 use abide_outbox::EnvCredentials;
 use abide_proxy::{Proxy, ProxyOptions};
 use anyhow::{bail, Context};
-use std::io::Write as _;
 
 use super::deliver::{init_logs, Interrupt};
 use super::{send, serve_api};
@@ -126,15 +125,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         let proxy = Proxy::new(&cfg, &EnvCredentials, opts)
             .with_context(|| format!("{}", args.config.display()))?;
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("binding {}", args.listen))?;
-        let addr = listener.local_addr()?;
-        {
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "listening on http://{addr}")?;
-            out.flush()?;
-        }
+        let (listener, addr) = super::listen(args.listen).await?;
         tracing::info!(%addr, providers = ?proxy.provider_names(), "abide proxy listening");
         let shutdown = async move {
             interrupt.nth(1).await;

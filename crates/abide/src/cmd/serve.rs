@@ -10,7 +10,6 @@ use std::time::Duration;
 use abide_core::{Clock, SystemClock};
 use abide_outbox::{Dispatcher, DispatcherOptions};
 use anyhow::{bail, Context};
-use std::io::Write as _;
 
 use super::deliver::{init_logs, Interrupt, Outbox};
 use super::serve_api::{self, Api};
@@ -242,15 +241,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             metrics,
             metrics_auth: args.metrics_auth,
         };
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("binding {}", args.listen))?;
-        let addr = listener.local_addr()?;
-        {
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "listening on http://{addr}")?;
-            out.flush()?;
-        }
+        let (listener, addr) = super::listen(args.listen).await?;
         tracing::info!(%addr, "abide serve listening");
 
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
