@@ -23,6 +23,8 @@ enum Command {
     Provider(Box<cmd::provider::Args>),
     /// Enqueue JSON lines and deliver them through the durable outbox until drained.
     Send(cmd::send::Args),
+    /// Validate a providers file, its credentials and an input as `send` would, sending nothing.
+    Check(cmd::check::Args),
     /// Run the outbox as a daemon with an HTTP API and Prometheus metrics.
     Serve(cmd::serve::Args),
     /// Show item counts per state and the oldest pending age of an outbox database.
@@ -41,6 +43,7 @@ fn main() -> std::process::ExitCode {
         Command::Inspect(a) => cmd::inspect::run(a),
         Command::Provider(a) => cmd::provider::run(*a),
         Command::Send(a) => cmd::send::run(a),
+        Command::Check(a) => cmd::check::run(a),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Status(a) => cmd::status::run(a),
         Command::Requeue(a) => cmd::requeue::run(a),

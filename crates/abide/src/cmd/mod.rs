@@ -1,6 +1,7 @@
 //! One module per subcommand. Each exposes `Args` (clap) and `run(Args) -> Result<ExitCode>`;
 //! async commands build their own tokio runtime inside `run`.
 
+pub(crate) mod check;
 pub(crate) mod coord_view;
 pub(crate) mod db;
 pub(crate) mod deliver;
