@@ -13,6 +13,7 @@ pub(crate) mod demo_smpp;
 pub(crate) mod input;
 pub(crate) mod input_stream;
 pub(crate) mod inspect;
+pub(crate) mod logs;
 pub(crate) mod man;
 pub(crate) mod progress;
 pub(crate) mod provider;
