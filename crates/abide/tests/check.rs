@@ -105,6 +105,24 @@ async fn an_unset_credential_is_refused_naming_the_variable() {
     only_written(&f);
 }
 
+/// A credential that can never be sent as a header (a line break read from a file) is
+/// refused, naming the variable and never the value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unfit_credential_is_refused_without_showing_it() {
+    let f = Files::new(&two_providers(), 1);
+    let mut cmd = check(&f, &[], true);
+    cmd.env(TOKEN_ENV, "secret-value\n");
+    let out = run(cmd).await;
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(TOKEN_ENV) && err.contains("cannot be sent"),
+        "{err}"
+    );
+    assert!(!show(&out).contains("secret-value"), "{}", show(&out));
+    only_written(&f);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_providers_file_error_names_its_line() {
     let f = Files::new("[[provider]]\nname = \"sms\"\nbase_url = 7\n", 1);
@@ -113,4 +131,19 @@ async fn a_providers_file_error_names_its_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 3"), "{err}");
     only_written(&f);
+}
+
+/// A Redis URL the providers file gets wrong is named without its password, in the text
+/// and in the JSON alike (check contacts no Redis; the URL's shape is the file's own check).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_error_never_shows_a_redis_password() {
+    let text = format!(
+        "{}[coordination]\nredis_url = \"http://user:hunter2@127.0.0.1:6379\"\n",
+        provider_toml("sms", "http://127.0.0.1:9", "", "")
+    );
+    let f = Files::new(&text, 1);
+    let out = run(check(&f, &["--json"], true)).await;
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(!show(&out).contains("hunter2"), "{}", show(&out));
+    assert_eq!(report(&out)["stage"], "config");
 }

@@ -143,7 +143,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = match load_config(&args.config, None, args.lease) {
         Ok(cfg) => cfg,
         Err(e) => {
-            let text = format!("{e:#}");
+            // As `main` shows errors: a URL in it (a Redis one) without its password.
+            let text = abide_outbox::echo::redact_text(&format!("{e:#}"));
             return fail(
                 Summary::failed("config", text.clone()),
                 &format!("abide: error: {text}\n"),
