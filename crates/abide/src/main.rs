@@ -1,6 +1,6 @@
 //! `abide`: cooperate with rate limits on both sides of an API boundary.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 mod cmd;
 
@@ -23,6 +23,8 @@ enum Command {
     Provider(Box<cmd::provider::Args>),
     /// Enqueue JSON lines and deliver them through the durable outbox until drained.
     Send(cmd::send::Args),
+    /// Check a providers file, its credentials and an input as `send` does; send nothing.
+    Check(cmd::check::Args),
     /// Run the outbox as a daemon with an HTTP API and Prometheus metrics.
     Serve(cmd::serve::Args),
     /// Run an HTTP reverse proxy that paces and retries any client's calls to providers.
@@ -35,6 +37,10 @@ enum Command {
     Sim(cmd::sim::Args),
     /// See the whole idea in one minute: a quirky provider on loopback, thousands of messages.
     Demo(cmd::demo::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd::completions::Args),
+    /// Print a man page (roff): abide(1), or one subcommand's.
+    Man(cmd::man::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -43,12 +49,15 @@ fn main() -> std::process::ExitCode {
         Command::Inspect(a) => cmd::inspect::run(a),
         Command::Provider(a) => cmd::provider::run(*a),
         Command::Send(a) => cmd::send::run(a),
+        Command::Check(a) => cmd::check::run(a),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Proxy(a) => cmd::proxy::run(a),
         Command::Status(a) => cmd::status::run(a),
         Command::Requeue(a) => cmd::requeue::run(a),
         Command::Sim(a) => cmd::sim::run(a),
         Command::Demo(a) => cmd::demo::run(a),
+        Command::Completions(a) => cmd::completions::run(a, Cli::command()),
+        Command::Man(a) => cmd::man::run(a, Cli::command()),
     };
     match result {
         Ok(code) => code,

@@ -86,19 +86,6 @@ impl Outbox {
     }
 }
 
-/// Logs on stderr, filtered by `RUST_LOG` or else `default` (e.g. `"warn"`); colour only
-/// on a terminal, so a log file or a pipe gets no ANSI escape codes.
-pub(crate) fn init_logs(default: &str) {
-    use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
 /// Ctrl-C (SIGINT) and SIGTERM, caught from the moment [`Interrupt::listen`] is called:
 /// a signal that comes while the input is read or enqueued is not the default "die at
 /// once" but is kept, and the run stops cleanly as soon as it can.

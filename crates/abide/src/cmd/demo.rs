@@ -13,8 +13,8 @@ use abide_fake::{ProviderConfig, ScheduleEntry, StatsSnapshot};
 use abide_outbox::Config;
 use anyhow::Context;
 
+use super::deliver::Interrupt;
 use super::deliver::Said as _;
-use super::deliver::{init_logs, Interrupt};
 use super::demo_phases::{request_at, Timeline, SWITCHES};
 use super::demo_run::{self, through_outbox};
 use super::report::RunReport;
@@ -83,6 +83,8 @@ pub(crate) struct Args {
     /// The provider: an HTTP API, or an SMSC over SMPP 3.4 (see below).
     #[arg(long, value_parser = ["http", "smpp"], default_value = "http")]
     pub(crate) transport: String,
+    #[command(flatten)]
+    pub(crate) logs: super::logs::LogArgs,
 }
 
 /// Name of the variable the demo's provider token is passed in (as in real use).
@@ -136,7 +138,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     // the providers config. Set before any thread starts.
     std::env::set_var(TOKEN_ENV, abide_fake::DEMO_KEY);
     std::env::set_var(super::demo_smpp::PASSWORD_ENV, "demo-pw");
-    init_logs("error");
+    args.logs.init("error");
     let (db, temp) = match &args.db {
         Some(p) => {
             refuse_used_db(p)?;

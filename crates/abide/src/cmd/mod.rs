@@ -1,6 +1,8 @@
 //! One module per subcommand. Each exposes `Args` (clap) and `run(Args) -> Result<ExitCode>`;
 //! async commands build their own tokio runtime inside `run`.
 
+pub(crate) mod check;
+pub(crate) mod completions;
 pub(crate) mod coord_view;
 pub(crate) mod db;
 pub(crate) mod deliver;
@@ -11,6 +13,8 @@ pub(crate) mod demo_smpp;
 pub(crate) mod input;
 pub(crate) mod input_stream;
 pub(crate) mod inspect;
+pub(crate) mod logs;
+pub(crate) mod man;
 pub(crate) mod progress;
 pub(crate) mod provider;
 pub(crate) mod proxy;

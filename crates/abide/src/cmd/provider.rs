@@ -291,6 +291,8 @@ pub(crate) struct Args {
     /// Behaviour change FACET=VALUE[@WHEN], repeatable (see BEHAVIOURS below).
     #[arg(long = "behaviour", value_name = "FACET=VALUE[@WHEN]")]
     behaviours: Vec<String>,
+    #[command(flatten)]
+    pub(crate) logs: super::logs::LogArgs,
 }
 
 fn opt_rate(s: &str) -> anyhow::Result<Option<Rate>> {
@@ -438,7 +440,7 @@ fn listeners(a: &Args) -> anyhow::Result<Listeners> {
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = config(&args)?;
     let listen = listeners(&args)?;
-    super::deliver::init_logs("info");
+    args.logs.init("info");
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let p = abide_fake::spawn_listeners(cfg, Arc::new(SystemClock), listen)

@@ -9,7 +9,7 @@ use abide_outbox::EnvCredentials;
 use abide_proxy::{Proxy, ProxyOptions};
 use anyhow::{bail, Context};
 
-use super::deliver::{init_logs, Interrupt};
+use super::deliver::Interrupt;
 use super::{send, serve_api};
 
 const LONG_ABOUT: &str = "\
@@ -84,6 +84,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "URL", env = "ABIDE_REDIS_URL", hide_env_values = true,
         value_parser = send::parse_redis)]
     redis: Option<String>,
+    #[command(flatten)]
+    logs: super::logs::LogArgs,
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -116,7 +118,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         token_digest,
         coordination: Some(coordination),
     };
-    init_logs("info");
+    args.logs.init("info");
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let interrupt = Interrupt::listen().context("installing the SIGTERM handler")?;

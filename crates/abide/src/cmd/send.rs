@@ -11,7 +11,7 @@ use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, TransportConf
 use anyhow::Context;
 
 use super::db;
-use super::deliver::{deliver, init_logs, Ending, Feed, Interrupt, Outbox, Said as _};
+use super::deliver::{deliver, Ending, Feed, Interrupt, Outbox, Said as _};
 use super::input;
 use super::input_stream;
 use super::progress::{Display, Mode};
@@ -134,6 +134,8 @@ pub(crate) struct Args {
     /// item's max_age_secs). A number with a unit, at most 1h.
     #[arg(long, default_value = "2m", value_name = "DURATION", value_parser = parse_wait)]
     pub(crate) unreachable_after: Duration,
+    #[command(flatten)]
+    pub(crate) logs: super::logs::LogArgs,
 }
 
 /// A `DURATION` flag: a number with a unit, as `humantime` reads it (`500ms`, `30s`,
@@ -366,7 +368,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     };
-    init_logs("warn");
+    args.logs.init("warn");
     rt.block_on(send(args, cfg, checked, interrupt))
 }
 

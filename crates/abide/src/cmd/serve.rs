@@ -11,7 +11,7 @@ use abide_core::{Clock, SystemClock};
 use abide_outbox::{Dispatcher, DispatcherOptions};
 use anyhow::{bail, Context};
 
-use super::deliver::{init_logs, Interrupt, Outbox};
+use super::deliver::{Interrupt, Outbox};
 use super::serve_api::{self, Api};
 use super::{db, send, serve_conn, serve_metrics};
 
@@ -132,6 +132,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "PREFIX", env = "ABIDE_REDIS_PREFIX",
         value_parser = send::parse_redis_prefix)]
     pub(crate) redis_prefix: Option<String>,
+    #[command(flatten)]
+    pub(crate) logs: super::logs::LogArgs,
 }
 
 fn parse_max_connections(s: &str) -> Result<usize, String> {
@@ -193,7 +195,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("abide: warning: {w}");
     }
     drop(token);
-    init_logs("info");
+    args.logs.init("info");
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .context("installing the Prometheus recorder")?;

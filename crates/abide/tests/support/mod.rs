@@ -82,6 +82,8 @@ pub fn abide(args: &[&str]) -> Command {
     c.args(args)
         .env(TOKEN_ENV, abide_fake::DEMO_KEY)
         .env("RUST_LOG", "warn")
+        // Text logs, whatever the caller's shell exports: tests read stderr as text.
+        .env_remove("ABIDE_LOG_FORMAT")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
