@@ -31,6 +31,8 @@ const KEPT: f64 = 0.6;
 /// A cut this much of the rate or more can tell noise from a limit (a smaller one may not
 /// have reached below the limit).
 const LEAST_CUT: f64 = 0.1;
+/// A segment spans at most this many windows: at a low rate, evidence takes longer.
+const SEGMENT_WINDOWS: u32 = 6;
 /// A larger share is a host refusing, not noise: it is cut at once, as before.
 pub(super) const MOST: f64 = 0.1;
 /// How far above the noise's share (in standard deviations) a share is a limit again.
@@ -135,7 +137,7 @@ impl Segment {
 
     /// A segment older than `window` starts again: its share is of another time.
     fn expire(&mut self, now: Instant, window: Duration) -> bool {
-        if now.saturating_duration_since(self.started) > window {
+        if now.saturating_duration_since(self.started) > window * SEGMENT_WINDOWS {
             *self = Self::new(now);
             return false;
         }
