@@ -73,6 +73,7 @@ struct Inner {
     abuse: HashMap<String, VecDeque<Instant>>,
     suspended: HashMap<String, Instant>,
     acc_503: f64,
+    acc_throttle: f64,
 }
 
 fn gate_set(cfg: &ProviderConfig) -> Result<GateSet, Error> {
@@ -355,6 +356,22 @@ fn decide(
                 StatusCode::SERVICE_UNAVAILABLE,
                 serde_json::json!({"error": "unavailable"}),
             ));
+        }
+    }
+
+    if b.throttle_fraction > 0.0 {
+        // Throttles that do not follow the pace: whatever the rate, this share is refused.
+        st.acc_throttle += b.throttle_fraction;
+        if st.acc_throttle >= 1.0 - 1e-9 {
+            st.acc_throttle -= 1.0;
+            st.stats.reject(sec, "noise", 429, true);
+            let mut res = json(
+                StatusCode::TOO_MANY_REQUESTS,
+                serde_json::json!({"error": "rate_limited", "reason": "noise"}),
+            );
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return Err(res);
         }
     }
 

@@ -296,3 +296,34 @@ async fn oversized_idempotency_keys_and_bodies_are_refused() {
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(p.stats().rejected_by_reason["bad_request"], 1);
 }
+
+#[tokio::test]
+async fn throttle_fraction_refuses_that_share_whatever_the_rate() {
+    // No limit in reach; every 20th request answered 429 with Retry-After: 1, however
+    // slowly they come.
+    let clock = clock();
+    let p = start(
+        "[limits]\nkey_rate = \"100000/s\"\naccount_rate = \"100000/s\"\n\
+         [[schedule]]\nthrottle_fraction = 0.05",
+        &clock,
+    )
+    .await;
+    let c = Client::new();
+    let mut refused = Vec::new();
+    for i in 1..=100 {
+        let r = send(&c, &p, Some(&format!("k{i}"))).await;
+        if r.status() == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(header(&r, "retry-after").as_deref(), Some("1"));
+            refused.push(i);
+        } else {
+            assert_eq!(r.status(), StatusCode::ACCEPTED, "request {i}");
+        }
+        clock.advance(Duration::from_secs(1));
+    }
+    assert_eq!(refused, [20, 40, 60, 80, 100]);
+    assert_eq!(p.stats().rejected_by_reason["noise"], 5);
+    // Out of range: refused with the field named.
+    let bad = ProviderConfig::from_toml_str("[behaviour]\nthrottle_fraction = 1.5").unwrap();
+    let e = bad.validate().unwrap_err().to_string();
+    assert!(e.contains("throttle_fraction"), "{e}");
+}

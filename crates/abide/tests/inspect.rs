@@ -84,7 +84,9 @@ fn zero_is_floored() {
 fn a_day_is_capped() {
     let v = inspect(&["--status", "503", "-H", "Retry-After: 86400"]);
     assert_eq!(v["verdict"], "throttle");
-    assert_eq!(v["delay_secs"], 600.0);
+    // The cap less up to a tenth of it: nodes refused together do not resume together.
+    let d = v["delay_secs"].as_f64().unwrap();
+    assert!((540.0..=600.0).contains(&d), "{d}");
     assert_eq!(v["delay_reason"], "capped");
     assert_eq!(v["retry_after_secs"], 86400.0);
 }
@@ -285,7 +287,8 @@ fn an_exhausted_rate_limit_reset_shows_as_a_pause() {
     assert_eq!(v["pause_secs"], 30.0);
     // A throttle's Retry-After pauses the host for its (capped) delay.
     let v = inspect(&["--status", "429", "-H", "Retry-After: 86400"]);
-    assert_eq!(v["pause_secs"], 600.0);
+    let p = v["pause_secs"].as_f64().unwrap();
+    assert!((540.0..=600.0).contains(&p), "{p}");
     // Nothing to pause for.
     assert_eq!(inspect(&["--status", "502"])["pause_secs"], Value::Null);
     assert_eq!(inspect(&["--status", "200"])["pause_secs"], Value::Null);

@@ -348,17 +348,17 @@ impl Classifier {
                 .iter()
                 .find_map(|n| headers.get(*n))
                 .map(|v| escape_raw(v.as_bytes()));
-            return Some(self.retry_after.from_server_delay(d, raw));
+            return Some(self.retry_after.from_server_delay(d, raw, rng));
         }
         self.retry_after.from_headers(headers, now, rng)
     }
 
     /// GitHub's documented minimum after a secondary limit that named no wait: one minute,
     /// within [floor, cap]. The server asked for nothing, so no raw value; labelled floored.
-    fn secondary_wait(&self) -> RetryDelay {
+    fn secondary_wait(&self, rng: &mut dyn RngCore) -> RetryDelay {
         let d = self
             .retry_after
-            .from_server_delay(github::SECONDARY_MIN_WAIT, None);
+            .from_server_delay(github::SECONDARY_MIN_WAIT, None, rng);
         RetryDelay {
             reason: crate::retry_after::DelayReason::Floored,
             retry_after: None,
@@ -438,7 +438,7 @@ impl Classifier {
         }
         let retry_after = match said {
             _ if !keeps_delay => None,
-            None if secondary && !exhausted => Some(self.secondary_wait()),
+            None if secondary && !exhausted => Some(self.secondary_wait(rng)),
             said => said,
         };
         Verdict {
@@ -482,7 +482,7 @@ impl Classifier {
     fn body_delay(&self, d: vendors::BodyDelay, rng: &mut dyn RngCore) -> RetryDelay {
         match d {
             vendors::BodyDelay::Given { delay, raw } => {
-                self.retry_after.from_server_delay(delay, Some(raw))
+                self.retry_after.from_server_delay(delay, Some(raw), rng)
             }
             vendors::BodyDelay::Unreadable { raw } => {
                 tracing::warn!(raw = %raw, "unreadable delay in the response body");

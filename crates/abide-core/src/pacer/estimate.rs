@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::noise::{self, Cut, Judged, Noise, Segment};
 use super::pauses::Pauses;
 use super::schedule::Schedule;
 use super::{fraction, PacerConfig, MAX_PAUSE};
@@ -83,6 +84,15 @@ pub(super) struct Estimate {
     probe_cost: Duration,
     /// What worked before the host went dark (see [`Held`]); restored at its first success.
     held: Option<Held>,
+    /// The fresh answers since the last judged share (see `noise.rs`).
+    segment: Segment,
+    /// The last judged share of throttles, and the rate it was seen at.
+    last_cut: Option<Cut>,
+    /// At the last fresh throttle: a small share had been judged, and the share since was
+    /// small too.
+    suspect: bool,
+    /// Throttles found not to follow the rate (see `noise.rs`).
+    pub(super) noise: Option<Noise>,
     /// This node's fraction of the traffic to the host (1 alone; set by a coordination
     /// layer when several nodes share one limit): what this node sees accepted, divided by
     /// it, is what the host accepted.
@@ -132,6 +142,10 @@ impl Estimate {
             decreases: 0,
             probe_cost: Duration::ZERO,
             held: None,
+            segment: Segment::new(now),
+            last_cut: None,
+            suspect: false,
+            noise: None,
             share: 1.0,
         }
     }
@@ -251,7 +265,52 @@ impl Estimate {
     ) {
         self.decide.add(now, 1, 1);
         let (total, throttles) = self.decide.sums(now);
+        if let Some(n) = self.noise {
+            if !n.exceeded(cfg.throttle_threshold, total, throttles) {
+                // Within the noise: the item retries, the rate stays.
+                return;
+            }
+            if fraction(throttles, total) >= noise::MOST {
+                // Refusing, not metering: an outage or a fallen limit, decided as before.
+                self.noise = None;
+            } else {
+                // Clearly more than the noise: the limit is near. One cut to what the host
+                // accepted (the noise is known, so no halving and no judging), then the noise
+                // is held again from there.
+                let accepted = self.measured(cfg, now, Counter::Window, pauses, schedule);
+                self.decrease(cfg, now, pauses, schedule);
+                if let Some(a) = accepted.filter(|a| a * cfg.decrease_factor > self.rate) {
+                    let cap = self.target.unwrap_or(cfg.max_rate).min(cfg.max_rate);
+                    self.ceiling = Some(a.clamp(cfg.min_rate, cfg.max_rate));
+                    self.anchor = a;
+                    self.rate =
+                        (a * cfg.decrease_factor).clamp(cfg.min_rate, cap.max(cfg.min_rate));
+                    self.base = self.rate;
+                }
+                self.held = None;
+                self.noise = Some(Noise {
+                    floor: self.rate,
+                    ..n
+                });
+                return;
+            }
+        }
         let probing = self.ceiling.is_none_or(|c| self.rate > c);
+        // A small share judged before this throttle, and a small one since: perhaps noise.
+        self.suspect = self.last_cut.is_some() && self.segment.small();
+        let paused = pauses.within(self.segment.started(), now);
+        match self.segment.throttled(now, paused, cfg.window) {
+            Judged::Share(after) => {
+                if let Some(before) = self.last_cut.filter(|b| b.did_not_fall(&after)) {
+                    let accepted = self.measured(cfg, now, Counter::Window, pauses, schedule);
+                    self.hold_noise(cfg, before, after, accepted);
+                    return;
+                }
+                self.last_cut = Some(after);
+            }
+            Judged::Broken => self.last_cut = None,
+            Judged::Nothing => {}
+        }
         // A throttle that pauses the host costs the whole pause, not one request: time
         // already paused in the window (before this throttle's own pause) counts as
         // throttled, so one stray throttle is noise but one a second is not.
@@ -266,6 +325,39 @@ impl Estimate {
         }
     }
 
+    /// A share judged at `before.rate` stayed where it was at the lower `after.rate`: the
+    /// throttles are noise. Hold a floor, at the flat of the curve. The floor is what the host was accepting over the window (`accepted`, requests per
+    /// second, pauses left out), never above the higher of the two rates: a rate the host
+    /// was seen to take whatever it refused at random.
+    fn hold_noise(&mut self, cfg: &PacerConfig, before: Cut, after: Cut, accepted: Option<f64>) {
+        let cap = self.target.unwrap_or(cfg.max_rate).min(cfg.max_rate);
+        let higher = before.rate.max(self.rate);
+        let floor = accepted
+            .map_or(before.rate.min(self.rate), |a| a.min(higher))
+            .clamp(cfg.min_rate, cap.max(cfg.min_rate));
+        self.noise = Some(Noise {
+            fraction: before.fraction.max(after.fraction),
+            floor,
+        });
+        self.held = None;
+        self.last_cut = None;
+        self.ceiling = Some(floor);
+        self.anchor = floor;
+        self.base = floor;
+        self.rate = floor;
+        self.probe = Duration::from_secs_f64(self.k_secs(cfg));
+    }
+
+    /// Is a throttle arriving now within the noise (see `noise.rs`): one that sends only its
+    /// own item back and does not pause the host?
+    pub(super) fn within_noise(&mut self, cfg: &PacerConfig, now: Instant) -> bool {
+        let Some(n) = self.noise else {
+            return false;
+        };
+        let (total, throttles) = self.decide.sums(now);
+        !n.exceeded(cfg.throttle_threshold, total + 1, throttles + 1)
+    }
+
     /// A success for a request spaced at the current rate: credit clean time and follow the
     /// curve.
     pub(super) fn on_fresh_success(
@@ -276,6 +368,9 @@ impl Estimate {
         schedule: &Schedule,
     ) {
         self.decide.add(now, 1, 0);
+        if !self.segment.accepted(now, cfg.window) {
+            self.last_cut = None;
+        }
         let credit = self
             .last_success
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
@@ -311,12 +406,19 @@ impl Estimate {
             // The bound never lowers the rate: that is for throttles to do.
             cap = cap.min((a * (1.0 + LEAD)).max(self.rate));
         }
-        self.rate = self.curve(cfg).clamp(cfg.min_rate, cap.max(cfg.min_rate));
+        let floor = self.noise.map_or(cfg.min_rate, |n| n.floor.min(cap));
+        self.rate = self
+            .curve(cfg)
+            .max(floor)
+            .clamp(cfg.min_rate, cap.max(cfg.min_rate));
     }
 
     /// Any other answer spaced at the current rate: counted, decides nothing.
-    pub(super) fn on_fresh_other(&mut self, now: Instant) {
+    pub(super) fn on_fresh_other(&mut self, cfg: &PacerConfig, now: Instant) {
         self.decide.add(now, 1, 0);
+        if !self.segment.accepted(now, cfg.window) {
+            self.last_cut = None;
+        }
     }
 
     /// The rate the recovery/probe curve gives for the clean time credited so far.
@@ -414,8 +516,12 @@ impl Estimate {
             .within(now.checked_sub(cfg.window / RECENT).unwrap_or(now), now)
             .is_zero();
         let metering = settled && recent.is_some_and(|r| r >= cfg.decrease_factor * old);
+        // Perhaps noise (`suspect`, see `noise.rs`), which a halving per stray throttle
+        // would decay before it could be told from a limit; a fallen limit refuses a large
+        // share and still halves.
         let stale = below
             && !metering
+            && !self.suspect
             && self
                 .decreased_at
                 .is_some_and(|d| now.saturating_duration_since(d) < cfg.window / 2);

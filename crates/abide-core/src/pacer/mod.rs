@@ -83,6 +83,10 @@
 //!   fraction of the window already spent paused exceeds `throttle_threshold`, so a rare
 //!   stray throttle at a rate known to be fine is noise, but one a second (each costing a
 //!   1 s pause, under 1 % of answers at 100/s) is not.
+//! - **Noise is not a limit.** Throttles that come whatever the rate (5 % refused at random)
+//!   would have each cut decay the rate without end. When the throttled share does not fall
+//!   after the rate did, the pacer stops cutting and holds what the host accepted; such
+//!   throttles send back only their own items (`noise.rs`).
 //! - **`increase_per_sec`** is an additive lower bound on the climb (CUBIC's "TCP-friendly
 //!   region"), off by default.
 //!
@@ -212,6 +216,7 @@
 //! - `schedule.rs`: spacing (GCRA) and the queue of reserved slots.
 //! - `pauses.rs`: pauses of the host, the pacer's own after a throttle without a delay.
 //! - `estimate.rs`: the ceiling estimate, cubic recovery and slow start: the rate.
+//! - `noise.rs`: throttles that do not follow the rate, told from a limit by what a cut does.
 //! - `tests.rs`, `search_tests.rs`: unit tests; the latter runs senders against model
 //!   limiters in virtual time (GCRA with a burst of 10 or of a second's quota, fixed
 //!   window, sliding window counter): cold start, the search.
@@ -219,6 +224,7 @@
 
 mod config;
 mod estimate;
+mod noise;
 mod pauses;
 mod schedule;
 
@@ -453,7 +459,10 @@ impl Pacer {
         s.schedule.note_traffic(now);
         let throttled = verdict.class == VerdictClass::Throttle;
         s.estimate.observe(now, throttled);
-        if throttled {
+        // A throttle within the noise (see `noise.rs`) sends back only its own item, which
+        // waits its own `Retry-After`: pausing the host for each would cost the whole host
+        // a pause per twenty requests at a 5 % share, whatever the rate.
+        if throttled && !s.estimate.within_noise(cfg, now) {
             let server_reset = verdict
                 .rate_limit
                 .as_ref()
@@ -483,7 +492,7 @@ impl Pacer {
                 s.estimate
                     .on_fresh_success(cfg, now, &mut s.pauses, &s.schedule);
             }
-            _ => s.estimate.on_fresh_other(now),
+            _ => s.estimate.on_fresh_other(cfg, now),
         }
     }
 
@@ -620,3 +629,6 @@ mod search_tests;
 
 #[cfg(test)]
 mod convergence_tests;
+
+#[cfg(test)]
+mod noise_tests;

@@ -148,6 +148,10 @@ pub const MAX_RAW_LEN: usize = 256;
 /// server means and far above a busy loop.
 pub const MIN_FLOOR: Duration = Duration::from_millis(100);
 
+/// A delay capped by a [`RetryAfterPolicy`] is shortened by up to `cap / CAP_SPREAD`,
+/// drawn uniformly (see [`RetryAfterPolicy::decide`]).
+pub const CAP_SPREAD: u32 = 10;
+
 /// Turns `Retry-After` into a delay within [floor, cap].
 ///
 /// The effective floor is `max(floor, MIN_FLOOR)` (see [`MIN_FLOOR`]). If that floor is above
@@ -156,7 +160,8 @@ pub const MIN_FLOOR: Duration = Duration::from_millis(100);
 ///
 /// # Default
 /// - floor: 1 s (never below [`MIN_FLOOR`], 100 ms, whatever is configured)
-/// - cap: 10 min
+/// - cap: 10 min (a value above it waits the cap less up to `cap /` [`CAP_SPREAD`], drawn
+///   uniformly, so nodes refused together do not resume together)
 /// - unparseable wait: 5 min, with up to 1 min (20 %) added jitter (never below the floor)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryAfterPolicy {
@@ -470,7 +475,7 @@ impl RetryAfterPolicy {
         let (floor, cap) = self.bounds();
         let (delay, reason) = match largest {
             Some(d) if d < floor => (floor, DelayReason::Floored),
-            Some(d) if d > cap => (cap, DelayReason::Capped),
+            Some(d) if d > cap => (self.capped_delay(rng), DelayReason::Capped),
             Some(d) => (d, DelayReason::Honoured),
             None => (self.unparseable_delay(rng), DelayReason::Unparseable),
         };
@@ -500,14 +505,19 @@ impl RetryAfterPolicy {
     }
 
     /// A delay the server gave outside `Retry-After` (`retry-after-ms`, a vendor's documented
-    /// minimum), clamped to [floor, cap] exactly like a `Retry-After` of that length; `raw`
-    /// is what was received, for the log.
-    pub fn from_server_delay(&self, delay: Duration, raw: Option<String>) -> RetryDelay {
+    /// minimum), clamped to [floor, cap] exactly like a `Retry-After` of that length (a
+    /// capped one jittered from `rng`, as there); `raw` is what was received, for the log.
+    pub fn from_server_delay(
+        &self,
+        delay: Duration,
+        raw: Option<String>,
+        rng: &mut dyn RngCore,
+    ) -> RetryDelay {
         let (floor, cap) = self.bounds();
         let (clamped, reason) = if delay < floor {
             (floor, DelayReason::Floored)
         } else if delay > cap {
-            (cap, DelayReason::Capped)
+            (self.capped_delay(rng), DelayReason::Capped)
         } else {
             (delay, DelayReason::Honoured)
         };
@@ -542,6 +552,27 @@ impl RetryAfterPolicy {
         self.unparseable_wait
             .saturating_add(Duration::from_nanos(extra))
             .clamp(floor, cap)
+    }
+
+    /// The delay for a server value above the cap: the cap less a uniform jitter of up to
+    /// `cap /` [`CAP_SPREAD`], never below the floor.
+    ///
+    /// Every client that reads `86400` waits exactly the cap otherwise, so nodes that share
+    /// no coordination and were refused together resume in the same millisecond. The spread
+    /// is taken *below* the cap, not around it: the cap is the promise that no remote value
+    /// holds an item longer, and the server asked for more than the cap anyway, so ending a
+    /// little early costs it nothing it was promised. Full jitter (`U(0, cap)`) would turn a
+    /// request for a day into a retry in seconds; a tenth of the cap (up to 60 s at the
+    /// default 10 min) is wide enough to spread a herd and keeps the wait near what was meant.
+    fn capped_delay(&self, rng: &mut dyn RngCore) -> Duration {
+        let (floor, cap) = self.bounds();
+        let spread = u64::try_from(cap.as_nanos() / u128::from(CAP_SPREAD)).unwrap_or(u64::MAX);
+        let less = if spread == 0 {
+            0
+        } else {
+            rng.random_range(0..=spread)
+        };
+        cap.saturating_sub(Duration::from_nanos(less)).max(floor)
     }
 
     /// A delay computed by our own backoff when no `Retry-After` was sent, clamped to
@@ -616,6 +647,43 @@ mod tests {
         // 2070-11-06 is a Thursday; with a fixed 1970 pivot this would be 1970.
         let v = parse_at(b"Thursday, 06-Nov-70 08:49:37 GMT", now).unwrap();
         assert_eq!(v, RetryAfter::Date(at("Thu, 06 Nov 2070 08:49:37 GMT")));
+    }
+
+    #[test]
+    fn capped_delays_spread_below_the_cap_and_never_under_the_floor() {
+        let p = RetryAfterPolicy::default();
+        let now = at("Mon, 15 Jun 2026 08:02:31 GMT");
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(7);
+        let cap = p.cap;
+        let draws: Vec<Duration> = (0..100)
+            .map(|i| {
+                let d = if i % 2 == 0 {
+                    p.decide([b"86400".as_slice()], now, &mut rng).unwrap()
+                } else {
+                    p.from_server_delay(Duration::from_secs(86_400), None, &mut rng)
+                };
+                assert_eq!(d.reason, DelayReason::Capped);
+                d.delay
+            })
+            .collect();
+        let lo = *draws.iter().min().unwrap();
+        let hi = *draws.iter().max().unwrap();
+        assert!(hi <= cap, "{hi:?} above the cap");
+        assert!(
+            lo >= cap - cap / CAP_SPREAD,
+            "{lo:?} more than a tenth early"
+        );
+        // Nodes refused together resume over at least 5 % of the cap, not in one instant.
+        assert!(hi - lo >= cap / 20, "spread {:?}", hi - lo);
+        // A cap just above the floor: the spread never goes below the floor.
+        let tight = RetryAfterPolicy {
+            floor: Duration::from_secs(599),
+            ..RetryAfterPolicy::default()
+        };
+        for _ in 0..100 {
+            let d = tight.decide([b"86400".as_slice()], now, &mut rng).unwrap();
+            assert!(d.delay >= Duration::from_secs(599) && d.delay <= cap);
+        }
     }
 
     #[test]

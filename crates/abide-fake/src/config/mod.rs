@@ -152,7 +152,18 @@ impl ProviderConfig {
                 self.behaviour.fail_503
             ));
         }
+        if !fraction_ok(self.behaviour.throttle_fraction) {
+            return bad(format!(
+                "behaviour.throttle_fraction = {}: must be a fraction within 0..=1",
+                self.behaviour.throttle_fraction
+            ));
+        }
         for (i, e) in self.schedule.iter().enumerate() {
+            if let Some(f) = e.throttle_fraction.filter(|f| !fraction_ok(*f)) {
+                return bad(format!(
+                    "schedule[{i}].throttle_fraction = {f}: must be a fraction within 0..=1"
+                ));
+            }
             if let Some(f) = e.fail_503.filter(|f| !fraction_ok(*f)) {
                 return bad(format!(
                     "schedule[{i}].fail_503 = {f}: must be a fraction within 0..=1"
@@ -409,6 +420,10 @@ pub struct Behaviour {
     /// Fraction of message requests answered 503 before any limit is checked, 0.0 to 1.0;
     /// spread evenly and deterministically (0.25 = every 4th request).
     pub fail_503: f64,
+    /// Fraction of message requests answered `429` with `Retry-After: 1` whatever the rate
+    /// (throttles that do not follow the pace: noise, a key shared with another client),
+    /// 0.0 to 1.0, spread evenly and deterministically like [`Behaviour::fail_503`].
+    pub throttle_fraction: f64,
     /// Grace period: throttled requests still get a 429, but the next attempt with the same
     /// `Idempotency-Key` is accepted whatever the limits say.
     pub grace: bool,
@@ -434,6 +449,7 @@ impl Default for Behaviour {
             throttle: ThrottleStyle::Http429,
             smpp_status: 88,
             fail_503: 0.0,
+            throttle_fraction: 0.0,
             grace: false,
             bind_refusal: false,
             drop_after_pdus: 0,

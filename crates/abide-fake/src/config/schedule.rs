@@ -27,6 +27,8 @@ pub struct ScheduleEntry {
     pub smpp_status: Option<u32>,
     /// New 503 fraction.
     pub fail_503: Option<f64>,
+    /// New fraction of requests throttled whatever the rate.
+    pub throttle_fraction: Option<f64>,
     /// Grace on or off.
     pub grace: Option<bool>,
     /// SMPP binds refused (`true`) or accepted again (`false`).
@@ -65,6 +67,9 @@ impl ScheduleEntry {
         if let Some(v) = self.fail_503 {
             b.fail_503 = v;
         }
+        if let Some(v) = self.throttle_fraction {
+            b.throttle_fraction = v;
+        }
         if let Some(v) = self.grace {
             b.grace = v;
         }
@@ -90,7 +95,8 @@ impl FromStr for ScheduleEntry {
     type Err = Error;
 
     /// `FACET=VALUE[@WHEN]`. Facets: `retry-after`, `throttle`, `smpp-status`, `fail-503`,
-    /// `grace` (`on`/`off`); SMPP: `throttle=smpp-0x58|smpp-0x14` (sets `smpp-status`),
+    /// `throttle-fraction` (a fraction answered `429` whatever the rate), `grace`
+    /// (`on`/`off`); SMPP: `throttle=smpp-0x58|smpp-0x14` (sets `smpp-status`),
     /// `bind` (`refuse`/`accept`), `drop-after` (N PDUs or `off`), `drop` (`all`, an event),
     /// `slow` (a duration), `congestion` (a fraction), `receipt` (`delivered`,
     /// `undeliverable`, `expired`, `rejected`). WHEN: a duration since start (`60s`,
@@ -133,6 +139,9 @@ impl FromStr for ScheduleEntry {
                 })?);
             }
             "fail-503" => e.fail_503 = Some(fraction(s, "fail-503", value)?),
+            "throttle-fraction" => {
+                e.throttle_fraction = Some(fraction(s, "throttle-fraction", value)?);
+            }
             "congestion" => e.congestion = Some(fraction(s, "congestion", value)?),
             "receipt" => e.receipt_state = Some(value.parse()?),
             "bind" => {
@@ -175,7 +184,7 @@ impl FromStr for ScheduleEntry {
             }
             other => {
                 return Err(Error::Config(format!(
-                    "behaviour {s:?}: unknown facet {other:?} (retry-after, throttle, smpp-status, fail-503, grace, bind, drop-after, drop, slow, congestion, receipt)"
+                    "behaviour {s:?}: unknown facet {other:?} (retry-after, throttle, smpp-status, fail-503, throttle-fraction, grace, bind, drop-after, drop, slow, congestion, receipt)"
                 )))
             }
         }
@@ -212,6 +221,9 @@ mod tests {
         assert!(e.reached(Duration::ZERO, 1));
         assert!("retry-after=sometimes".parse::<ScheduleEntry>().is_err());
         assert!("fail-503=2".parse::<ScheduleEntry>().is_err());
+        let e: ScheduleEntry = "throttle-fraction=0.05@10s".parse().unwrap();
+        assert_eq!((e.throttle_fraction, e.at_secs), (Some(0.05), Some(10.0)));
+        assert!("throttle-fraction=-0.1".parse::<ScheduleEntry>().is_err());
         assert!("colour=red".parse::<ScheduleEntry>().is_err());
     }
 

@@ -95,6 +95,10 @@ BEHAVIOURS: --behaviour FACET=VALUE[@WHEN] (repeatable, applied in order)
   fail-503=F         Answer a fraction F (0..1) of message requests 503 before any limit,
                      evenly spread (0.25 = every 4th). A 503 burst is fail-503=1@10s followed
                      by fail-503=0@20s.
+  throttle-fraction=F
+                     Answer a fraction F (0..1) of message requests 429 with Retry-After: 1
+                     whatever the rate, evenly spread (0.05 = every 20th): throttles that do
+                     not follow the pace.
   grace=on|off       Grace period: throttled requests still get a 429, but the next attempt
                      with the same Idempotency-Key is accepted (counted as grace_passes).
                      Turn it off on a schedule to start enforcing (grace=off@#100).
