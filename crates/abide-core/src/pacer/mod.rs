@@ -632,3 +632,6 @@ mod convergence_tests;
 
 #[cfg(test)]
 mod noise_tests;
+
+#[cfg(test)]
+mod header_tests;
