@@ -1,8 +1,9 @@
-// Browser test of the `abide serve` dashboard (issue 14), run by .ci/run:
+// Browser test of the `abide serve` dashboard, run by .ci/run:
 //   node --test .ci/browser/dashboard.test.mjs
 // Starts `abide provider` (10/s per key, Retry-After as an HTTP-date, so the raw value is
 // recognisable) and `abide serve` with two senders on that key, one ignoring the rate-limit
-// headers (a throttle phase), and one with a wrong key (its items end DEFERRED), then
+// headers (a throttle phase), and one allowed a single attempt per item (its throttled items
+// end DEFERRED), then
 // drives Debian's chromium with playwright-core. Screenshots go to $ABIDE_CI_OUT (default .ci/out, gitignored).
 //
 // Env: ABIDE_BIN (default target/debug/abide), CHROMIUM (default /usr/bin/chromium).
@@ -99,16 +100,23 @@ concurrency = 2
 [provider.pacer]
 use_rate_limit_headers = false
 
+# One attempt per item, on the same key, ignoring the headers: its throttled items end
+# DEFERRED (the attempt cap), for the requeue below. (A wrong key no longer defers: it
+# stops its provider, the items wait.)
 [[provider]]
-name = "badkey"
+name = "one-try"
 base_url = "${provider}"
-credentials_env = "ABIDE_CI_BAD_TOKEN"
-rate_hint = 5.0
-concurrency = 1
+credentials_env = "ABIDE_CI_SMS_TOKEN"
+rate_hint = 20.0
+concurrency = 2
+[provider.pacer]
+use_rate_limit_headers = false
+[provider.retry]
+max_attempts = 1
 `);
   const base = await start(
     ["serve", "--config", cfg, "--db", join(dir, "outbox.db"), "--listen", "127.0.0.1:0"],
-    { ABIDE_TOKEN: TOKEN, ABIDE_CI_SMS_TOKEN: "demo-key", ABIDE_CI_BAD_TOKEN: "wrong-key" },
+    { ABIDE_TOKEN: TOKEN, ABIDE_CI_SMS_TOKEN: "demo-key" },
   );
 
   const items = [];
@@ -117,8 +125,8 @@ concurrency = 1
       items.push({ provider: p, path: "/v1/messages", body: { to: "+15550100", n: i }, idempotency_key: `${p}-${i}` });
     }
   }
-  for (let i = 0; i < 2; i++) {
-    items.push({ provider: "badkey", path: "/v1/messages", body: { n: i }, idempotency_key: `bad-${i}` });
+  for (let i = 0; i < 40; i++) {
+    items.push({ provider: "one-try", path: "/v1/messages", body: { n: i }, idempotency_key: `one-${i}` });
   }
   const enq = await api(base, "POST", "/v1/items", items, TOKEN);
   assert.equal(enq.status, 202, JSON.stringify(enq.body));
