@@ -23,8 +23,8 @@ const LONG_ABOUT: &str = "\
 See the whole idea in about a minute, on this machine only (127.0.0.1):
 
 1. A fake messaging provider starts in-process on a free loopback port, limited to --rate
-   messages per second per key (advertised in RateLimit headers), plus a limit it does NOT
-   advertise: 6 messages in flight, each taking 60 ms.
+   messages per second per key, and to 6 messages in flight, each taking 60 ms; both are
+   advertised in its RateLimit fields (the in-flight limit as the policy \"conc\";q=6).
 2. Its quirks switch on as the run goes (by request count): at 25% Retry-After turns from
    seconds into an HTTP-date; at 45-50% it answers 503 to every second request; at 65-75%
    it throttles with `403 Forbidden` and `Retry-After: 0`, like a misconfigured gateway.
