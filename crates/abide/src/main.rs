@@ -3,6 +3,11 @@
 use clap::{CommandFactory as _, Parser, Subcommand};
 
 mod cmd;
+mod db;
+mod deliver;
+mod input;
+mod logs;
+mod report;
 
 /// Cooperate with rate limits on both sides of an API boundary.
 ///

@@ -9,8 +9,8 @@ use abide_outbox::EnvCredentials;
 use abide_proxy::{Proxy, ProxyOptions};
 use anyhow::{bail, Context};
 
-use super::deliver::Interrupt;
-use super::{send, serve_api};
+use crate::cmd::{send, serve::api as serve_api};
+use crate::deliver::Interrupt;
 
 const LONG_ABOUT: &str = "\
 Run an HTTP reverse proxy in front of the providers of a providers file: any client, in any
@@ -85,7 +85,7 @@ pub(crate) struct Args {
         value_parser = send::parse_redis)]
     redis: Option<String>,
     #[command(flatten)]
-    logs: super::logs::LogArgs,
+    logs: crate::logs::LogArgs,
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -127,7 +127,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         let proxy = Proxy::new(&cfg, &EnvCredentials, opts)
             .with_context(|| format!("{}", args.config.display()))?;
-        let (listener, addr) = super::listen(args.listen).await?;
+        let (listener, addr) = crate::cmd::listen(args.listen).await?;
         tracing::info!(%addr, providers = ?proxy.provider_names(), "abide proxy listening");
         let shutdown = async move {
             interrupt.nth(1).await;

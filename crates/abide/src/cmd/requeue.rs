@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use abide_core::{Clock, SystemClock};
 use abide_outbox::{RequeueFilter, State, Store};
 
-use super::db;
+use crate::db;
 
 const LONG_ABOUT: &str = "\
 Move DEFERRED items (past their attempt cap or maximum age, waiting for a person) back to
@@ -82,7 +82,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             _ => false,
         };
         db::close(&store, &args.db).await?;
-        super::out(&format!("requeued {moved} {} item(s)\n", what.to_ascii_lowercase()))?;
+        crate::cmd::out(&format!("requeued {moved} {} item(s)\n", what.to_ascii_lowercase()))?;
         if unknown_provider {
             eprintln!(
                 "abide: no item in {} targets provider `{}` (see `abide status` for the providers in use)",

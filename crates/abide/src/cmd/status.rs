@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use abide_core::{Clock, SystemClock};
 use abide_outbox::{Counts, Item, ListFilter, ReceiptState, State, Store};
 
-use super::db;
-use super::report::Snapshot;
+use crate::db;
+use crate::report::Snapshot;
 
 const LONG_ABOUT: &str = "\
 Show the items of an outbox database: counts per state, the age of the oldest item still
@@ -68,12 +68,12 @@ pub(crate) struct Args {
     /// Also show how the nodes share each provider's limit through this Redis
     /// (`redis://[:PASSWORD@]HOST:PORT[/DB]`, shown redacted).
     #[arg(long, value_name = "URL", env = "ABIDE_REDIS_URL", hide_env_values = true,
-        value_parser = super::send::parse_redis)]
+        value_parser = crate::cmd::send::parse_redis)]
     redis: Option<String>,
     /// Redis key prefix of the deployment to show (the nodes' `--redis-prefix` or
     /// `[coordination] key_prefix`): only its keys are read.
     #[arg(long, value_name = "PREFIX", env = "ABIDE_REDIS_PREFIX", default_value = "abide",
-        value_parser = super::send::parse_redis_prefix)]
+        value_parser = crate::cmd::send::parse_redis_prefix)]
     redis_prefix: String,
 }
 
@@ -214,9 +214,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                     })
                     .collect();
                 let out = serde_json::json!({"state": state.as_str(), "items": rows});
-                super::out(&format!("{}\n", serde_json::to_string_pretty(&out)?))?;
+                crate::cmd::out(&format!("{}\n", serde_json::to_string_pretty(&out)?))?;
             } else {
-                super::out(&render_list(state, &items, &receipts, limit))?;
+                crate::cmd::out(&render_list(state, &items, &receipts, limit))?;
             }
             return Ok(exit_code(&store.counts_by_state(None).await?));
         }
@@ -234,23 +234,23 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 o.insert("reasons".to_owned(), rows.into());
                 let c = match &coord {
                     None => serde_json::json!({"mode": "local"}),
-                    Some(Ok(limits)) => super::coord_view::shared_value(limits, &shown),
+                    Some(Ok(limits)) => crate::report::coord::shared_value(limits, &shown),
                     Some(Err(e)) => serde_json::json!({"mode": "unreachable", "redis": shown, "error": e}),
                 };
                 o.insert("coordination".to_owned(), c);
             }
-            super::out(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
+            crate::cmd::out(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
         } else {
             let mut text = snap.render_table(&args.db);
             text.push_str(&render_reasons(&why));
             match &coord {
                 None => {}
                 Some(Ok(limits)) => {
-                    text.push_str(&super::coord_view::render_shared(limits, &shown));
+                    text.push_str(&crate::report::coord::render_shared(limits, &shown));
                 }
                 Some(Err(e)) => text.push_str(&format!("  coordination     unreachable: {e}\n")),
             }
-            super::out(&text)?;
+            crate::cmd::out(&text)?;
         }
         Ok(exit_code(&snap.counts))
     })

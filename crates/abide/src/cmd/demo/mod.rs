@@ -1,6 +1,10 @@
 //! `abide demo`: the whole idea in one minute. A quirky fake provider on loopback, a few
 //! thousand messages through the durable outbox, and what each side counted.
 
+pub(crate) mod phases;
+pub(crate) mod run;
+pub(crate) mod smpp;
+
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,11 +17,11 @@ use abide_fake::{ProviderConfig, ScheduleEntry, StatsSnapshot};
 use abide_outbox::Config;
 use anyhow::Context;
 
-use super::deliver::Interrupt;
-use super::deliver::Said as _;
-use super::demo_phases::{request_at, Timeline, SWITCHES};
-use super::demo_run::{self, through_outbox};
-use super::report::RunReport;
+use crate::cmd::demo::phases::{request_at, Timeline, SWITCHES};
+use crate::cmd::demo::run::{self as demo_run, through_outbox};
+use crate::deliver::Interrupt;
+use crate::deliver::Said as _;
+use crate::report::RunReport;
 
 const LONG_ABOUT: &str = "\
 See the whole idea in about a minute, on this machine only (127.0.0.1):
@@ -56,7 +60,7 @@ EXIT CODES
 
 /// Arguments of `abide demo`.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = format!("{LONG_ABOUT}\n\n{}", super::demo_smpp::HELP))]
+#[command(after_long_help = format!("{LONG_ABOUT}\n\n{}", crate::cmd::demo::smpp::HELP))]
 pub(crate) struct Args {
     /// Messages to send.
     #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -84,7 +88,7 @@ pub(crate) struct Args {
     #[arg(long, value_parser = ["http", "smpp"], default_value = "http")]
     pub(crate) transport: String,
     #[command(flatten)]
-    pub(crate) logs: super::logs::LogArgs,
+    pub(crate) logs: crate::logs::LogArgs,
 }
 
 /// Name of the variable the demo's provider token is passed in (as in real use).
@@ -137,7 +141,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The token travels the way real credentials do: an environment variable named in
     // the providers config. Set before any thread starts.
     std::env::set_var(TOKEN_ENV, abide_fake::DEMO_KEY);
-    std::env::set_var(super::demo_smpp::PASSWORD_ENV, "demo-pw");
+    std::env::set_var(crate::cmd::demo::smpp::PASSWORD_ENV, "demo-pw");
     args.logs.init("error");
     let (db, temp) = match &args.db {
         Some(p) => {
@@ -158,7 +162,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let rt = tokio::runtime::Runtime::new()?;
     let result = if args.transport == "smpp" {
-        rt.block_on(super::demo_smpp::demo(&args, &db))
+        rt.block_on(crate::cmd::demo::smpp::demo(&args, &db))
     } else {
         rt.block_on(demo(&args, pcfg, &db))
     };
@@ -226,7 +230,7 @@ fn side_by_side(saw: &StatsSnapshot, r: &RunReport) -> String {
         left.push((format!("  by {reason}"), *n));
     }
     let mut s = demo_run::side_by_side("provider", &left, r, &[]);
-    let per = super::report::ratio(
+    let per = crate::report::ratio(
         saw.rejected_by_status.get(&429).copied().unwrap_or(0),
         r.outbox.items,
     );

@@ -11,10 +11,10 @@ use abide_core::Clock;
 use abide_fake::{ProviderConfig, Rate};
 use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, Request};
 
-use super::deliver::{deliver, Ending, Feed, Interrupt, Outbox, Said as _};
-use super::demo::Args;
-use super::progress::{Display, Mode};
-use super::report::{InputSummary, RunReport, Snapshot};
+use crate::cmd::demo::Args;
+use crate::deliver::{deliver, Ending, Feed, Interrupt, Outbox, Said as _};
+use crate::report::progress::{Display, Mode};
+use crate::report::{InputSummary, RunReport, Snapshot};
 
 /// One row of the side-by-side table: a name and a count.
 pub(crate) type Row = (String, u64);
@@ -107,14 +107,14 @@ pub(crate) fn print(
         for (k, x) in json_extra {
             v[k] = x;
         }
-        super::out(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
+        crate::cmd::out(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
     } else {
         // The temporary outbox is removed on exit: do not print a path that is gone.
         let shown = match &args.db {
             Some(_) => db,
             None => "(temporary, removed at exit)",
         };
-        super::out(&format!("{}{text_extra}", report.render_text(shown)))?;
+        crate::cmd::out(&format!("{}{text_extra}", report.render_text(shown)))?;
     }
     Ok(())
 }
@@ -127,7 +127,7 @@ pub(crate) fn side_by_side(
     r: &RunReport,
     right_extra: &[Row],
 ) -> String {
-    let mut right: Vec<Row> = super::report::decided(&r.run)
+    let mut right: Vec<Row> = crate::report::decided(&r.run)
         .into_iter()
         .map(|(name, n)| (name.replace('_', " "), n))
         .collect();

@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 use abide_outbox::{AnyStore, Counts, Dispatcher, Progress, Store};
 pub(crate) use abide_outbox::{Ending, Feed};
 
-use super::db;
-use super::progress::Display;
+use crate::db;
+use crate::report::progress::Display;
 
 /// How a run's [`Ending`] is said: its name in the report and the documented exit code.
 pub(crate) trait Said {

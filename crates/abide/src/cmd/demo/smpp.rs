@@ -12,11 +12,11 @@ use abide_core::{Clock, SystemClock};
 use abide_fake::{spawn_listeners, Listeners, ProviderConfig, ScheduleEntry, SmppStats};
 use abide_outbox::Config;
 
-use super::deliver::Interrupt;
-use super::deliver::Said as _;
-use super::demo::Args;
-use super::demo_run::{self, through_outbox};
-use super::report::RunReport;
+use crate::cmd::demo::run::{self as demo_run, through_outbox};
+use crate::cmd::demo::Args;
+use crate::deliver::Interrupt;
+use crate::deliver::Said as _;
+use crate::report::RunReport;
 
 /// The SMPP account the demo binds with (system_id, password: 8 characters at most).
 const SYSTEM_ID: &str = "demo";
@@ -146,7 +146,7 @@ fn side_by_side(saw: &SmppStats, r: &RunReport) -> String {
         s,
         "\n  throttles per message {:.3}; achieved {:.1}/s; repeats {} (each a resend of an \
          unanswered submit, same key, same message_id); failed {}",
-        super::report::ratio(throttled, r.outbox.items),
+        crate::report::ratio(throttled, r.outbox.items),
         r.achieved_rate_per_sec,
         saw.repeats,
         r.outbox.counts.failed

@@ -5,6 +5,9 @@
 //! HTTP status or SMPP code, straight from the attempts table) and what abide DECIDED
 //! (item states: submitted, pending, deferred, failed).
 
+pub(crate) mod coord;
+pub(crate) mod progress;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
@@ -87,7 +90,7 @@ impl Snapshot {
     pub(crate) fn render_table(&self, db: &str) -> String {
         let c = &self.counts;
         let mut s = String::new();
-        let _ = writeln!(s, "outbox {}: {} items", super::db::shown(db), self.items);
+        let _ = writeln!(s, "outbox {}: {} items", crate::db::shown(db), self.items);
         let _ = writeln!(s, "  what abide decided (items per state)");
         for (name, n) in [
             ("QUEUED", c.queued),
@@ -490,7 +493,7 @@ impl RunReport {
             }
             let c = &p.coordination;
             if c.mode != abide_core::CoordinationMode::Local {
-                let _ = writeln!(s, "    coordination {}", super::coord_view::live_line(c));
+                let _ = writeln!(s, "    coordination {}", crate::report::coord::live_line(c));
             }
             if let Some(b) = &p.smpp {
                 let _ = writeln!(

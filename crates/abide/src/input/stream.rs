@@ -41,9 +41,9 @@ use abide_core::{Clock as _, SystemClock};
 use abide_outbox::{Enqueued, NewItem};
 use anyhow::{bail, Context};
 
-use super::input::{self, BatchError, Check, Collector};
-use super::progress::PLAIN_EVERY;
-use super::report::InputSummary;
+use crate::input::{self, BatchError, Check, Collector};
+use crate::report::progress::PLAIN_EVERY;
+use crate::report::InputSummary;
 
 /// The longest line read: longer ones are malformed (a body is at most 1 MiB,
 /// [`abide_outbox::MAX_BODY_BYTES`], and 32 headers 8 KiB each) and skipped unread.
@@ -536,5 +536,5 @@ fn line_is_blank<R>(lines: &Lines<R>) -> bool {
 }
 
 #[cfg(test)]
-#[path = "input_stream_tests.rs"]
+#[path = "stream_tests.rs"]
 mod tests;

@@ -6,6 +6,8 @@
 //! from their content, so running the same file twice enqueues nothing new (see
 //! `abide_outbox::keys`).
 
+pub(crate) mod stream;
+
 use std::collections::BTreeMap;
 use std::fmt;
 

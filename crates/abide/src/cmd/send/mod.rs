@@ -10,12 +10,12 @@ use abide_core::{Clock, SystemClock};
 use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, TransportConfig};
 use anyhow::Context;
 
-use super::db;
-use super::deliver::{deliver, Ending, Feed, Interrupt, Outbox, Said as _};
-use super::input;
-use super::input_stream;
-use super::progress::{Display, Mode};
-use super::report::{RunReport, Snapshot};
+use crate::db;
+use crate::deliver::{deliver, Ending, Feed, Interrupt, Outbox, Said as _};
+use crate::input;
+use crate::input::stream as input_stream;
+use crate::report::progress::{Display, Mode};
+use crate::report::{RunReport, Snapshot};
 
 const LONG_ABOUT: &str = "\
 Enqueue JSON lines into the durable outbox (an SQLite file by default) and deliver them to the
@@ -135,7 +135,7 @@ pub(crate) struct Args {
     #[arg(long, default_value = "2m", value_name = "DURATION", value_parser = parse_wait)]
     pub(crate) unreachable_after: Duration,
     #[command(flatten)]
-    pub(crate) logs: super::logs::LogArgs,
+    pub(crate) logs: crate::logs::LogArgs,
 }
 
 /// A `DURATION` flag: a number with a unit, as `humantime` reads it (`500ms`, `30s`,
@@ -487,9 +487,9 @@ async fn send(
     // A reader that went away (`| head`) does not change the exit code nor skip the
     // clean close below; any other write error is reported after it.
     let printed = if args.json {
-        super::out(&format!("{}\n", serde_json::to_string_pretty(&report)?))
+        crate::cmd::out(&format!("{}\n", serde_json::to_string_pretty(&report)?))
     } else {
-        super::out(&report.render_text(&args.db))
+        crate::cmd::out(&report.render_text(&args.db))
     };
     for (name, why) in d.suspended() {
         eprintln!("abide: error: provider {name:?} suspended: {why}");

@@ -21,9 +21,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::input;
-use super::report::Snapshot;
-use super::{serve_dashboard, serve_metrics};
+use super::{dashboard as serve_dashboard, metrics as serve_metrics};
+use crate::input;
+use crate::report::Snapshot;
 
 /// Most items one `POST /v1/items`, and most ids one `POST /v1/requeue`, may carry.
 pub(crate) const MAX_BATCH: usize = 10_000;
@@ -397,12 +397,12 @@ fn provider_value(x: &abide_outbox::ProviderProgress) -> Value {
         "advertised_rate_per_sec": x.advertised_rate,
         "paused_for_secs": x.paused_for.map(|d| d.as_secs_f64()),
         "last_pause": x.last_pause,
-        "sunset": x.sunset.map(super::serve_dashboard::rfc3339),
+        "sunset": x.sunset.map(crate::cmd::serve::dashboard::rfc3339),
         "throttle_rate": x.throttle_rate,
         "limited_by_concurrency": x.limited_by_concurrency,
         "in_flight": x.host_in_flight,
         "limited_by_in_flight_limit": x.host_in_flight.held_back(),
-        "coordination": super::coord_view::live_value(&x.coordination, x.taken_at, x.paused_for),
+        "coordination": crate::report::coord::live_value(&x.coordination, x.taken_at, x.paused_for),
         "counts": x.counts,
         "totals": x.totals,
         "suspended": x.suspended,

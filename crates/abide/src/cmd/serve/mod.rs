@@ -1,6 +1,11 @@
 //! `abide serve`: the outbox as a daemon, with an HTTP API and Prometheus metrics; the
 //! dispatcher runs in the same process.
 
+pub(crate) mod api;
+pub(crate) mod conn;
+pub(crate) mod dashboard;
+pub(crate) mod metrics;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,9 +16,10 @@ use abide_core::{Clock, SystemClock};
 use abide_outbox::{Dispatcher, DispatcherOptions};
 use anyhow::{bail, Context};
 
-use super::deliver::{Interrupt, Outbox};
-use super::serve_api::{self, Api};
-use super::{db, send, serve_conn, serve_metrics};
+use self::{conn as serve_conn, metrics as serve_metrics};
+use crate::cmd::serve::api::{self as serve_api, Api};
+use crate::deliver::{Interrupt, Outbox};
+use crate::{cmd::send, db};
 
 const LONG_ABOUT: &str = "\
 Run the outbox as a daemon: an HTTP API to enqueue and inspect items, the dispatcher
@@ -133,7 +139,7 @@ pub(crate) struct Args {
         value_parser = send::parse_redis_prefix)]
     pub(crate) redis_prefix: Option<String>,
     #[command(flatten)]
-    pub(crate) logs: super::logs::LogArgs,
+    pub(crate) logs: crate::logs::LogArgs,
 }
 
 fn parse_max_connections(s: &str) -> Result<usize, String> {
@@ -243,7 +249,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             metrics,
             metrics_auth: args.metrics_auth,
         };
-        let (listener, addr) = super::listen(args.listen).await?;
+        let (listener, addr) = crate::cmd::listen(args.listen).await?;
         tracing::info!(%addr, "abide serve listening");
 
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

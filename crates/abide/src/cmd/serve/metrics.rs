@@ -17,7 +17,7 @@
 
 use abide_outbox::{Progress, State as ItemState};
 
-use super::report::Snapshot;
+use crate::report::Snapshot;
 
 /// Kind of a metric, as Prometheus types it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -345,7 +345,7 @@ mod tests {
 
     #[test]
     fn grafana_board_queries_only_exported_metrics() {
-        let text = include_str!("../../../../deploy/grafana/abide.json");
+        let text = include_str!("../../../../../deploy/grafana/abide.json");
         let board: Value = serde_json::from_str(text).expect("deploy/grafana/abide.json parses");
         assert!(board["title"].is_string(), "a dashboard has a title");
         assert!(board["uid"].is_string(), "a dashboard has a uid");
@@ -368,7 +368,7 @@ mod tests {
 
     #[test]
     fn alert_rules_use_only_exported_metrics() {
-        let text = include_str!("../../../../deploy/prometheus/abide-rules.yml");
+        let text = include_str!("../../../../../deploy/prometheus/abide-rules.yml");
         let mut exprs = 0;
         for line in text.lines() {
             let Some(expr) = line.trim().strip_prefix("expr:") else {

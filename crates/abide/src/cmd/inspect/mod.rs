@@ -271,7 +271,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         )
     }?;
     let json = serde_json::to_string_pretty(&report).context("serialising the report")?;
-    super::out(&format!("{json}\n"))?;
+    crate::cmd::out(&format!("{json}\n"))?;
     Ok(ExitCode::SUCCESS)
 }
 

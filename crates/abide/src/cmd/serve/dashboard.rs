@@ -19,16 +19,16 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
-use super::serve_api::{stats_value, Api};
+use crate::cmd::serve::api::{stats_value, Api};
 
 /// Recent items of each of `FAILED` and `DEFERRED` shown on the page.
 const RECENT: usize = 20;
 
-const UPLOT_JS: &str = include_str!("../../assets/uplot/uPlot.iife.min.js");
-const UPLOT_CSS: &str = include_str!("../../assets/uplot/uPlot.min.css");
-const UPLOT_LICENSE: &str = include_str!("../../assets/uplot/LICENSE");
-const DASHBOARD_JS: &str = include_str!("../../assets/dashboard.js");
-const DASHBOARD_CSS: &str = include_str!("../../assets/dashboard.css");
+const UPLOT_JS: &str = include_str!("../../../assets/uplot/uPlot.iife.min.js");
+const UPLOT_CSS: &str = include_str!("../../../assets/uplot/uPlot.min.css");
+const UPLOT_LICENSE: &str = include_str!("../../../assets/uplot/LICENSE");
+const DASHBOARD_JS: &str = include_str!("../../../assets/dashboard.js");
+const DASHBOARD_CSS: &str = include_str!("../../../assets/dashboard.css");
 
 /// Only our own files, no inline script, no framing (the requeue button must not be
 /// clickjacked). uPlot sizes its elements through `element.style`, which `style-src
