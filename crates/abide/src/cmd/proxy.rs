@@ -9,7 +9,7 @@ use abide_outbox::EnvCredentials;
 use abide_proxy::{Proxy, ProxyOptions};
 use anyhow::{bail, Context};
 
-use crate::cmd::{send, serve::api as serve_api};
+use crate::cmd::{send, serve::state::digest};
 use crate::deliver::Interrupt;
 
 const LONG_ABOUT: &str = "\
@@ -92,7 +92,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = send::load_config(&args.config, None, Duration::from_secs(30))?;
     let token_digest = match &args.token_env {
         Some(var) => match std::env::var(var) {
-            Ok(t) if !t.trim().is_empty() => Some(serve_api::digest(t.trim())),
+            Ok(t) if !t.trim().is_empty() => Some(digest(t.trim())),
             _ => bail!("the proxy token variable {var} is unset or empty; export it (e.g. {var}=$(openssl rand -hex 32))"),
         },
         None if !args.listen.ip().is_loopback() => bail!(

@@ -9,7 +9,7 @@ use abide_core::{CoordinationMode, CoordinationStatus};
 use abide_redis::SharedLimit;
 use serde_json::{json, Value};
 
-use crate::cmd::serve::dashboard::rfc3339;
+use abide_core::rfc3339::format as rfc3339;
 
 /// The `coordination` object of a provider in `/v1/stats`, with wall-clock times counted
 /// from `now`, the instant the status was taken: mode (and since when in fallback), nodes

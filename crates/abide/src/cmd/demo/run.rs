@@ -11,7 +11,7 @@ use abide_core::Clock;
 use abide_fake::{ProviderConfig, Rate};
 use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, Request};
 
-use crate::cmd::demo::Args;
+use super::args::Args;
 use crate::deliver::{deliver, Ending, Feed, Interrupt, Outbox, Said as _};
 use crate::report::progress::{Display, Mode};
 use crate::report::{InputSummary, RunReport, Snapshot};

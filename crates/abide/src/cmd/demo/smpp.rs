@@ -12,8 +12,8 @@ use abide_core::{Clock, SystemClock};
 use abide_fake::{spawn_listeners, Listeners, ProviderConfig, ScheduleEntry, SmppStats};
 use abide_outbox::Config;
 
+use super::args::Args;
 use crate::cmd::demo::run::{self as demo_run, through_outbox};
-use crate::cmd::demo::Args;
 use crate::deliver::Interrupt;
 use crate::deliver::Said as _;
 use crate::report::RunReport;
@@ -25,18 +25,6 @@ const PASSWORD: &str = "demo-pw";
 pub(crate) const PASSWORD_ENV: &str = "ABIDE_DEMO_SMSC_PASSWORD";
 /// How long after draining the demo waits for the last receipts.
 const RECEIPT_WAIT: Duration = Duration::from_secs(15);
-
-/// What the SMPP demo adds to `abide demo --help`.
-pub(crate) const HELP: &str = "\
---transport smpp runs the same minute over SMPP 3.4: a fake SMSC (`abide provider --smpp`)
-limited to --rate submit_sm per second (0x58 ESME_RTHROTTLED beyond) and --workers
-outstanding (0x14 ESME_RMSGQFUL beyond), each answered in 20 ms, receipts 200 ms after
-acceptance. SMPP advertises no limit: abide starts at twice --rate and learns it from the
-refusals. Quirks by submit count: at 25% the rate refusals turn to 0x14; at 45% it drops
-every connection; at 65-75% each answer takes 300 ms more. The outbox binds once (window
---workers), re-binds after the drop, and waits up to 15 s for the last receipts. The
-report shows what the SMSC saw (submit_sm, accepted, repeats by idempotency key, refusals
-by command_status, binds, drops, receipts) beside what abide decided.";
 
 fn smsc_config(a: &Args) -> anyhow::Result<ProviderConfig> {
     let mut c = demo_run::limited(a.rate);

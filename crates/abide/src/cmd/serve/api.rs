@@ -1,13 +1,10 @@
 //! The HTTP API of `abide serve`: routes, bearer auth, Prometheus rendering.
 //!
-//! Kept apart from `serve.rs` (flags, start-up, shutdown) so the routes can be read in one
+//! Kept apart from `mod.rs` (flags, start-up, shutdown) so the routes can be read in one
 //! sitting.
 
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime};
-
 use abide_core::Clock;
-use abide_outbox::{echo, AnyStore, Config, Progress, RequeueFilter, Store};
+use abide_outbox::{echo, RequeueFilter, Store};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -16,12 +13,11 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use metrics_exporter_prometheus::PrometheusHandle;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
-use super::{dashboard as serve_dashboard, metrics as serve_metrics};
+use super::state::{ct_eq, digest, stats_value, Api};
+use super::{dashboard, metrics as serve_metrics};
 use crate::input;
 use crate::report::Snapshot;
 
@@ -29,53 +25,6 @@ use crate::report::Snapshot;
 pub(crate) const MAX_BATCH: usize = 10_000;
 /// Largest request body, bytes.
 pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
-
-/// Shared by every request. `Clone` shares everything.
-#[derive(Clone)]
-pub(crate) struct Api {
-    pub(crate) store: AnyStore,
-    pub(crate) config: Arc<Config>,
-    pub(crate) clock: Arc<dyn Clock>,
-    /// SHA-256 of the bearer token (the token itself is not kept).
-    pub(crate) token_digest: [u8; 32],
-    /// The dispatcher's latest snapshot, refreshed by a background task.
-    pub(crate) progress: Arc<RwLock<Option<Progress>>>,
-    pub(crate) metrics: PrometheusHandle,
-    /// Whether `/metrics` needs the token too.
-    pub(crate) metrics_auth: bool,
-    /// How long results have been failing to be written, and why (the dispatcher's
-    /// store breaker): `/healthz` answers 503 meanwhile.
-    pub(crate) store_fault: Arc<dyn Fn() -> Option<(Duration, String)> + Send + Sync>,
-}
-
-impl Api {
-    /// The dispatcher's latest snapshot (none before the first refresh).
-    pub(crate) fn live(&self) -> Option<Progress> {
-        self.progress
-            .read()
-            .map(|p| p.clone())
-            .unwrap_or_else(|e| e.into_inner().clone())
-    }
-}
-
-impl std::fmt::Debug for Api {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Api")
-            .field("providers", &self.config.providers.len())
-            .field("token_digest", &"<redacted>")
-            .finish_non_exhaustive()
-    }
-}
-
-/// SHA-256 of a token, what [`Api::token_digest`] holds.
-pub(crate) fn digest(token: &str) -> [u8; 32] {
-    Sha256::digest(token.as_bytes()).into()
-}
-
-/// Constant-time equality of two digests (comparing digests also hides the length).
-fn ct_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
 
 /// The router. `/healthz` and the dashboard page (`/`, `/assets/*`) are always open;
 /// `/metrics` and the dashboard's data are open unless `metrics_auth`.
@@ -89,7 +38,7 @@ pub(crate) fn router(api: Api) -> Router {
     // of failed and deferred items; never request data).
     let metrics_route = Router::new()
         .route("/metrics", get(metrics))
-        .merge(serve_dashboard::data_routes());
+        .merge(dashboard::data_routes());
     let (authed, open) = if api.metrics_auth {
         (authed.merge(metrics_route), Router::new())
     } else {
@@ -97,7 +46,7 @@ pub(crate) fn router(api: Api) -> Router {
     };
     let authed = authed.layer(middleware::from_fn_with_state(api.clone(), auth));
     open.merge(authed)
-        .merge(serve_dashboard::page_routes())
+        .merge(dashboard::page_routes())
         .route("/healthz", get(healthz))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(api)
@@ -208,10 +157,6 @@ fn store_error(e: abide_outbox::Error) -> Response {
     }
 }
 
-fn now(api: &Api) -> SystemTime {
-    api.clock.now()
-}
-
 /// `POST /v1/items`: one item (an object in the `abide send` line format) or a batch (an
 /// array of them). Validated whole: any bad item rejects the request and nothing is
 /// stored. An item without `idempotency_key` gets its new item id as key, so a client
@@ -270,7 +215,7 @@ async fn enqueue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
                 .into_response();
         }
     };
-    match api.store.enqueue(&items, now(&api)).await {
+    match api.store.enqueue(&items, api.clock.now()).await {
         Ok(done) => {
             let out: Vec<Value> = done
                 .iter()
@@ -358,57 +303,6 @@ async fn stats(State(api): State<Api>) -> Response {
     }
 }
 
-/// The body of `/v1/stats` (the dashboard's data adds recent items to it).
-///
-/// # Errors
-/// Database errors.
-pub(crate) async fn stats_value(api: &Api) -> anyhow::Result<Value> {
-    let snap = Snapshot::load(&api.store, now(api)).await?;
-    let live = api.live();
-    let providers: Vec<Value> = live
-        .as_ref()
-        .map(|p| p.providers.iter().map(provider_value).collect())
-        .unwrap_or_default();
-    Ok(json!({
-        "counts": snap.counts,
-        "items": snap.items,
-        "oldest_pending_age_secs": snap.oldest_pending_age_secs,
-        "attempts": snap.attempts,
-        "http_429_per_item": snap.http_429_per_item,
-        "throttle_answers": snap.throttle_answers,
-        "throttle_answers_per_item": snap.throttle_answers_per_item,
-        "remote_counts": snap.remote_counts,
-        "providers": providers,
-        "dispatcher": live.as_ref().map(|p| json!({
-            "elapsed_secs": p.elapsed.as_secs_f64(),
-            "totals": p.totals,
-            "achieved_rate_per_sec": p.achieved_rate(),
-            "throttles_per_request": p.throttles_per_request(),
-        })),
-    }))
-}
-
-fn provider_value(x: &abide_outbox::ProviderProgress) -> Value {
-    json!({
-        "name": x.name,
-        "pace_per_sec": x.rate,
-        "target_rate_per_sec": x.target_rate,
-        "ceiling_per_sec": x.ceiling,
-        "advertised_rate_per_sec": x.advertised_rate,
-        "paused_for_secs": x.paused_for.map(|d| d.as_secs_f64()),
-        "last_pause": x.last_pause,
-        "sunset": x.sunset.map(crate::cmd::serve::dashboard::rfc3339),
-        "throttle_rate": x.throttle_rate,
-        "limited_by_concurrency": x.limited_by_concurrency,
-        "in_flight": x.host_in_flight,
-        "limited_by_in_flight_limit": x.host_in_flight.held_back(),
-        "coordination": crate::report::coord::live_value(&x.coordination, x.taken_at, x.paused_for),
-        "counts": x.counts,
-        "totals": x.totals,
-        "suspended": x.suspended,
-    })
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RequeueBody {
@@ -453,10 +347,13 @@ async fn requeue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
         ids: b.ids,
     };
     let (moved, state) = if b.failed {
-        (api.store.requeue_failed(&filter, now(&api)).await, "FAILED")
+        (
+            api.store.requeue_failed(&filter, api.clock.now()).await,
+            "FAILED",
+        )
     } else {
         (
-            api.store.requeue_deferred(&filter, now(&api)).await,
+            api.store.requeue_deferred(&filter, api.clock.now()).await,
             "DEFERRED",
         )
     };
@@ -491,7 +388,7 @@ async fn requeue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
 
 /// `GET /metrics`: Prometheus text. Database gauges are refreshed on every scrape.
 async fn metrics(State(api): State<Api>) -> Response {
-    let snap = Snapshot::load(&api.store, now(&api)).await.ok();
+    let snap = Snapshot::load(&api.store, api.clock.now()).await.ok();
     let live = api.live();
     let fault = (api.store_fault)().map(|(lasted, _)| lasted);
     serve_metrics::record(snap.as_ref(), live.as_ref(), fault);

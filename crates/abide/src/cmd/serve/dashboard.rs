@@ -9,7 +9,6 @@
 //! cross-site form cannot ride on it). With `--metrics-auth` the data needs the token too.
 
 use std::fmt::Write as _;
-use std::time::SystemTime;
 
 use abide_outbox::{ListFilter, State as ItemState, Store};
 use axum::extract::State;
@@ -19,7 +18,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
-use crate::cmd::serve::api::{stats_value, Api};
+use super::state::{stats_value, Api};
 
 /// Recent items of each of `FAILED` and `DEFERRED` shown on the page.
 const RECENT: usize = 20;
@@ -84,11 +83,6 @@ async fn asset(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-/// RFC 3339 (UTC), e.g. `2026-12-01T02:03:22Z`.
-pub(crate) fn rfc3339(t: SystemTime) -> String {
-    abide_core::rfc3339::format(t)
-}
-
 /// Recent `FAILED` and `DEFERRED` items: what an operator acts on. Ids, provider, reason,
 /// attempts and times only (no request data).
 async fn recent(api: &Api) -> anyhow::Result<Vec<Value>> {
@@ -107,7 +101,7 @@ async fn recent(api: &Api) -> anyhow::Result<Vec<Value>> {
                 "reason": it.reason,
                 "last_provider_code": it.last_provider_code.map(|c| c.to_string()),
                 "attempts": it.attempts,
-                "created_at": rfc3339(it.created_at),
+                "created_at": abide_core::rfc3339::format(it.created_at),
             }));
         }
     }
@@ -117,7 +111,7 @@ async fn recent(api: &Api) -> anyhow::Result<Vec<Value>> {
 async fn state_value(api: &Api) -> anyhow::Result<Value> {
     let mut v = stats_value(api).await?;
     v["recent"] = Value::Array(recent(api).await?);
-    v["now"] = Value::String(rfc3339(api.clock.now()));
+    v["now"] = Value::String(abide_core::rfc3339::format(api.clock.now()));
     Ok(v)
 }
 

@@ -5,6 +5,7 @@ pub(crate) mod api;
 pub(crate) mod conn;
 pub(crate) mod dashboard;
 pub(crate) mod metrics;
+pub(crate) mod state;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -16,8 +17,8 @@ use abide_core::{Clock, SystemClock};
 use abide_outbox::{Dispatcher, DispatcherOptions};
 use anyhow::{bail, Context};
 
-use self::{conn as serve_conn, metrics as serve_metrics};
-use crate::cmd::serve::api::{self as serve_api, Api};
+use self::metrics as serve_metrics;
+use self::state::Api;
 use crate::deliver::{Interrupt, Outbox};
 use crate::{cmd::send, db};
 
@@ -111,7 +112,7 @@ pub(crate) struct Args {
     token_env: String,
     /// Most open connections; at the cap a new one closes the connection idle longest
     /// (one with a request in progress never), and is refused while all are busy.
-    #[arg(long, default_value_t = serve_conn::DEFAULT_MAX_CONNECTIONS, value_name = "N",
+    #[arg(long, default_value_t = conn::DEFAULT_MAX_CONNECTIONS, value_name = "N",
         value_parser = parse_max_connections)]
     max_connections: usize,
     /// Require the token on /metrics too.
@@ -196,7 +197,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
              $(openssl rand -hex 32) and omit --token-env"
         ),
     };
-    let token_digest = serve_api::digest(token.trim());
+    let token_digest = state::digest(token.trim());
     for w in start_warnings(token.trim().len(), args.listen) {
         eprintln!("abide: warning: {w}");
     }
@@ -275,11 +276,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             })
         };
-        let app = serve_api::router(api).layer(axum::middleware::from_fn_with_state(
-            serve_conn::allowed_hosts(addr),
-            serve_conn::host_check,
+        let app = api::router(api).layer(axum::middleware::from_fn_with_state(
+            conn::allowed_hosts(addr),
+            conn::host_check,
         ));
-        let server = serve_conn::serve(
+        let server = conn::serve(
             listener,
             app,
             args.max_connections,
