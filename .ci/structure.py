@@ -18,7 +18,11 @@ so `use crate::Error` over `pub use error::Error` in lib.rs is an edge to error.
 module's `pub use` of its own descendants (a facade) is not an edge. Approximations: a glob
 re-export is not followed; a name in scope through a plain `use` is not followed either.
 
-Usage: structure.py [--max-lines N] [ROOT]   (exit 1 when a rule is broken)
+Problems listed in .ci/structure-known.txt (one a line: `circle FILE FILE..` with the files
+sorted, or `long FILE`) are debt being paid elsewhere: reported, but they do not fail the
+run; a listed problem that is gone is reported too, so the list only shrinks.
+
+Usage: structure.py [--max-lines N] [--known FILE] [ROOT]   (exit 1 on a new problem)
 """
 
 import argparse
@@ -301,9 +305,17 @@ def roots(crate_dir):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-lines", type=int, default=MAX_LINES)
+    ap.add_argument("--known", default=Path(__file__).resolve().parent / "structure-known.txt")
     ap.add_argument("root", nargs="?", default=Path(__file__).resolve().parent.parent)
     a = ap.parse_args()
     root = Path(a.root)
+    known = set()
+    if Path(a.known).exists():
+        for line in Path(a.known).read_text().split("\n"):
+            line = line.split("#")[0].strip()
+            if line:
+                known.add(" ".join(line.split()))
+    seen = set()
     crate_dirs = sorted(p.parent for p in root.glob("crates/*/Cargo.toml"))
     if (root / "benches").is_dir() or (root / "src").is_dir():
         crate_dirs.append(root)
@@ -313,8 +325,13 @@ def main():
             crate = Crate(r, f"{cdir.name}:{r.relative_to(cdir)}")
             e = crate.edges()
             for comp in cycles(e):
-                bad += 1
                 rel = [str(p.relative_to(root)) for p in comp]
+                key = "circle " + " ".join(rel)
+                seen.add(key)
+                if key in known:
+                    print(f"known: import circle in {crate.name}: " + " <-> ".join(rel))
+                    continue
+                bad += 1
                 print(f"import circle in {crate.name}: " + " <-> ".join(rel))
                 for s in comp:
                     for d, line in sorted(e.get(s, {}).items()):
@@ -331,12 +348,20 @@ def main():
                         break
                     n += 1
                 if n > a.max_lines:
+                    key = f"long {f.relative_to(root)}"
+                    seen.add(key)
+                    msg = f"{f.relative_to(root)}: {n} lines before tests (limit {a.max_lines})"
+                    if key in known:
+                        print(f"known: {msg}")
+                        continue
                     bad += 1
-                    print(f"{f.relative_to(root)}: {n} lines before tests (limit {a.max_lines})")
+                    print(msg)
+    for key in sorted(known - seen):
+        print(f"gone (remove it from {a.known}): {key}")
     if bad:
-        print(f"structure: {bad} problem(s)")
+        print(f"structure: {bad} new problem(s)")
         return 1
-    print("structure: no import circle, no file over the limit")
+    print(f"structure: no new import circle or long file ({len(known & seen)} known)")
     return 0
 
 
