@@ -4,13 +4,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::proxy::*;
+use crate::support::*;
 use abide_fake::{RetryAfterStyle, ThrottleStyle};
-use support::proxy::*;
-use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_with_an_http_date_is_waited_out_and_every_caller_is_accepted_once() {

@@ -3,10 +3,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
-use support::proxy::*;
-use support::*;
+use crate::support::proxy::*;
+use crate::support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Two proxies on the Redis at `redis`, each with 40 callers at once, against a provider

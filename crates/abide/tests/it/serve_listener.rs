@@ -4,11 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::time::Duration;
 
-use support::*;
+use crate::support::*;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 const TOKEN: &str = "s3cret-listener-token";

@@ -3,9 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
-use support::*;
+use crate::support::*;
 
 /// Provider config that suspends a key for `suspend_secs` after 5 throttles in 60 s and
 /// answers it with a bare 403 (no Retry-After), the hard case for a client.

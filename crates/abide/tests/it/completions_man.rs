@@ -2,9 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
-use support::*;
+use crate::support::*;
 
 async fn stdout_of(args: &[&str]) -> String {
     let out = run(abide(args)).await;

@@ -2,9 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
-use support::*;
+use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_demo_delivers_everything_and_reports_both_sides() {

@@ -2,9 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
-use support::*;
+use crate::support::*;
 
 /// `abide check --config <cfg> <extra> [input]`, run in the files' own dir so that a
 /// database created by mistake (the default `--db` of `send` is relative) would show.

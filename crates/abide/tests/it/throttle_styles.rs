@@ -5,13 +5,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
+use crate::support::*;
 use abide_fake::ThrottleStyle;
-use support::*;
 
 /// A provider whose concurrency limit (2 in flight, 20 ms per message) is not advertised,
 /// so a sender that over-estimates it meets throttles, each in `style`.

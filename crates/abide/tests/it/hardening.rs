@@ -5,10 +5,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Every spelling from the issue and more; each one alone is refused.

@@ -3,13 +3,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::sync::Arc;
 
+use crate::support::*;
 use abide_core::SystemClock;
 use abide_fake::{spawn_listeners, Listeners, ProviderConfig, RunningProvider};
-use support::*;
 
 /// The fake SMSC: `rate` submits/s per bind, each answer held `slow_ms`, receipts 10 ms
 /// after acceptance; the bind password is the demo key the `abide` children get in

@@ -8,12 +8,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use abide_core::{Clock, SystemClock};
 
-use support::services::{assert_one_shared_limit, redis_here, Db, REDIS};
-use support::*;
+use crate::support::services::{assert_one_shared_limit, redis_here, Db, REDIS};
+use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_share_one_limit_and_lose_nothing_to_a_kill_9() {

@@ -3,9 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
-use support::*;
+use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_mid_run_then_resume_delivers_everything_once() {

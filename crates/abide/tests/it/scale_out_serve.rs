@@ -10,8 +10,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 
 use abide_core::{Clock, SystemClock};
@@ -19,8 +17,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::Child;
 
-use support::services::{assert_one_shared_limit, redis_here, Db, REDIS};
-use support::*;
+use crate::support::services::{assert_one_shared_limit, redis_here, Db, REDIS};
+use crate::support::*;
 
 const TOKEN_VAR: &str = "ABIDE_TEST_API_TOKEN";
 const TOKEN: &str = "scale-out-serve-token-0123456789";

@@ -3,10 +3,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
+use crate::support::*;
 use abide_fake::ScheduleEntry;
-use support::*;
 
 /// 24 senders against a provider limited to 400/s that the config over-estimates (800/s
 /// hint): every item accepted exactly once, few 429s, and a second run sends nothing.

@@ -3,10 +3,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

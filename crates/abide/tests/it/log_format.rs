@@ -2,9 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
-use support::*;
+use crate::support::*;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 
 /// The first stderr line of `abide provider` with an SMPP listener (which logs at info
