@@ -10,9 +10,10 @@ use std::time::Duration;
 use abide_outbox::{Config, NewItem};
 use serde::Serialize;
 
-use crate::cmd::send::{load_config, parse_lease};
+use crate::args::parse_lease;
 use crate::input;
 use crate::input::stream as input_stream;
+use crate::providers::load_config;
 
 const LONG_ABOUT: &str = "\
 Check what `abide send` would check before it enqueues anything, and stop there: the

@@ -52,15 +52,14 @@ The exit status describes the outbox, whatever is printed (summary, --json or --
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = LONG_ABOUT)]
 pub(crate) struct Args {
-    /// Outbox database: an SQLite file path, `sqlite:PATH`, or `postgres://...`.
-    #[arg(long, default_value = db::DEFAULT_DB, value_name = "PATH|URL")]
-    db: String,
+    #[command(flatten)]
+    db: crate::args::DbArgs,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
     /// List the items in this state instead of the summary: id, provider, attempts, reason.
-    #[arg(long, value_name = "STATE", value_parser = ["failed", "deferred", "pending", "queued", "in_flight", "submitted"])]
-    list: Option<String>,
+    #[arg(long, value_name = "STATE", value_enum)]
+    list: Option<crate::args::StateArg>,
     /// Most items --list prints (newest first), 1 to 10000.
     #[arg(long, default_value_t = 50, value_name = "N", requires = "list",
         value_parser = parse_limit)]
@@ -68,12 +67,12 @@ pub(crate) struct Args {
     /// Also show how the nodes share each provider's limit through this Redis
     /// (`redis://[:PASSWORD@]HOST:PORT[/DB]`, shown redacted).
     #[arg(long, value_name = "URL", env = "ABIDE_REDIS_URL", hide_env_values = true,
-        value_parser = crate::cmd::send::parse_redis)]
+        value_parser = crate::args::parse_redis)]
     redis: Option<String>,
     /// Redis key prefix of the deployment to show (the nodes' `--redis-prefix` or
     /// `[coordination] key_prefix`): only its keys are read.
     #[arg(long, value_name = "PREFIX", env = "ABIDE_REDIS_PREFIX", default_value = "abide",
-        value_parser = crate::cmd::send::parse_redis_prefix)]
+        value_parser = crate::args::parse_redis_prefix)]
     redis_prefix: String,
 }
 
@@ -178,9 +177,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let store = db::open_read_only(&args.db).await?;
-        if let Some(list) = &args.list {
-            let state: State = list.to_ascii_uppercase().parse()?;
+        let store = db::open_read_only(&args.db.url).await?;
+        if let Some(list) = args.list {
+            let state = State::from(list);
             let limit = args.limit;
             let filter = ListFilter {
                 state: Some(state),
@@ -241,7 +240,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             crate::cmd::out(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
         } else {
-            let mut text = snap.render_table(&args.db);
+            let mut text = snap.render_table(&args.db.url);
             text.push_str(&render_reasons(&why));
             match &coord {
                 None => {}

@@ -1,21 +1,22 @@
 //! `abide send`: enqueue JSON lines into the durable outbox and deliver until drained.
 
 use abide_outbox::Store as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use abide_core::{Clock, SystemClock};
-use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, TransportConfig};
+use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem};
 use anyhow::Context;
 
-use crate::db;
+use crate::args::{self, DbArgs, RedisArgs};
 use crate::deliver::{deliver, Ending, Feed, Interrupt, Outbox, Said as _};
 use crate::input;
 use crate::input::stream as input_stream;
 use crate::report::progress::{Display, Mode};
 use crate::report::{RunReport, Snapshot};
+use crate::{db, providers};
 
 const LONG_ABOUT: &str = "\
 Enqueue JSON lines into the durable outbox (an SQLite file by default) and deliver them to the
@@ -76,10 +77,8 @@ pub(crate) struct Args {
     /// Providers file (TOML); see docs/providers-file.md and examples/providers.toml.
     #[arg(long, value_name = "FILE")]
     pub(crate) config: PathBuf,
-    /// Outbox database: an SQLite file (created if missing), `sqlite:PATH`, or
-    /// `postgres://...`.
-    #[arg(long, default_value = db::DEFAULT_DB, value_name = "PATH|URL")]
-    pub(crate) db: String,
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
     /// JSON-lines input file, or `-` for stdin (copied to a temporary file: it is read
     /// twice); checked whole, streamed: one bad line and nothing is enqueued (exit 2).
     /// Without it, only what the outbox already holds is delivered (a --db that does not
@@ -93,7 +92,7 @@ pub(crate) struct Args {
     /// Lease on a claimed item: a sender that hangs longer loses it and the item is retried
     /// (same idempotency key). At least every provider's timeout_secs + 2 s. A number with
     /// a unit: e.g. 30s, 2m, 1m30s (a bare number is refused).
-    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = parse_lease)]
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = args::parse_lease)]
     pub(crate) lease: Duration,
     /// Print the final report as JSON.
     #[arg(long)]
@@ -107,21 +106,8 @@ pub(crate) struct Args {
     /// Seed for retry jitter (reproducible schedules); default: from the OS.
     #[arg(long)]
     pub(crate) seed: Option<u64>,
-    /// Share each provider's limit with the other nodes on this Redis (send schedule,
-    /// pauses, learned rate, retry budget): `redis://[:PASSWORD@]HOST:PORT[/DB]`. Wins over
-    /// `[coordination] redis_url` in the providers file. Prefer the environment variable to
-    /// keep a password out of `ps`; it is shown redacted everywhere.
-    #[arg(long, value_name = "URL", env = "ABIDE_REDIS_URL", hide_env_values = true,
-        value_parser = parse_redis)]
-    pub(crate) redis: Option<String>,
-    /// Redis key prefix of this deployment: nodes sharing limits use the same one, and an
-    /// unrelated deployment on the same Redis (same provider name and key) another one.
-    /// Keys are `PREFIX:coord:<provider>:<digest of its key>`. Wins over `[coordination]
-    /// key_prefix` in the providers file; default `abide`. ASCII letters, digits, `_`,
-    /// `-`, `.` and `:`, at most 64.
-    #[arg(long, value_name = "PREFIX", env = "ABIDE_REDIS_PREFIX",
-        value_parser = parse_redis_prefix)]
-    pub(crate) redis_prefix: Option<String>,
+    #[command(flatten)]
+    pub(crate) redis: RedisArgs,
     /// After draining, keep SMPP binds up this long (at most) for the delivery receipts of
     /// SUBMITTED items, storing them as they come; a number with a unit, e.g. 10s, 2m.
     /// Receipts that come later are delivered by the SMSC at the next bind.
@@ -138,210 +124,13 @@ pub(crate) struct Args {
     pub(crate) logs: crate::logs::LogArgs,
 }
 
-/// A `DURATION` flag: a number with a unit, as `humantime` reads it (`500ms`, `30s`,
-/// `1.5s`, `2m`, `1h30m`); a bare number is refused, since its unit would be a guess.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| {
-        format!("{s:?} is not a duration with a unit (e.g. 500ms, 30s, 2m, 1h30m): {e}")
-    })
-}
-
 /// `--receipt-wait`: a duration up to 1 h.
 fn parse_wait(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
+    let d = args::parse_duration(s)?;
     if d > Duration::from_secs(3600) {
         return Err("must be at most 1h".into());
     }
     Ok(d)
-}
-
-/// `--lease`: a duration between 100 ms and 1 h.
-pub(crate) fn parse_lease(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
-    if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&d) {
-        return Err("must be between 100ms and 1h".into());
-    }
-    Ok(d)
-}
-
-/// `providers file F: line N: message` for text that is not TOML of the expected shape,
-/// `providers file F: ` and what is wrong for a file-level problem, otherwise
-/// `providers file F: ` and the outbox's own error (naming the provider and the setting).
-fn config_error(path: &Path, e: abide_outbox::Error) -> anyhow::Error {
-    use abide_outbox::Error;
-    let shown = path.display();
-    match &e {
-        Error::Toml {
-            line: Some(line),
-            message,
-            ..
-        } => {
-            if let Some(what) = message.lines().rev().find(|l| !l.trim().is_empty()) {
-                return anyhow::anyhow!("providers file {shown}: line {line}: {}", what.trim());
-            }
-        }
-        Error::ReadConfig { source, .. } => {
-            return anyhow::anyhow!("providers file {shown}: {source}");
-        }
-        Error::Config {
-            provider: None,
-            field,
-            message,
-        } => return anyhow::anyhow!("providers file {shown}: {field}: {message}"),
-        _ => {}
-    }
-    anyhow::Error::new(e).context(format!("providers file {shown}"))
-}
-
-/// Why a provider of the providers file `path` cannot send with `--lease` and the
-/// environment ([`abide_outbox::Preflight`]), said in the terms of the command line.
-fn preflight_error(path: &Path, e: abide_outbox::Error) -> anyhow::Error {
-    use abide_outbox::Preflight;
-    let shown = path.display();
-    let abide_outbox::Error::Preflight(p) = &e else {
-        return anyhow::Error::new(e).context(format!("providers file {shown}"));
-    };
-    match p {
-        Preflight::LeaseTooShort {
-            provider,
-            lease,
-            attempt_timeout,
-            least,
-            ..
-        } => anyhow::anyhow!(
-            "--lease {lease:?} is too short for provider {provider:?} in {shown}: a claimed \
-             item must outlast its request (timeout_secs {attempt_timeout:?}) plus {} s, or \
-             it is handed back unsent every time; use --lease {}s or more",
-            (*least - *attempt_timeout).as_secs_f64(),
-            least.as_secs_f64().ceil()
-        ),
-        Preflight::CredentialMissing {
-            provider,
-            setting,
-            variable,
-            ..
-        } => anyhow::anyhow!(
-            "provider {provider:?} in {shown}: its {setting} variable {variable} is unset or \
-             empty; export it (the value is never stored or logged)"
-        ),
-        Preflight::CredentialUnfit {
-            provider,
-            variable,
-            header,
-            why,
-            ..
-        } => anyhow::anyhow!(
-            "provider {provider:?} in {shown}: the credential in its credentials_env variable \
-             {variable} cannot be sent in header {header}: {why}; fix the value (it is never \
-             shown)"
-        ),
-        Preflight::PasswordUnfit {
-            provider,
-            variable,
-            max,
-            ..
-        } => anyhow::anyhow!(
-            "provider {provider:?} in {shown}: the password in its password_env variable \
-             {variable} is not 1-{max} printable ASCII characters, the most a bind carries \
-             (SMPP 3.4 §4.1: 9 octets with the NUL); the SMSC would refuse every bind (the \
-             value is never shown)"
-        ),
-        _ => anyhow::Error::new(e).context(format!("providers file {shown}")),
-    }
-}
-
-/// Load the providers file, applying `--workers`, and check it against `--lease` and
-/// the environment, by the outbox's preflight ([`abide_outbox::preflight`]), before
-/// anything is enqueued or a database opened.
-///
-/// # Errors
-/// The file is unreadable or invalid, or a provider cannot send as configured: `lease`
-/// is too short for its request timeout, its credential is unset or empty, or an SMPP
-/// password does not fit a bind. Errors name the variable, never a value.
-pub(crate) fn load_config(
-    path: &PathBuf,
-    workers: Option<u16>,
-    lease: Duration,
-) -> anyhow::Result<Config> {
-    let mut cfg = Config::load(path).map_err(|e| config_error(path, e))?;
-    let opts = DispatcherOptions {
-        lease,
-        ..DispatcherOptions::default()
-    };
-    abide_outbox::preflight(&cfg, &opts).map_err(|e| preflight_error(path, e))?;
-    if let Some(w) = workers {
-        // An SMPP provider's senders are its window, bounded by the SMSC.
-        for p in &mut cfg.providers {
-            if let TransportConfig::Http(h) = &mut p.transport {
-                h.concurrency = usize::from(w);
-            }
-        }
-    }
-    Ok(cfg)
-}
-
-/// The Redis that coordinates this node with others: `--redis` (or `ABIDE_REDIS_URL`),
-/// else the providers file's `[coordination] redis_url`, else none (local).
-pub(crate) fn redis_url(flag: Option<&str>, cfg: &Config) -> Option<String> {
-    flag.filter(|u| !u.trim().is_empty())
-        .map(str::to_owned)
-        .or_else(|| {
-            cfg.coordination
-                .redis_url
-                .as_ref()
-                .map(|s| s.expose().to_owned())
-        })
-}
-
-/// The prefix of the coordination keys: `--redis-prefix` (or `ABIDE_REDIS_PREFIX`), else
-/// the providers file's `[coordination] key_prefix` (default `abide`), then `:coord`.
-pub(crate) fn coordination_prefix(flag: Option<&str>, cfg: &Config) -> String {
-    abide_redis::coordination_prefix(flag.unwrap_or(&cfg.coordination.key_prefix))
-}
-
-/// `--redis-prefix`: a key prefix as `[coordination] key_prefix` accepts it.
-pub(crate) fn parse_redis_prefix(s: &str) -> Result<String, String> {
-    abide_redis::check_key_prefix(s)
-        .map(|()| s.to_owned())
-        .map_err(|why| format!("the Redis key prefix {why}"))
-}
-
-/// Check the coordination Redis at start: a refused password, `NOAUTH`, a database out of
-/// range or an unusable URL is a configuration error naming where the URL came from
-/// (`--redis`/`ABIDE_REDIS_URL`, else the providers file); an unreachable or slow Redis is
-/// not (the nodes start in fallback, and the coordination warns once).
-///
-/// # Errors
-/// The configuration error, password redacted (exit code 2).
-pub(crate) async fn check_redis(
-    flag: Option<&str>,
-    config: &Path,
-    url: &str,
-) -> anyhow::Result<()> {
-    let from_flag = flag.is_some_and(|u| !u.trim().is_empty());
-    match abide_redis::probe(url, std::time::Duration::from_secs(2)).await {
-        Err(e @ abide_redis::ProbeError::Config { .. }) => {
-            let source = if from_flag {
-                "--redis (or ABIDE_REDIS_URL)".to_owned()
-            } else {
-                format!("[coordination] redis_url in {}", config.display())
-            };
-            anyhow::bail!("{source}: {e}")
-        }
-        Err(abide_redis::ProbeError::Unreachable { .. }) | Ok(()) => Ok(()),
-    }
-}
-
-/// `--redis`: a redis:// or rediss:// URL.
-pub(crate) fn parse_redis(s: &str) -> Result<String, String> {
-    if s.starts_with("redis://") || s.starts_with("rediss://") {
-        Ok(s.to_owned())
-    } else {
-        Err(format!(
-            "{} is not a redis:// or rediss:// URL",
-            abide_outbox::echo::redact_url(s)
-        ))
-    }
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -352,7 +141,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         let _in_runtime = rt.enter();
         Interrupt::listen().context("installing the Ctrl-C/SIGTERM handler")?
     };
-    let cfg = load_config(&args.config, args.workers, args.lease)?;
+    let cfg = providers::load_config(&args.config, args.workers, args.lease)?;
     // Check the whole input before touching the database: a bad line enqueues nothing.
     // Streamed: memory does not grow with the input (see `input_stream`).
     let checked = match &args.input {
@@ -383,14 +172,12 @@ async fn send(
     // empty file and report "drained" (exit 0) while the real outbox still waits.
     if checked.is_none() {
         db::require_existing(
-            &args.db,
+            &args.db.url,
             "without an input file `abide send` only delivers what an existing outbox holds",
         )?;
     }
-    if let Some(url) = redis_url(args.redis.as_deref(), &cfg) {
-        check_redis(args.redis.as_deref(), &args.config, &url).await?;
-    }
-    let outbox = Outbox::open(&args.db, clock.now()).await?;
+    args.redis.check(&args.config, &cfg).await?;
+    let outbox = Outbox::open(&args.db.url, clock.now()).await?;
     if outbox.reclaimed > 0 {
         eprintln!(
             "abide: {} item(s) were IN_FLIGHT in a run that died; retrying them with their idempotency keys",
@@ -401,8 +188,8 @@ async fn send(
         lease: args.lease,
         seed: args.seed,
         unreachable_after: Some(args.unreachable_after).filter(|d| !d.is_zero()),
-        redis_url: redis_url(args.redis.as_deref(), &cfg),
-        coordination_prefix: coordination_prefix(args.redis_prefix.as_deref(), &cfg),
+        redis_url: args.redis.url(&cfg),
+        coordination_prefix: args.redis.coordination_prefix(&cfg),
         ..DispatcherOptions::default()
     };
     let mode = if args.quiet {
@@ -455,7 +242,7 @@ async fn send(
             drop(d);
             // The enqueue's error (what went in) is the one to report; a database that
             // also fails to close (the same full disk) is said beside it.
-            if let Err(c) = outbox.close(&args.db).await {
+            if let Err(c) = outbox.close(&args.db.url).await {
                 eprintln!("abide: warning: closing the outbox database: {c:#}");
             }
             return Err(e);
@@ -489,7 +276,7 @@ async fn send(
     let printed = if args.json {
         crate::cmd::out(&format!("{}\n", serde_json::to_string_pretty(&report)?))
     } else {
-        crate::cmd::out(&report.render_text(&args.db))
+        crate::cmd::out(&report.render_text(&args.db.url))
     };
     for (name, why) in d.suspended() {
         eprintln!("abide: error: provider {name:?} suspended: {why}");
@@ -515,15 +302,15 @@ async fn send(
             "abide: warning: {orphans} item(s) in {} wait for a provider that {} does not \
              name; this run did not send them (`abide status --db {}` counts them, and a \
              providers file naming their provider sends them)",
-            args.db,
+            args.db.url,
             args.config.display(),
-            args.db
+            args.db.url
         );
     }
     // SMPP binds unbind; HTTP has nothing to say.
     d.close().await;
     drop(d);
-    outbox.close(&args.db).await?;
+    outbox.close(&args.db.url).await?;
     match printed {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(anyhow::Error::new(e).context("writing the report to stdout"))
@@ -556,17 +343,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn duration_flags_need_a_unit_and_keep_their_bounds() {
-        assert_eq!(parse_lease("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_lease("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_lease("1.5s"), Ok(Duration::from_millis(1500)));
+    fn receipt_wait_needs_a_unit_and_keeps_its_bound() {
         assert_eq!(parse_wait("0s"), Ok(Duration::ZERO));
-        let e = parse_lease("30").unwrap_err();
-        assert!(e.contains("\"30\"") && e.contains("unit"), "{e}");
-        assert_eq!(
-            parse_lease("50ms").unwrap_err(),
-            "must be between 100ms and 1h"
-        );
+        assert!(parse_wait("30").unwrap_err().contains("unit"));
         assert_eq!(parse_wait("2h").unwrap_err(), "must be at most 1h");
     }
 }

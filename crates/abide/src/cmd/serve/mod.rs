@@ -19,8 +19,9 @@ use anyhow::{bail, Context};
 
 use self::metrics as serve_metrics;
 use self::state::Api;
+use crate::args::{self, DbArgs, RedisArgs};
 use crate::deliver::{Interrupt, Outbox};
-use crate::{cmd::send, db};
+use crate::providers;
 
 const LONG_ABOUT: &str = "\
 Run the outbox as a daemon: an HTTP API to enqueue and inspect items, the dispatcher
@@ -100,10 +101,8 @@ pub(crate) struct Args {
     /// Providers file (TOML); see docs/providers-file.md.
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
-    /// Outbox database: an SQLite file (created if missing), `sqlite:PATH`, or
-    /// `postgres://...`.
-    #[arg(long, default_value = db::DEFAULT_DB, value_name = "PATH|URL")]
-    db: String,
+    #[command(flatten)]
+    db: DbArgs,
     /// Address for the HTTP API; port 0 picks a free port (printed on stdout).
     #[arg(long, default_value = "127.0.0.1:8787")]
     listen: SocketAddr,
@@ -122,23 +121,10 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     workers: Option<u16>,
     /// Lease on a claimed item (see `abide send --help`).
-    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = send::parse_lease)]
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = args::parse_lease)]
     lease: Duration,
-    /// Share each provider's limit with the other nodes on this Redis (send schedule,
-    /// pauses, learned rate, retry budget): `redis://[:PASSWORD@]HOST:PORT[/DB]`. Wins over
-    /// `[coordination] redis_url` in the providers file. Prefer the environment variable to
-    /// keep a password out of `ps`; it is shown redacted everywhere.
-    #[arg(long, value_name = "URL", env = "ABIDE_REDIS_URL", hide_env_values = true,
-        value_parser = send::parse_redis)]
-    pub(crate) redis: Option<String>,
-    /// Redis key prefix of this deployment: nodes sharing limits use the same one, and an
-    /// unrelated deployment on the same Redis (same provider name and key) another one.
-    /// Keys are `PREFIX:coord:<provider>:<digest of its key>`. Wins over `[coordination]
-    /// key_prefix` in the providers file; default `abide`. ASCII letters, digits, `_`,
-    /// `-`, `.` and `:`, at most 64.
-    #[arg(long, value_name = "PREFIX", env = "ABIDE_REDIS_PREFIX",
-        value_parser = send::parse_redis_prefix)]
-    pub(crate) redis_prefix: Option<String>,
+    #[command(flatten)]
+    pub(crate) redis: RedisArgs,
     #[command(flatten)]
     pub(crate) logs: crate::logs::LogArgs,
 }
@@ -182,7 +168,7 @@ fn looks_like_a_variable_name(s: &str) -> bool {
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let cfg = send::load_config(&args.config, args.workers, args.lease)?;
+    let cfg = providers::load_config(&args.config, args.workers, args.lease)?;
     let token = match std::env::var(&args.token_env) {
         Ok(t) if !t.trim().is_empty() => t,
         _ if looks_like_a_variable_name(&args.token_env) => bail!(
@@ -212,10 +198,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         // Caught from here on: a signal before the listener is up still stops cleanly.
         let interrupt = Interrupt::listen().context("installing the SIGTERM handler")?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        if let Some(url) = send::redis_url(args.redis.as_deref(), &cfg) {
-            send::check_redis(args.redis.as_deref(), &args.config, &url).await?;
-        }
-        let outbox = Outbox::open(&args.db, clock.now()).await?;
+        args.redis.check(&args.config, &cfg).await?;
+        let outbox = Outbox::open(&args.db.url, clock.now()).await?;
         if outbox.reclaimed > 0 {
             tracing::warn!(
                 items = outbox.reclaimed,
@@ -227,8 +211,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             // A service stays up through a store fault: it stops sending and reports 503
             // on /healthz until the database accepts writes again.
             store_fault_limit: Duration::MAX,
-            redis_url: send::redis_url(args.redis.as_deref(), &cfg),
-            coordination_prefix: send::coordination_prefix(args.redis_prefix.as_deref(), &cfg),
+            redis_url: args.redis.url(&cfg),
+            coordination_prefix: args.redis.coordination_prefix(&cfg),
             ..DispatcherOptions::default()
         };
         match &opts.redis_url {
@@ -309,7 +293,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             attempts = p.totals.attempts,
             "stopped"
         );
-        outbox.close(&args.db).await?;
+        outbox.close(&args.db.url).await?;
         Ok(ExitCode::SUCCESS)
     })
 }
