@@ -2,7 +2,8 @@
 //! process against fakes on loopback, one module per subcommand or theme, helpers in
 //! `support/`. One binary links once and runs its tests on the test harness's threads, as
 //! ripgrep's `tests/tests.rs` does; every test owns its temp dir, database and Redis prefix,
-//! and none sets an environment variable of this process.
+//! and none sets an environment variable of this process. The two
+//! throughput tests, which need the machine to themselves, are `tests/scale_out/`.
 #![allow(clippy::unwrap_used, missing_docs, unreachable_pub)]
 
 mod check;
@@ -19,8 +20,6 @@ mod provider;
 mod provider_delay;
 mod proxy;
 mod proxy_ops;
-mod scale_out;
-mod scale_out_serve;
 mod send;
 mod serve;
 mod serve_listener;

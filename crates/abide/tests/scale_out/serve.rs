@@ -1,4 +1,4 @@
-//! Scale out with services (issue 15's acceptance, short): three `abide serve` processes on
+//! Scale out with services (short): three `abide serve` processes on
 //! one PostgreSQL outbox and one Redis take messages through their HTTP APIs and deliver
 //! them to one provider limited per key; one node is killed with `kill -9` mid-run.
 //! Accepted exactly N, duplicates only as repeats of one idempotency key, 429s per message
@@ -90,6 +90,7 @@ async fn stats(c: &reqwest::Client, n: &Node) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_serve_nodes_share_one_limit_take_items_by_http_and_survive_a_kill_9() {
+    let _alone = crate::ONE_AT_A_TIME.lock().await;
     const TEST: &str = "three_serve_nodes_share_one_limit_take_items_by_http_and_survive_a_kill_9";
     const N: usize = 1500;
     const LIMIT: u32 = 150;

@@ -1,4 +1,4 @@
-//! Scale out (issue 15): three `abide send` processes on one PostgreSQL outbox and one Redis
+//! Scale out: three `abide send` processes on one PostgreSQL outbox and one Redis
 //! deliver to one `abide provider` limited per key, and share its limit; one is killed
 //! with `kill -9` mid-run and nothing is lost.
 //!
@@ -15,6 +15,7 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_share_one_limit_and_lose_nothing_to_a_kill_9() {
+    let _alone = crate::ONE_AT_A_TIME.lock().await;
     const TEST: &str = "three_nodes_share_one_limit_and_lose_nothing_to_a_kill_9";
     const N: usize = 1500;
     const LIMIT: u32 = 150;
