@@ -176,6 +176,69 @@ async fn serve_enqueues_delivers_and_reports() {
         .unwrap();
     assert_eq!(r.status(), 404);
 
+    // GET /v1/items?state=..: every SUBMITTED item once, in pages of 64, newest first.
+    let mut seen = std::collections::BTreeSet::new();
+    let mut offset = Some(0u64);
+    let mut pages = 0;
+    while let Some(o) = offset {
+        let r = auth(c.get(format!(
+            "{base}/v1/items?state=submitted&provider=sms&limit=64&offset={o}"
+        )))
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(r.status(), 200);
+        let v: Value = r.json().await.unwrap();
+        let rows = v["items"].as_array().unwrap();
+        assert!(rows.len() <= 64, "{v}");
+        for row in rows {
+            assert_eq!(row["state"], "SUBMITTED", "{row}");
+            assert!(row.get("body").is_none(), "no request data: {row}");
+            assert!(seen.insert(row["id"].as_str().unwrap().to_owned()), "{row}");
+        }
+        offset = v["next_offset"].as_u64();
+        pages += 1;
+        assert!(pages <= 4, "{v}");
+    }
+    assert_eq!((seen.len(), pages), (N, 4));
+    let r = auth(c.get(format!("{base}/v1/items?state=failed")))
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["items"], json!([]), "{v}");
+    assert_eq!(v["next_offset"], Value::Null, "{v}");
+    for bad in [
+        "state=bogus",
+        "state=failed&limit=0",
+        "state=failed&limit=1001",
+        "stat=failed",
+        "state=failed&offset=9950&limit=100",
+    ] {
+        let r = auth(c.get(format!("{base}/v1/items?{bad}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{bad}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"], "invalid_query", "{bad}: {v}");
+    }
+    let r = c
+        .get(format!("{base}/v1/items?state=failed"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    // The description of the API is open, and it is OpenAPI 3.1.
+    let r = c
+        .get(format!("{base}/v1/openapi.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["openapi"], "3.1.0", "{v}");
+
     let r = auth(c.post(format!("{base}/v1/requeue")).json(&json!({})))
         .send()
         .await

@@ -4,10 +4,10 @@
 //! sitting.
 
 use abide_core::Clock;
-use abide_outbox::{echo, RequeueFilter, Store};
+use abide_outbox::{echo, ListFilter, RequeueFilter, State as ItemState, Store};
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -30,7 +30,7 @@ pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// `/metrics` and the dashboard's data are open unless `metrics_auth`.
 pub(crate) fn router(api: Api) -> Router {
     let authed = Router::new()
-        .route("/v1/items", post(enqueue))
+        .route("/v1/items", post(enqueue).get(list))
         .route("/v1/items/{id}", get(item))
         .route("/v1/stats", get(stats))
         .route("/v1/requeue", post(requeue));
@@ -48,6 +48,7 @@ pub(crate) fn router(api: Api) -> Router {
     open.merge(authed)
         .merge(dashboard::page_routes())
         .route("/healthz", get(healthz))
+        .route("/v1/openapi.json", get(openapi))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(api)
 }
@@ -303,6 +304,116 @@ async fn stats(State(api): State<Api>) -> Response {
     }
 }
 
+/// The query of `GET /v1/items`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    /// `queued`, `in_flight`, `pending`, `submitted`, `failed` or `deferred` (any case).
+    state: String,
+    /// Only items now targeting this provider.
+    #[serde(default)]
+    provider: Option<String>,
+    /// Items per page, 1 to [`MAX_PAGE`]; default [`DEFAULT_PAGE`].
+    #[serde(default)]
+    limit: Option<usize>,
+    /// Items of the listing to skip (newest first): the previous page's `next_offset`.
+    #[serde(default)]
+    offset: Option<usize>,
+}
+
+/// Items per page of `GET /v1/items` unless `limit` says otherwise.
+const DEFAULT_PAGE: usize = 100;
+/// Most items per page of `GET /v1/items`.
+const MAX_PAGE: usize = 1000;
+
+/// `GET /v1/items?state=S[&provider=P][&limit=N][&offset=K]`: the items in one state,
+/// newest first, a page at a time, as `abide status --list` shows them (ids, providers,
+/// attempts, reason, the last provider code; never request data). `next_offset` names the
+/// next page while one may follow. Pages reach back as far as the store lists at once
+/// ([`ListFilter::MAX_LIMIT`] items, a person's view rather than an export).
+async fn list(State(api): State<Api>, query: Result<Query<ListQuery>, QueryRejection>) -> Response {
+    let q = match query {
+        Ok(Query(q)) => q,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                bounded(&e.body_text()),
+            )
+        }
+    };
+    let Ok(state) = q.state.to_ascii_uppercase().parse::<ItemState>() else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            format!(
+                "state {} is not one of queued, in_flight, pending, submitted, failed, deferred",
+                echo::clip(&q.state)
+            ),
+        );
+    };
+    let limit = q.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            format!("limit must be 1 to {MAX_PAGE}"),
+        );
+    }
+    let offset = q.offset.unwrap_or(0);
+    if offset.saturating_add(limit) > ListFilter::MAX_LIMIT {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            format!(
+                "offset + limit must be at most {}: pages reach back that far; narrow the \
+                 listing with provider",
+                ListFilter::MAX_LIMIT
+            ),
+        );
+    }
+    let filter = ListFilter {
+        state: Some(state),
+        provider: q.provider,
+        // One more than the page says whether another follows.
+        limit: offset + limit + 1,
+    };
+    let mut items = match api.store.list(&filter).await {
+        Ok(items) => items,
+        Err(e) => return store_error(e),
+    };
+    let more = items.len() > offset + limit;
+    items.truncate(offset + limit);
+    let rows: Vec<Value> = items
+        .iter()
+        .skip(offset)
+        .map(|it| {
+            json!({
+                "id": it.id,
+                "provider": it.current_provider,
+                "original_provider": it.provider,
+                "state": it.state.as_str(),
+                "attempts": it.attempts,
+                "reason": it.reason,
+                "last_provider_code": it.last_provider_code.map(|c| c.to_string()),
+                "message_id": it.message_id,
+                "created_at": abide_core::rfc3339::format(it.created_at),
+            })
+        })
+        .collect();
+    let next = (more && offset + limit < ListFilter::MAX_LIMIT).then_some(offset + limit);
+    Json(json!({ "state": state.as_str(), "items": rows, "next_offset": next })).into_response()
+}
+
+/// The OpenAPI 3.1 description of `/v1`, `/healthz` and `/metrics`.
+pub(crate) const OPENAPI: &str = include_str!("../../../assets/openapi.json");
+
+/// `GET /v1/openapi.json`: [`OPENAPI`], open like `/healthz` (it says what the API is, not
+/// what it holds).
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RequeueBody {
@@ -400,6 +511,7 @@ async fn metrics(State(api): State<Api>) -> Response {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -413,6 +525,63 @@ mod tests {
         assert_eq!(r.headers()[header::RETRY_AFTER], "5");
         let r = store_error(abide_outbox::Error::InvalidRequest("x".into()));
         assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
+
+    /// `(METHOD, path)` of every `.route(..)` in `src`, the router's own text, with
+    /// axum's `{id}` captures as OpenAPI spells them.
+    fn routes_in(src: &str) -> std::collections::BTreeSet<(String, String)> {
+        let mut out = std::collections::BTreeSet::new();
+        for part in src.split(".route(\"").skip(1) {
+            let Some((path, rest)) = part.split_once('"') else {
+                continue;
+            };
+            // The handlers up to the `)` that closes `.route(`.
+            let mut depth = 1;
+            let end = rest
+                .char_indices()
+                .find(|&(_, ch)| {
+                    match ch {
+                        '(' => depth += 1,
+                        ')' => depth -= 1,
+                        _ => {}
+                    }
+                    depth == 0
+                })
+                .map_or(rest.len(), |(i, _)| i);
+            for method in ["get", "post", "put", "patch", "delete"] {
+                let handlers = &rest[..end];
+                let called = handlers
+                    .match_indices(&format!("{method}("))
+                    .any(|(i, _)| i == 0 || !handlers.as_bytes()[i - 1].is_ascii_alphanumeric());
+                if called {
+                    out.insert((method.to_ascii_uppercase(), path.to_owned()));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_openapi_description_names_exactly_the_routes_of_the_router() {
+        let doc: Value = serde_json::from_str(OPENAPI).unwrap();
+        assert_eq!(doc["openapi"], "3.1.0");
+        let mut described = std::collections::BTreeSet::new();
+        for (path, ops) in doc["paths"].as_object().unwrap() {
+            for method in ops.as_object().unwrap().keys() {
+                described.insert((method.to_ascii_uppercase(), path.clone()));
+            }
+        }
+        let src = include_str!("api.rs");
+        let router = &src[..src.find("#[cfg(test)]").unwrap()];
+        let routed = routes_in(router);
+        assert!(routed.contains(&("GET".to_owned(), "/v1/items/{id}".to_owned())));
+        assert_eq!(described, routed);
+        // Every reference resolves to a schema of the document.
+        let text = OPENAPI;
+        for r in text.split("\"$ref\": \"#/components/schemas/").skip(1) {
+            let name = &r[..r.find('"').unwrap()];
+            assert!(doc["components"]["schemas"].get(name).is_some(), "{name}");
+        }
     }
 
     #[test]

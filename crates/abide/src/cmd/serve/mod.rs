@@ -49,6 +49,11 @@ HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
                            reason) and every attempt (what the remote said, our verdict, the
                            delay chosen and why, latency). Times RFC 3339 (UTC),
                            durations delay_ms/latency_ms. 404 if unknown.
+  GET  /v1/items?state=S   the items in one state, newest first, a page at a time
+                           (&provider=P, &limit=1..1000 (100), &offset= the last page's
+                           next_offset; 10000 items back at most): ids, providers, attempts,
+                           reason, last provider code; never request data.
+  GET  /v1/openapi.json    this API as OpenAPI 3.1 (open, no token needed).
   GET  /v1/stats           counts per state, oldest pending age, attempts per remote code,
                            and per provider: pace, learned target, pause left, throttle rate,
                            counts and this process's totals; \"suspended\": why it sends
