@@ -5,50 +5,34 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{json, Value};
 
-/// A running `abide provider`; killed when dropped.
+use crate::support::services::redis_here;
+use crate::support::{provider_process, ProviderProcess};
+
+/// A running `abide provider` and a client for it.
 struct Provider {
-    child: Child,
+    /// Held for its `Drop`, which ends the process.
+    _process: ProviderProcess,
     url: String,
     client: Client,
 }
 
-impl Drop for Provider {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start(args: &[&str]) -> Provider {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_abide"))
-        .args(["provider", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let process = provider_process(args);
     let client = Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();
-    Provider { child, url, client }
+    Provider {
+        url: process.url.clone(),
+        _process: process,
+        client,
+    }
 }
 
 impl Provider {
@@ -614,20 +598,6 @@ async fn window_algorithms_take_a_whole_quota_in_a_burst() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("leaky-bucket"));
-}
-
-/// Redis on 127.0.0.1:6379, or `false` after printing why the caller is skipped (unless
-/// `ABIDE_REQUIRE_SERVICES=1`, which makes its absence a failure).
-fn redis_here(test: &str) -> bool {
-    let addr = "127.0.0.1:6379".parse().unwrap();
-    match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
-        Ok(_) => true,
-        Err(e) if std::env::var("ABIDE_REQUIRE_SERVICES").as_deref() != Ok("1") => {
-            println!("SKIPPED: {test}: no Redis at 127.0.0.1:6379 ({e})");
-            false
-        }
-        Err(e) => panic!("ABIDE_REQUIRE_SERVICES=1 but Redis is unreachable: {e}"),
-    }
 }
 
 #[tokio::test]

@@ -6,45 +6,26 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 
-struct Provider {
-    child: Child,
-    url: String,
-}
+use crate::support::services::redis_here;
+use crate::support::{provider_process, ProviderProcess};
 
-impl Drop for Provider {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(args: &[&str]) -> Provider {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_abide"))
-        .args(["provider", "--listen", "127.0.0.1:0"])
-        .args(["--key-rate", "2/s", "--key-burst", "1"])
-        .args(["--account-rate", "off", "--key-concurrency", "off"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
-    Provider { child, url }
+fn start(args: &[&str]) -> ProviderProcess {
+    let base = [
+        "--key-rate",
+        "2/s",
+        "--key-burst",
+        "1",
+        "--account-rate",
+        "off",
+        "--key-concurrency",
+        "off",
+    ];
+    provider_process(&[&base[..], args].concat())
 }
 
 fn client(timeout: Duration) -> Client {
@@ -162,20 +143,6 @@ async fn a_client_that_hangs_up_while_held_gives_its_slot_to_the_next() {
         (json!(1), json!(1)),
         "{s}"
     );
-}
-
-/// Redis on 127.0.0.1:6379, or `false` after printing why the caller is skipped (unless
-/// `ABIDE_REQUIRE_SERVICES=1`, which makes its absence a failure).
-fn redis_here(test: &str) -> bool {
-    let addr = "127.0.0.1:6379".parse().unwrap();
-    match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
-        Ok(_) => true,
-        Err(e) if std::env::var("ABIDE_REQUIRE_SERVICES").as_deref() != Ok("1") => {
-            println!("SKIPPED: {test}: no Redis at 127.0.0.1:6379 ({e})");
-            false
-        }
-        Err(e) => panic!("ABIDE_REQUIRE_SERVICES=1 but Redis is unreachable: {e}"),
-    }
 }
 
 #[tokio::test]

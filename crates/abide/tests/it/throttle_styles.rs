@@ -5,9 +5,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
-
 use crate::support::*;
 use abide_fake::ThrottleStyle;
 
@@ -61,36 +58,21 @@ fn check(style: &str, n: usize, s: &Seen, out: &std::process::Output) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_against_a_graphql_200_provider_delivers_every_item_once() {
     const N: usize = 150;
-    let mut provider = std::process::Command::new(env!("CARGO_BIN_EXE_abide"))
-        .args([
-            "provider",
-            "--listen",
-            "127.0.0.1:0",
-            "--key-rate",
-            "1000/s",
-        ])
-        .args([
-            "--key-burst",
-            "100",
-            "--key-concurrency",
-            "2",
-            "--latency",
-            "20ms",
-        ])
-        .args(["--account-rate", "off", "--throttle-style", "graphql-200"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(provider.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
+    let provider = provider_process(&[
+        "--key-rate",
+        "1000/s",
+        "--key-burst",
+        "100",
+        "--key-concurrency",
+        "2",
+        "--latency",
+        "20ms",
+        "--account-rate",
+        "off",
+        "--throttle-style",
+        "graphql-200",
+    ]);
+    let url = provider.url.clone();
     let f = Files::new(
         &provider_toml("sms", &url, "rate_hint = 400.0\nconcurrency = 8", ""),
         N,
@@ -102,8 +84,7 @@ async fn send_against_a_graphql_200_provider_delivers_every_item_once() {
         .json()
         .await
         .unwrap();
-    let _ = provider.kill();
-    let _ = provider.wait();
+    drop(provider);
     let by_status = stats["rejected_by_status"].as_object().unwrap();
     let seen = Seen {
         accepted: stats["accepted"].as_u64().unwrap(),

@@ -100,6 +100,45 @@ pub async fn run(mut cmd: Command) -> Output {
         .unwrap()
 }
 
+/// A running `abide provider` process (the fake API as users run it); killed when
+/// dropped.
+pub struct ProviderProcess {
+    pub child: std::process::Child,
+    /// `http://127.0.0.1:PORT`, from its first stdout line.
+    pub url: String,
+}
+
+impl Drop for ProviderProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start `abide provider --listen 127.0.0.1:0 ARGS` and wait for its `listening on URL`
+/// line (printed once the port is bound).
+pub fn provider_process(args: &[&str]) -> ProviderProcess {
+    use std::io::BufRead as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_abide"))
+        .args(["provider", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    ProviderProcess { child, url }
+}
+
 /// Start without waiting.
 pub fn start(mut cmd: Command) -> Child {
     cmd.spawn().unwrap()
