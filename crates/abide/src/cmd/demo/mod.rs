@@ -1,7 +1,7 @@
 //! `abide demo`: the whole idea in one minute. A quirky fake provider on loopback, a few
 //! thousand messages through the durable outbox, and what each side counted.
 
-mod args;
+mod flags;
 pub(crate) mod phases;
 pub(crate) mod run;
 pub(crate) mod smpp;
@@ -17,8 +17,8 @@ use abide_fake::{ProviderConfig, ScheduleEntry, StatsSnapshot};
 use abide_outbox::Config;
 use anyhow::Context;
 
-pub(crate) use self::args::Args;
-use self::args::Transport;
+pub(crate) use self::flags::Args;
+use self::flags::Transport;
 use crate::cmd::demo::phases::{request_at, Timeline, SWITCHES};
 use crate::cmd::demo::run::{self as demo_run, through_outbox};
 use crate::deliver::Interrupt;

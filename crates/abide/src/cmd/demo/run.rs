@@ -11,7 +11,7 @@ use abide_core::Clock;
 use abide_fake::{ProviderConfig, Rate};
 use abide_outbox::{Config, Dispatcher, DispatcherOptions, NewItem, Request};
 
-use super::args::Args;
+use super::flags::Args;
 use crate::deliver::{deliver, Ending, Feed, Interrupt, Outbox, Said as _};
 use crate::report::progress::{Display, Mode};
 use crate::report::{InputSummary, RunReport, Snapshot};

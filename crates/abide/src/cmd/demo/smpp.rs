@@ -12,7 +12,7 @@ use abide_core::{Clock, SystemClock};
 use abide_fake::{spawn_listeners, Listeners, ProviderConfig, ScheduleEntry, SmppStats};
 use abide_outbox::Config;
 
-use super::args::Args;
+use super::flags::Args;
 use crate::cmd::demo::run::{self as demo_run, through_outbox};
 use crate::deliver::Interrupt;
 use crate::deliver::Said as _;
