@@ -82,8 +82,9 @@ def strip(text):
 
 
 def use_paths(tree):
-    """Expand a use tree (`a::{b, c::{d as e, *}}`) into segment lists."""
-    tree = re.sub(r"\s+as\s+" + IDENT, "", tree)
+    """Expand a use tree (`a::{b, c::{d as e, *}}`) into (segments, bound name) pairs; the
+    name is what the path is called in the file (`e` for `d as e`), None for a glob."""
+    tree = re.sub(r"\s+as\s+(" + IDENT + ")", r"@\1", tree)
     tree = re.sub(r"\s+", "", tree)
     out = []
 
@@ -109,10 +110,13 @@ def use_paths(tree):
                 segs = [x for x in head.split("::") if x] if head else []
                 walk(prefix + segs, rest[: rest.rfind("}")])
             else:
+                p, _, alias = p.partition("@")
                 segs = [x for x in p.split("::") if x]
                 if segs and segs[-1] == "self":
                     segs = segs[:-1]
-                out.append(prefix + segs)
+                full = prefix + segs
+                name = alias or (full[-1] if full and full[-1] != "*" else None)
+                out.append((full, name))
 
     walk([], tree)
     return out
@@ -126,6 +130,8 @@ class Crate:
         self.test_files = set()
         self.uses = []  # (file, module path, segments, is_pub, line)
         self.reexports = {}  # module path -> {name: (module path of the use, segments)}
+        self.aliases = {}  # (file, module path) -> {name a use binds: segments}
+        self.inline = []  # (file, module path, segments, line): paths in code, not in a use
         self.load(Path(root_file), (), False)
 
     def load(self, path, modpath, is_test):
@@ -150,7 +156,7 @@ class Crate:
             r"(?P<cfgtest>#\[cfg\(test\)\])"
             r"|(?P<mod>\bmod\s+(?P<mname>" + IDENT + r")\s*(?P<mend>[;{]))"
             r"|(?P<use>\b(?P<pub>pub(?:\([^)]*\))?\s+)?use\s+(?P<tree>[^;]+);)"
-            r"|(?P<path>(?<![\w:])(?:crate|super|self)(?:::" + IDENT + r")+)"
+            r"|(?P<path>(?<![\w:.])" + IDENT + r"(?:::" + IDENT + r")+)"
             r"|(?P<open>\{)|(?P<close>\})"
         )
         pending_test = False
@@ -195,16 +201,14 @@ class Crate:
                 continue  # test code may use what it tests from anywhere
             if m.group("use"):
                 is_pub = bool(m.group("pub"))
-                for segs in use_paths(m.group("tree")):
+                for segs, name in use_paths(m.group("tree")):
                     self.uses.append((path, here, segs, is_pub, line))
-                    if is_pub and segs:
-                        alias = re.search(r"\bas\s+(" + IDENT + r")\s*$", m.group("tree"))
-                        name = segs[-1]
-                        if len(use_paths(m.group("tree"))) == 1 and alias:
-                            name = alias.group(1)
-                        self.reexports.setdefault(here, {})[name] = (here, segs)
+                    if name and segs:
+                        self.aliases.setdefault((path, here), {})[name] = segs
+                        if is_pub:
+                            self.reexports.setdefault(here, {})[name] = (here, segs)
             elif m.group("path"):
-                self.uses.append((path, here, m.group("path").split("::"), False, line))
+                self.inline.append((path, here, m.group("path").split("::"), line))
 
     def absolute(self, here, segs):
         """Absolute module path of `segs` seen from module `here`, or None (external)."""
@@ -245,7 +249,17 @@ class Crate:
 
     def edges(self):
         out = {}
-        for path, here, segs, is_pub, line in self.uses:
+        uses = list(self.uses)
+        # A path in code: from the crate (`crate::`, `super::`, `self::`), through a child
+        # module (`fields::Fields`), or through a name a `use` of this module bound.
+        for path, here, segs, line in self.inline:
+            if segs[0] in ("crate", "super", "self") or tuple(here) + (segs[0],) in self.modules:
+                uses.append((path, here, segs, False, line))
+                continue
+            bound = self.aliases.get((path, here), {}).get(segs[0])
+            if bound is not None and bound[0] != segs[0]:
+                uses.append((path, here, bound + segs[1:], False, line))
+        for path, here, segs, is_pub, line in uses:
             abs_path = self.absolute(here, segs)
             if abs_path is None:
                 continue
