@@ -122,8 +122,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N", default_value_t = 0)]
     seed: u64,
     /// Rate-limit header dialect: auto, ietf, x-ratelimit, azure, shopify, discord, github.
-    #[arg(long, value_name = "NAME", default_value = "auto")]
-    dialect: String,
+    #[arg(long, value_name = "NAME", default_value = "auto", value_parser = parse_dialect)]
+    dialect: Dialect,
     /// The response body (its first 4 KiB are used, as the outbox keeps them).
     #[arg(long, value_name = "TEXT")]
     body: Option<String>,
@@ -204,10 +204,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(s) => parse_now(s)?,
         None => SystemClock.now(),
     };
-    let dialect: Dialect = args
-        .dialect
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--dialect: {e}"))?;
+    let dialect = args.dialect;
     let rules = session_config(&args, dialect)?;
 
     let mut headers = HeaderMap::new();
@@ -363,6 +360,11 @@ fn format_now(now: SystemTime) -> anyhow::Result<String> {
     OffsetDateTime::from(now)
         .format(&Rfc3339)
         .context("formatting the clock as RFC 3339")
+}
+
+/// `--dialect`: a name as `rate_limit_dialect` in the providers file takes it.
+fn parse_dialect(s: &str) -> Result<Dialect, String> {
+    s.parse::<Dialect>().map_err(|e| e.to_string())
 }
 
 fn parse_smpp(s: &str) -> anyhow::Result<u32> {
