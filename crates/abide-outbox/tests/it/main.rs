@@ -9,6 +9,7 @@ mod drain_race;
 mod faults;
 mod migrations;
 mod refused;
+mod schemas;
 mod same_decisions;
 mod slow_provider;
 mod smpp;
