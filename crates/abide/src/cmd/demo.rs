@@ -15,7 +15,7 @@ use anyhow::Context;
 
 use super::deliver::Interrupt;
 use super::deliver::Said as _;
-use super::demo_phases::{request_at, Timeline, SWITCHES};
+use super::demo_phases::{request_at, Mark, Timeline, SWITCHES};
 use super::demo_run::{self, through_outbox};
 use super::report::RunReport;
 
@@ -196,7 +196,12 @@ async fn demo(args: &Args, pcfg: ProviderConfig, db: &std::path::Path) -> anyhow
     .await?;
     let saw = provider.stats();
     let total = clock.monotonic().saturating_duration_since(start);
-    let phases = timeline.phases(total, saw.accepted, f64::from(args.rate));
+    let end = Mark {
+        at: total,
+        accepted: saw.accepted,
+        refused: saw.rejected_by_status.clone(),
+    };
+    let phases = timeline.phases(&end, f64::from(args.rate));
     let mut seen = serde_json::to_value(&saw)?;
     if let Some(o) = seen.as_object_mut() {
         o.remove("histogram");
