@@ -274,6 +274,7 @@ impl Phases {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn mark(secs: u64, accepted: u64, refused: &[(u16, u64)]) -> Mark {
