@@ -19,7 +19,7 @@ use anyhow::Context;
 
 pub(crate) use self::flags::Args;
 use self::flags::Transport;
-use crate::cmd::demo::phases::{request_at, Timeline, SWITCHES};
+use crate::cmd::demo::phases::{request_at, Mark, Timeline, SWITCHES};
 use crate::cmd::demo::run::{self as demo_run, through_outbox};
 use crate::deliver::Interrupt;
 use crate::deliver::Said as _;
@@ -134,7 +134,12 @@ async fn demo(args: &Args, pcfg: ProviderConfig, db: &std::path::Path) -> anyhow
     .await?;
     let saw = provider.stats();
     let total = clock.monotonic().saturating_duration_since(start);
-    let phases = timeline.phases(total, saw.accepted, f64::from(args.rate));
+    let end = Mark {
+        at: total,
+        accepted: saw.accepted,
+        refused: saw.rejected_by_status.clone(),
+    };
+    let phases = timeline.phases(&end, f64::from(args.rate));
     let mut seen = serde_json::to_value(&saw)?;
     if let Some(o) = seen.as_object_mut() {
         o.remove("histogram");
