@@ -23,6 +23,7 @@ sorted, or `long FILE`) are debt being paid elsewhere: reported, but they do not
 run; a listed problem that is gone is reported too, so the list only shrinks.
 
 Usage: structure.py [--max-lines N] [--known FILE] [ROOT]   (exit 1 on a new problem)
+       structure.py --self-test   (the checker on small crates it must pass or fail)
 """
 
 import argparse
@@ -316,7 +317,67 @@ def roots(crate_dir):
     return found
 
 
+SELF_TEST = {
+    # name: ({file: text}, circles expected (sorted file lists), long files expected)
+    "use circle": ({"src/lib.rs": "mod a;\nmod b;\n",
+                    "src/a.rs": "use crate::b::B;\npub struct A;\n",
+                    "src/b.rs": "pub struct B(crate::a::A);\n"},
+                   [["src/a.rs", "src/b.rs"]], []),
+    "parent dispatches, child reads parent": ({
+        "src/lib.rs": "mod p;\n",
+        "src/p/mod.rs": "mod c;\npub struct T;\npub fn f() { c::g() }\n",
+        "src/p/c.rs": "use super::T;\npub fn g() { let _ = T; }\n"},
+        [["src/p/c.rs", "src/p/mod.rs"]], []),
+    "facade and re-export followed, test code left out": ({
+        "src/lib.rs": "mod e;\nmod u;\npub use e::Error;\n",
+        "src/e.rs": "pub struct Error;\n#[cfg(test)]\nmod tests {\n    use crate::u::f;\n}\n",
+        "src/u.rs": "use crate::Error;\npub fn f() -> Option<Error> { None }\n"},
+        [], []),
+    "aliased use and comments": ({
+        "src/lib.rs": "mod a;\nmod b;\n// use crate::a::X;\n",
+        "src/a.rs": "use crate::b as other;\npub fn x() { other::y() }\n",
+        "src/b.rs": "/* crate::a::x() */\npub fn y() { let _ = \"crate::a::x\"; }\n"},
+        [], []),
+    "long file before tests only": ({
+        "src/lib.rs": "mod big;\nmod ok;\nmod limit;\n",
+        "src/limit.rs": "//\n" * 600,
+        "src/big.rs": "//\n" * 601,
+        "src/ok.rs": "//\n" * 10 + "#[cfg(test)]\nmod tests {\n" + "//\n" * 700 + "}\n"},
+        [], ["src/big.rs"]),
+}
+
+
+def self_test():
+    import tempfile
+    failed = 0
+    for name, (files, want_circles, want_long) in SELF_TEST.items():
+        with tempfile.TemporaryDirectory() as d:
+            root = Path(d)
+            for rel, text in files.items():
+                f = root / rel
+                f.parent.mkdir(parents=True, exist_ok=True)
+                f.write_text(text)
+            crate = Crate(root / "src/lib.rs", name)
+            got = sorted(sorted(str(p.relative_to(root)) for p in c) for c in cycles(crate.edges()))
+            long = sorted(str(f.relative_to(root)) for f in crate.files if lines_before_tests(f) > MAX_LINES)
+            ok = got == sorted(want_circles) and long == want_long
+            failed += not ok
+            print(f"self-test {'ok' if ok else 'FAILED'}: {name}" + ("" if ok else f": circles {got}, long {long}"))
+    return 1 if failed else 0
+
+
+def lines_before_tests(f):
+    n = 0
+    for line in f.read_text(encoding="utf-8", errors="replace").splitlines():
+        if re.match(r"\s*#\[cfg\(test\)\]", line):
+            break
+        n += 1
+    return n
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-lines", type=int, default=MAX_LINES)
     ap.add_argument("--known", default=Path(__file__).resolve().parent / "structure-known.txt")
@@ -356,11 +417,7 @@ def main():
             for f in crate.files:
                 if f in crate.test_files:
                     continue
-                n = 0
-                for line in f.read_text(encoding="utf-8", errors="replace").split("\n"):
-                    if re.match(r"\s*#\[cfg\(test\)\]", line):
-                        break
-                    n += 1
+                n = lines_before_tests(f)
                 if n > a.max_lines:
                     key = f"long {f.relative_to(root)}"
                     seen.add(key)
