@@ -30,8 +30,6 @@ pub(crate) async fn open(db: &str) -> anyhow::Result<AnyStore> {
 /// SQLite this checkpoints the write-ahead log into the `.db` file, so the file alone (a
 /// copy, a backup) holds every item. Skipping it loses nothing; the WAL is replayed on
 /// the next open.
-// The callers are send.rs, serve.rs, status.rs and requeue.rs (another helper's files);
-// remove this allow once they call it.
 pub(crate) async fn close(store: &AnyStore, db: &str) -> anyhow::Result<()> {
     store
         .close()
