@@ -195,7 +195,8 @@ fn render(data: Option<&Value>, data_needs_token: bool) -> String {
         let lp = &p["last_pause"];
         let _ = write!(
             providers,
-            "<tr><th scope=\"row\">{name}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><th scope=\"row\">{name}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            num(&p["in_flight"]["on_wire"]),
             num(&p["pace_per_sec"]),
             num(&p["ceiling_per_sec"]),
             num(&p["advertised_rate_per_sec"]),
@@ -231,7 +232,7 @@ fn render(data: Option<&Value>, data_needs_token: bool) -> String {
 <main id="main">
 <section aria-labelledby="h-states">
 <h2 id="h-states">Items per state</h2>
-<table class="numbers"><caption>Items in the outbox now; oldest waiting item <span id="oldest-age">{age}</span> s</caption>
+<table class="numbers"><caption>Items in the outbox now; oldest waiting item <span id="oldest-age">{age}</span> s. IN_FLIGHT counts items a sender has claimed (leased), most of them waiting for their slot in the pace; the requests on the wire are in Providers</caption>
 <tbody>{states}</tbody></table>
 <figure><div id="chart-states" class="chart" role="img" aria-label="Items per state over time"></div>
 <figcaption id="chart-states-caption"></figcaption></figure>
@@ -240,8 +241,8 @@ fn render(data: Option<&Value>, data_needs_token: bool) -> String {
 </section>
 <section aria-labelledby="h-providers">
 <h2 id="h-providers">Providers</h2>
-<table class="grid" id="providers"><caption>Pace, learned ceiling and advertised limit (requests per second); the last throttle each provider sent, with the Retry-After exactly as heard</caption>
-<thead><tr><th scope="col">Provider</th><th scope="col">Pace</th><th scope="col">Learned ceiling</th><th scope="col">Advertised</th><th scope="col">Pause left (s)</th><th scope="col">Last throttle</th><th scope="col">Raw Retry-After</th><th scope="col">Heard at</th></tr></thead>
+<table class="grid" id="providers"><caption>Requests on the wire now; pace, learned ceiling and advertised limit (requests per second); the last throttle each provider sent, with the Retry-After exactly as heard</caption>
+<thead><tr><th scope="col">Provider</th><th scope="col">On the wire</th><th scope="col">Pace</th><th scope="col">Learned ceiling</th><th scope="col">Advertised</th><th scope="col">Pause left (s)</th><th scope="col">Last throttle</th><th scope="col">Raw Retry-After</th><th scope="col">Heard at</th></tr></thead>
 <tbody>{providers}</tbody></table>
 <div id="provider-charts"></div>
 <figure><div id="chart-throttle" class="chart" role="img" aria-label="Throttled fraction of responses per provider over time"></div>
@@ -289,6 +290,7 @@ mod tests {
             "providers": [{
                 "name": "sms<script>",
                 "pace_per_sec": 4.0,
+                "in_flight": {"on_wire": 4, "limit": null},
                 "last_pause": {"reason": "http_429", "retry_after_raw": "\"7\"", "at": "t"},
             }],
         });
@@ -300,6 +302,12 @@ mod tests {
         assert!(html.contains(r#"<td id="count-deferred" data-state="deferred">2</td>"#));
         assert!(html.contains(">12.50</span>"));
         assert!(html.contains("sms&lt;script&gt;") && !html.contains("sms<script>"));
+        // Requests on the wire beside the pace, apart from the claimed (IN_FLIGHT) items.
+        assert!(
+            html.contains("<th scope=\"col\">On the wire</th>"),
+            "{html}"
+        );
+        assert!(html.contains("</th><td>4</td><td>4</td>"), "{html}");
         assert!(html.contains("<td>&quot;7&quot;</td>"));
         assert!(html.contains(r#"data-needs-token="false""#));
         // Every input has a label; no inline script.
