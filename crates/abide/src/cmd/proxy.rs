@@ -117,6 +117,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_buffered_total: args.max_buffered_total,
         token_digest,
         coordination: Some(coordination),
+        ..ProxyOptions::default()
     };
     args.logs.init("info");
     let rt = tokio::runtime::Runtime::new()?;
@@ -137,4 +138,24 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         tracing::info!("stopped");
         Ok(ExitCode::SUCCESS)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::serve_metrics::{Kind, METRICS};
+
+    #[test]
+    fn the_metrics_the_proxy_shares_with_serve_have_serve_s_names_and_types() {
+        for (name, kind) in abide_proxy::metric_names::SHARED {
+            let m = METRICS
+                .iter()
+                .find(|m| m.name == *name)
+                .unwrap_or_else(|| panic!("{name} is not a metric of abide serve"));
+            let want = match m.kind {
+                Kind::Gauge => "gauge",
+                Kind::Counter => "counter",
+            };
+            assert_eq!(*kind, want, "{name}");
+        }
+    }
 }
