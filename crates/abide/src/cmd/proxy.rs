@@ -25,8 +25,9 @@ ROUTES
                            there too; CONNECT is 501 (inside TLS nothing can be seen).
   GET  /_abide/healthz     ok.
   GET  /_abide/metrics     Prometheus text: requests inside, wait seconds, answers to clients
-                           and upstream answers by status, pace and pause per provider,
-                           coordination nodes.
+                           by status; upstream answers, pace, pause and coordination under
+                           the names `abide serve` exports (abide_remote_responses_total,
+                           abide_provider_*, abide_coordination_*).
   GET  /_abide/stats       JSON: per provider requests inside, pace, pause left, coordination,
                            answers to clients and from the upstream by status.
 
