@@ -84,7 +84,7 @@ n = seen["sent"]
 t429 = stats["rejected_by_status"].get("429", 0)
 goodput = stats["accepted"] / (seen["elapsed_s"] * int(limit))
 print(f"run={run} {algorithm:12} headers={headers:3} {client:7} {path:6} "
-      f"429/msg={t429 / n:.3f} accepted={stats['accepted']} dup={stats['duplicates']} "
+      f"429/msg={t429 / n:.3f} 429s={t429} accepted={stats['accepted']} dup={stats['duplicates']} "
       f"client_failed={seen['failed']} elapsed={seen['elapsed_s']:.1f}s goodput={goodput:.3f}")
 PY
     [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null || true

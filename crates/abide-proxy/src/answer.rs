@@ -71,6 +71,21 @@ pub(crate) fn gateway(status: StatusCode, provider: &str, why: &str) -> Response
     )
 }
 
+/// `408` and `Connection: close`: the request body came slower than the minimum rate;
+/// nothing was sent upstream.
+pub(crate) fn slow_body(provider: &str, why: &str) -> Response<Body> {
+    let mut r = stopped(
+        text(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("abide proxy: provider {provider:?}: {why} (min_body_rate); nothing was sent"),
+        ),
+        "slow_body",
+    );
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
 /// `404`: no provider by that name (or at that origin).
 pub(crate) fn unknown(asked: &str, configured: &[&str]) -> Response<Body> {
     let asked = abide_core::echo::clip(asked);

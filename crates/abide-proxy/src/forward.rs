@@ -13,6 +13,7 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use crate::answer;
 use crate::body::{read_start, Start};
 use crate::provider::{Inside, Provider};
+use crate::rate::{is_too_slow, MinRate};
 use crate::upstream::{strip_hop_by_hop, NoAnswer, Outcome, RequestBody, Upstream};
 use crate::Proxy;
 
@@ -97,12 +98,16 @@ pub(crate) async fn forward(
     if let Some((name, value)) = &p.credential {
         headers.insert(name.clone(), value.clone());
     }
+    let body = MinRate::new(body, proxy.opts.min_body_rate);
     let body = match read_start(body, proxy.opts.max_buffered_body).await {
         Ok(Start::Whole(b)) => {
             headers.remove(http::header::CONTENT_LENGTH);
             RequestBody::Buffered(b)
         }
         Ok(Start::Longer(s)) => RequestBody::Stream(Some(s)),
+        Err(e) if is_too_slow(&*e) => {
+            return answer::slow_body(&p.name, &e.to_string());
+        }
         Err(_) => {
             return answer::gateway(
                 StatusCode::BAD_REQUEST,

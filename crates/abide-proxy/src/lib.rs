@@ -49,6 +49,7 @@ mod forward;
 mod memory;
 mod metrics;
 mod provider;
+mod rate;
 mod route;
 mod serve;
 mod upstream;
@@ -61,6 +62,8 @@ use abide_outbox::{Config, CredentialSource};
 
 pub use answer::ABIDE_STOPPED;
 pub use forward::{MAX_WAIT_CAP, MAX_WAIT_HEADER};
+pub use metrics::names as metric_names;
+pub use rate::MinBodyRate;
 pub use route::OWN_PREFIX;
 pub use serve::serve;
 
@@ -73,6 +76,7 @@ use provider::Provider;
 /// - `max_waiting`: 10,000 requests inside the proxy per provider
 /// - `max_buffered_body`: 1 MiB (larger request bodies stream once, never retried)
 /// - `max_buffered_total`: 256 MiB of request bodies held at once, all providers together
+/// - `min_body_rate`: 1,024 bytes/s after 10 s ([`MinBodyRate`]; slower bodies are cut off)
 /// - no token (for a loopback listener)
 #[derive(Clone)]
 pub struct ProxyOptions {
@@ -86,6 +90,9 @@ pub struct ProxyOptions {
     /// Bytes of request bodies held at once, all providers together; a request whose body
     /// would pass it is answered `429` before its body is read.
     pub max_buffered_total: usize,
+    /// The slowest request body accepted; a slower one is answered `408` (or, when it
+    /// streams past `max_buffered_body`, its upstream request is cut off).
+    pub min_body_rate: MinBodyRate,
     /// SHA-256 of the bearer token clients must send in `Proxy-Authorization`; `None`:
     /// open (only sensible on loopback).
     pub token_digest: Option<[u8; 32]>,
@@ -101,6 +108,7 @@ impl std::fmt::Debug for ProxyOptions {
             .field("max_waiting", &self.max_waiting)
             .field("max_buffered_body", &self.max_buffered_body)
             .field("max_buffered_total", &self.max_buffered_total)
+            .field("min_body_rate", &self.min_body_rate)
             .field("token", &self.token_digest.map(|_| "<redacted>"))
             .finish_non_exhaustive()
     }
@@ -113,6 +121,7 @@ impl Default for ProxyOptions {
             max_waiting: 10_000,
             max_buffered_body: 1 << 20,
             max_buffered_total: 256 << 20,
+            min_body_rate: MinBodyRate::default(),
             token_digest: None,
             #[cfg(feature = "redis")]
             coordination: None,

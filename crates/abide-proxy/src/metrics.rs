@@ -1,6 +1,7 @@
 //! `/_abide/metrics`: Prometheus text, per provider. What the upstream said
-//! (`abide_proxy_upstream_responses_total`) is counted apart from what the proxy answered
-//! its clients (`abide_proxy_answers_total`).
+//! (`abide_remote_responses_total`, the name `abide serve` gives it) is counted apart from
+//! what the proxy answered its clients (`abide_proxy_answers_total`). The session's gauges
+//! carry `abide serve`'s names and labels ([`names`]), so one dashboard reads both.
 //!
 //! Labels are provider names and status codes only: never a path, a header or a
 //! credential.
@@ -23,6 +24,8 @@ const WAIT_BUCKETS: [f64; 10] = [0.01, 0.05, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0
 pub(crate) struct ProviderMetrics {
     answers: Mutex<BTreeMap<u16, u64>>,
     upstream: Mutex<BTreeMap<u16, u64>>,
+    /// Attempts that got no answer (refused, reset, timed out).
+    no_response: AtomicU64,
     /// Cumulative bucket counts, then the count of all observations.
     wait_buckets: [AtomicU64; WAIT_BUCKETS.len()],
     wait_count: AtomicU64,
@@ -51,6 +54,11 @@ impl ProviderMetrics {
             .or_default() += 1;
     }
 
+    /// An attempt got no answer.
+    pub(crate) fn no_response(&self) {
+        self.no_response.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A request was held for `wait` in the proxy (its time inside minus its time on the
     /// wire).
     pub(crate) fn waited(&self, wait: Duration) {
@@ -66,12 +74,61 @@ impl ProviderMetrics {
     }
 }
 
+/// Names shared with `abide serve`'s `/metrics`: one meaning, one name, whichever
+/// process exports it (the proxy labels them by `provider`, and `node` where serve does).
+pub mod names {
+    /// Attempts per remote answer: `remote="http_<status>"` or `"no_response"`.
+    pub const REMOTE_RESPONSES: &str = "abide_remote_responses_total";
+    /// The pacer's rate.
+    pub const PACE: &str = "abide_provider_pace_requests_per_second";
+    /// Advertised × headroom.
+    pub const TARGET: &str = "abide_provider_target_requests_per_second";
+    /// The limit learned from throttles.
+    pub const CEILING: &str = "abide_provider_ceiling_requests_per_second";
+    /// The limit the rate-limit fields advertise.
+    pub const ADVERTISED: &str = "abide_provider_advertised_requests_per_second";
+    /// Throttled fraction of answers over the pacer's window.
+    pub const THROTTLE_RATIO: &str = "abide_provider_throttle_ratio";
+    /// Pause left.
+    pub const PAUSE_REMAINING: &str = "abide_provider_pause_remaining_seconds";
+    /// 1 for the current way of sharing the limit, 0 for the others.
+    pub const COORD_MODE: &str = "abide_coordination_mode";
+    /// Nodes sharing the limit.
+    pub const COORD_NODES: &str = "abide_coordination_nodes";
+    /// This node's share of the granted slots.
+    pub const COORD_SHARE: &str = "abide_coordination_share_ratio";
+    /// Every shared name with its Prometheus type.
+    pub const SHARED: &[(&str, &str)] = &[
+        (REMOTE_RESPONSES, "counter"),
+        (PACE, "gauge"),
+        (TARGET, "gauge"),
+        (CEILING, "gauge"),
+        (ADVERTISED, "gauge"),
+        (THROTTLE_RATIO, "gauge"),
+        (PAUSE_REMAINING, "gauge"),
+        (COORD_MODE, "gauge"),
+        (COORD_NODES, "gauge"),
+        (COORD_SHARE, "gauge"),
+    ];
+}
+
+fn header(o: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// A session gauge's value for a provider, its pacer snapshot and the pause left (`None`:
+/// unknown, the series is left out).
+type Gauge = fn(&Provider, &abide_core::pacer::PacerSnapshot, Duration) -> Option<f64>;
+
 /// Every provider's metrics, in the Prometheus text format (version 0.0.4).
 pub(crate) fn render(providers: &[std::sync::Arc<Provider>]) -> String {
+    use names::*;
     let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "# HELP abide_proxy_requests_inside Client requests inside the proxy (held or on the wire).\n# TYPE abide_proxy_requests_inside gauge"
+    header(
+        &mut o,
+        "abide_proxy_requests_inside",
+        "gauge",
+        "Client requests inside the proxy (held or on the wire).",
     );
     for p in providers {
         let n = p.inside.load(Ordering::Relaxed);
@@ -81,9 +138,11 @@ pub(crate) fn render(providers: &[std::sync::Arc<Provider>]) -> String {
             p.name
         );
     }
-    let _ = writeln!(
-        o,
-        "# HELP abide_proxy_answers_total Answers the proxy gave its clients, by status.\n# TYPE abide_proxy_answers_total counter"
+    header(
+        &mut o,
+        "abide_proxy_answers_total",
+        "counter",
+        "Answers the proxy gave its clients, by status.",
     );
     for p in providers {
         let a = p
@@ -99,9 +158,11 @@ pub(crate) fn render(providers: &[std::sync::Arc<Provider>]) -> String {
             );
         }
     }
-    let _ = writeln!(
-        o,
-        "# HELP abide_proxy_upstream_responses_total Answers the upstream gave, by status.\n# TYPE abide_proxy_upstream_responses_total counter"
+    header(
+        &mut o,
+        REMOTE_RESPONSES,
+        "counter",
+        "Attempts per remote answer (http_429, ..., no_response): what the upstream said.",
     );
     for p in providers {
         let a = p
@@ -109,17 +170,28 @@ pub(crate) fn render(providers: &[std::sync::Arc<Provider>]) -> String {
             .upstream
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        for (s, n) in a.iter() {
+        // The 429 series exists from the start, so the first 429 is an increase from 0.
+        let t429 = a.get(&429).copied().unwrap_or(0);
+        let others = a.iter().filter(|(s, _)| **s != 429);
+        for (s, n) in std::iter::once((&429, &t429)).chain(others) {
             let _ = writeln!(
                 o,
-                "abide_proxy_upstream_responses_total{{provider=\"{}\",status=\"{s}\"}} {n}",
+                "{REMOTE_RESPONSES}{{provider=\"{}\",remote=\"http_{s}\"}} {n}",
                 p.name
             );
         }
+        let _ = writeln!(
+            o,
+            "{REMOTE_RESPONSES}{{provider=\"{}\",remote=\"no_response\"}} {}",
+            p.name,
+            p.metrics.no_response.load(Ordering::Relaxed)
+        );
     }
-    let _ = writeln!(
-        o,
-        "# HELP abide_proxy_wait_seconds Time a request was held by the proxy (pace, pause, retry delays).\n# TYPE abide_proxy_wait_seconds histogram"
+    header(
+        &mut o,
+        "abide_proxy_wait_seconds",
+        "histogram",
+        "Time a request was held by the proxy (pace, pause, retry delays).",
     );
     for p in providers {
         let m = &p.metrics;
@@ -139,37 +211,102 @@ pub(crate) fn render(providers: &[std::sync::Arc<Provider>]) -> String {
             p.name
         );
     }
-    let _ = writeln!(
-        o,
-        "# HELP abide_provider_pace_requests_per_second The pace the provider's session aims at.\n# TYPE abide_provider_pace_requests_per_second gauge\n# HELP abide_provider_pause_remaining_seconds Time left in the provider's pause.\n# TYPE abide_provider_pause_remaining_seconds gauge"
-    );
-    for p in providers {
-        let now = p.clock.monotonic();
-        if let Some(s) = p.policy.pacer_snapshot(&p.name) {
-            let pause = s
+    // What the session decides and sees, labelled by provider and node as serve labels it.
+    let live: Vec<_> = providers
+        .iter()
+        .filter_map(|p| {
+            let s = p.policy.pacer_snapshot(&p.name)?;
+            let c = p.policy.coordination_status(&p.name)?;
+            Some((p, s, c))
+        })
+        .collect();
+    let gauges: [(&str, &str, Gauge); 6] = [
+        (PACE, "Current pace of the provider's pacer.", |_, s, _| {
+            Some(s.rate)
+        }),
+        (
+            TARGET,
+            "Pace aimed at from advertised rate-limit headers (limit x headroom).",
+            |_, s, _| s.target,
+        ),
+        (
+            CEILING,
+            "Limit the pacer learned from throttles (set after the first throttle).",
+            |_, s, _| s.ceiling,
+        ),
+        (
+            ADVERTISED,
+            "Rate the provider's rate-limit headers advertise (limit / window).",
+            |p, s, _| s.target.map(|t| t / p.headroom),
+        ),
+        (
+            THROTTLE_RATIO,
+            "Fraction of responses over the pacer's window that were throttles.",
+            |_, s, _| Some(s.throttle_rate),
+        ),
+        (
+            PAUSE_REMAINING,
+            "Pause the provider imposed (Retry-After) still to wait, 0 when not paused.",
+            |_, s, left| Some(s.paused_until.map_or(0.0, |_| left.as_secs_f64())),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        header(&mut o, name, "gauge", help);
+        for (p, s, c) in &live {
+            let now = p.clock.monotonic();
+            let left = s
                 .paused_until
-                .map_or(0.0, |u| u.saturating_duration_since(now).as_secs_f64());
+                .map_or(Duration::ZERO, |u| u.saturating_duration_since(now));
+            // Unknown stays absent (not 0): "no limit advertised" is not "a limit of 0".
+            if let Some(v) = value(p, s, left) {
+                let _ = writeln!(
+                    o,
+                    "{name}{{provider=\"{}\",node=\"{}\"}} {v}",
+                    p.name, c.node
+                );
+            }
+        }
+    }
+    header(
+        &mut o,
+        COORD_MODE,
+        "gauge",
+        "1 for how this node shares the provider's limit now (mode = local, redis, fallback), 0 for the others.",
+    );
+    for (p, _, c) in &live {
+        for mode in [
+            abide_core::CoordinationMode::Local,
+            abide_core::CoordinationMode::Redis,
+            abide_core::CoordinationMode::Fallback,
+        ] {
+            let on = u8::from(c.mode == mode);
             let _ = writeln!(
                 o,
-                "abide_provider_pace_requests_per_second{{provider=\"{0}\"}} {1}\nabide_provider_pause_remaining_seconds{{provider=\"{0}\"}} {pause}",
-                p.name, s.rate
+                "{COORD_MODE}{{provider=\"{}\",node=\"{}\",mode=\"{}\"}} {on}",
+                p.name,
+                c.node,
+                mode.as_str()
             );
         }
     }
-    let _ = writeln!(
-        o,
-        "# HELP abide_provider_coordination_nodes Nodes sharing the provider's limit (1: this one alone).\n# TYPE abide_provider_coordination_nodes gauge"
+    header(
+        &mut o,
+        COORD_NODES,
+        "gauge",
+        "Nodes sharing the provider's limit, alive by their heartbeats (1 when local).",
     );
-    for p in providers {
-        if let Some(c) = p.policy.coordination_status(&p.name) {
-            let _ = writeln!(
-                o,
-                "abide_provider_coordination_nodes{{provider=\"{}\",mode=\"{}\"}} {}",
-                p.name,
-                c.mode.as_str(),
-                c.nodes
-            );
-        }
+    header(
+        &mut o,
+        COORD_SHARE,
+        "gauge",
+        "This node's fraction of the shared send slots over the last 3 s.",
+    );
+    for (p, _, c) in &live {
+        let _ = writeln!(
+            o,
+            "{COORD_NODES}{{provider=\"{0}\",node=\"{1}\"}} {2}\n{COORD_SHARE}{{provider=\"{0}\",node=\"{1}\"}} {3}",
+            p.name, c.node, c.nodes, c.share
+        );
     }
     o
 }

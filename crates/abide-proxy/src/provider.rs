@@ -29,6 +29,8 @@ pub(crate) struct Provider {
     pub(crate) metrics: ProviderMetrics,
     /// The clock of the policy (the system clock: the proxy waits in real time).
     pub(crate) clock: Arc<dyn Clock>,
+    /// The pacer's headroom (target = advertised × headroom), for the advertised rate.
+    pub(crate) headroom: f64,
 }
 
 impl std::fmt::Debug for Provider {
@@ -103,6 +105,8 @@ impl Provider {
                 Some((name, v))
             }
         };
+        let session = cfg.session_config();
+        let headroom = session.pacer.headroom;
         let key = cfg.name.clone();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let builder = Policy::builder()
@@ -110,7 +114,7 @@ impl Provider {
                 Arc::clone(&clock),
                 Arc::new(TokioSleeper::new(Arc::clone(&clock))),
             )
-            .with_session_config(cfg.session_config())
+            .with_session_config(session)
             .with_max_wait(max_wait)
             // A key the proxy made up would make a POST look safe to replay to the engine
             // while the client's own retry carries none: only the client's key counts.
@@ -132,6 +136,7 @@ impl Provider {
             inside: AtomicUsize::new(0),
             metrics: ProviderMetrics::default(),
             clock,
+            headroom,
         })
     }
 

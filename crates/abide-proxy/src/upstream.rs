@@ -14,9 +14,10 @@ use abide_client::{Attempts, BoxError, Reply, SendFailure};
 use abide_core::Clock;
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
-use http::{HeaderMap, Method, StatusCode};
+use http::{HeaderMap, HeaderName, Method, StatusCode};
 
 use crate::body::{Prefixed, SyncBody};
+use crate::rate::MinRate;
 
 /// Bytes of a response read for the classifier: every non-2xx body start, and whole 2xx
 /// bodies no longer than this (a throttle hidden in a `200`), 64 KiB.
@@ -27,7 +28,7 @@ pub(crate) enum RequestBody {
     /// Read whole (at most the buffering bound): sent again on every attempt.
     Buffered(Bytes),
     /// Longer than the bound: sent once as it arrives; `None` once sent.
-    Stream(Option<Prefixed<Body>>),
+    Stream(Option<Prefixed<MinRate<Body>>>),
 }
 
 /// How the last attempt ended without an answer, for the proxy's own 502/504.
@@ -69,27 +70,34 @@ pub(crate) struct Upstream {
 }
 
 /// Hop-by-hop fields (RFC 9110 §7.6.1) and the proxy's own: never forwarded either way.
+/// Names, not strings: removing by `&str` parses the name again on every request.
+static HOP_BY_HOP: [HeaderName; 9] = [
+    http::header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    http::header::PROXY_AUTHENTICATE,
+    http::header::PROXY_AUTHORIZATION,
+    http::header::TE,
+    http::header::TRAILER,
+    http::header::TRANSFER_ENCODING,
+    http::header::UPGRADE,
+];
+
+/// Remove the hop-by-hop fields of `h`: those of [`HOP_BY_HOP`] and those its
+/// `Connection` names.
 pub(crate) fn strip_hop_by_hop(h: &mut HeaderMap) {
-    let named: Vec<String> = h
-        .get_all(http::header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()))
-        .collect();
-    for n in named {
-        h.remove(n.as_str());
+    if h.contains_key(http::header::CONNECTION) {
+        let named: Vec<String> = h
+            .get_all(http::header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()))
+            .collect();
+        for n in named {
+            h.remove(n.as_str());
+        }
     }
-    for n in [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    ] {
+    for n in &HOP_BY_HOP {
         h.remove(n);
     }
 }
@@ -202,11 +210,36 @@ impl Attempts for Upstream {
             } else {
                 NoAnswer::Reset
             };
+            provider.metrics.no_response();
             put(&slot, |o| {
                 o.response = None;
                 o.failure = Some(kind);
             });
             SendFailure { connect, error }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_fields_and_those_connection_names_are_removed() {
+        let mut h = HeaderMap::new();
+        for (k, v) in [
+            ("connection", "close, X-Trace"),
+            ("x-trace", "1"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-authorization", "Bearer t"),
+            ("transfer-encoding", "chunked"),
+            ("te", "trailers"),
+            ("content-type", "application/json"),
+        ] {
+            h.insert(HeaderName::from_static(k), v.parse().unwrap());
+        }
+        strip_hop_by_hop(&mut h);
+        let left: Vec<_> = h.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left, ["content-type"]);
     }
 }

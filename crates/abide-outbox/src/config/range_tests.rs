@@ -1,23 +1,31 @@
 //! Every numeric key of the providers file has one documented range (abide-core's
 //! [`abide_core::session::limits`], the transport's own): every value outside it is refused
-//! naming the key, every value inside is accepted.
+//! naming the key, every value inside is accepted. HTTP providers' keys and an SMPP
+//! provider's own (`transport = "smpp"`) alike.
 
 use proptest::prelude::*;
 
 use crate::{Config, Error};
 
-/// Where a key is written: beside `name`, or in a `[provider.<table>]`.
+/// Where a key is written: beside `name`, in a `[provider.<table>]`, or beside the name
+/// of an SMPP provider.
 #[derive(Debug, Clone, Copy)]
 enum At {
     Top,
     Table(&'static str),
+    Smpp,
 }
 
 #[derive(Debug, Clone, Copy)]
 enum Range {
     Int(i64, i64),
     Float(f64, f64),
+    /// One of these integers (a code point of a spec's table), nothing between.
+    OneOf(&'static [i64]),
 }
+
+/// The numbering plan indicators of SMPP 3.4 §5.2.6.
+const NPI: &[i64] = &[0, 1, 3, 4, 6, 8, 9, 10, 14, 18];
 
 /// (key as written, where, its range in the file's units, keys set beside it so that a
 /// value in range is not refused for another's sake).
@@ -87,6 +95,21 @@ const FIELDS: &[(&str, At, Range, &str)] = &[
         Range::Int(1, 365 * 86_400),
         "to = \"b\"",
     ),
+    // SMPP 3.4: the window of outstanding submit_sm, the address types (§5.2.5, §5.2.6),
+    // the link timers in seconds, the longest text in octets.
+    ("window", At::Smpp, Range::Int(1, 1024), ""),
+    ("source_addr_ton", At::Smpp, Range::Int(0, 6), ""),
+    ("dest_addr_ton", At::Smpp, Range::Int(0, 6), ""),
+    ("source_addr_npi", At::Smpp, Range::OneOf(NPI), ""),
+    ("dest_addr_npi", At::Smpp, Range::OneOf(NPI), ""),
+    (
+        "enquire_link_interval",
+        At::Smpp,
+        Range::Float(1.0, 3600.0),
+        "",
+    ),
+    ("pdu_timeout", At::Smpp, Range::Float(0.01, 290.0), ""),
+    ("max_text_octets", At::Smpp, Range::Int(1, 64_000), ""),
 ];
 
 /// A value as TOML writes it.
@@ -105,11 +128,15 @@ fn file(i: usize, value: &str) -> String {
     let (key, at, _, beside) = FIELDS[i];
     let line = format!("{key} = {value}\n{beside}\n");
     let (top, table) = match at {
-        At::Top => (line, String::new()),
+        At::Top | At::Smpp => (line, String::new()),
         At::Table(t) => (String::new(), format!("[provider.{t}]\n{line}")),
     };
+    let transport = match at {
+        At::Smpp => "transport = \"smpp\"\naddress = \"127.0.0.1:2775\"\nsystem_id = \"x\"",
+        _ => "base_url = \"https://api.example\"",
+    };
     format!(
-        "[[provider]]\nname = \"p\"\nbase_url = \"https://api.example\"\n{top}{table}\n\
+        "[[provider]]\nname = \"p\"\n{transport}\n{top}{table}\n\
          [[provider]]\nname = \"b\"\nbase_url = \"https://b.example\"\n"
     )
 }
@@ -117,7 +144,7 @@ fn file(i: usize, value: &str) -> String {
 /// The field name an error of field `i` must carry.
 fn field(i: usize) -> String {
     match FIELDS[i] {
-        (key, At::Top, ..) => key.to_owned(),
+        (key, At::Top | At::Smpp, ..) => key.to_owned(),
         (key, At::Table(t), ..) => format!("{t}.{key}"),
     }
 }
@@ -141,6 +168,12 @@ fn outside(r: Range) -> BoxedStrategy<String> {
             Just("-inf".to_owned()),
         ]
         .boxed(),
+        Range::OneOf(set) => prop_oneof![
+            any::<i64>().prop_filter("not in the set", move |v| !set.contains(v)),
+            (-1i64..=256).prop_filter("not in the set", move |v| !set.contains(v)),
+        ]
+        .prop_map(|v| v.to_string())
+        .boxed(),
     }
 }
 
@@ -158,6 +191,9 @@ fn inside(r: Range) -> BoxedStrategy<String> {
             Just(toml_float(hi)),
         ]
         .boxed(),
+        Range::OneOf(set) => proptest::sample::select(set)
+            .prop_map(|v| v.to_string())
+            .boxed(),
     }
 }
 

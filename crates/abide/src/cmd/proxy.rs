@@ -26,8 +26,9 @@ ROUTES
                            there too; CONNECT is 501 (inside TLS nothing can be seen).
   GET  /_abide/healthz     ok.
   GET  /_abide/metrics     Prometheus text: requests inside, wait seconds, answers to clients
-                           and upstream answers by status, pace and pause per provider,
-                           coordination nodes.
+                           by status; upstream answers, pace, pause and coordination under
+                           the names `abide serve` exports (abide_remote_responses_total,
+                           abide_provider_*, abide_coordination_*).
   GET  /_abide/stats       JSON: per provider requests inside, pace, pause left, coordination,
                            answers to clients and from the upstream by status.
 
@@ -118,6 +119,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_buffered_total: args.max_buffered_total,
         token_digest,
         coordination: Some(coordination),
+        ..ProxyOptions::default()
     };
     args.logs.init("info");
     let rt = tokio::runtime::Runtime::new()?;
@@ -138,4 +140,24 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         tracing::info!("stopped");
         Ok(ExitCode::SUCCESS)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::serve_metrics::{Kind, METRICS};
+
+    #[test]
+    fn the_metrics_the_proxy_shares_with_serve_have_serve_s_names_and_types() {
+        for (name, kind) in abide_proxy::metric_names::SHARED {
+            let m = METRICS
+                .iter()
+                .find(|m| m.name == *name)
+                .unwrap_or_else(|| panic!("{name} is not a metric of abide serve"));
+            let want = match m.kind {
+                Kind::Gauge => "gauge",
+                Kind::Counter => "counter",
+            };
+            assert_eq!(*kind, want, "{name}");
+        }
+    }
 }

@@ -239,6 +239,35 @@ async fn escaping_paths_unknown_providers_and_connect_are_refused_saying_why() {
         m.contains("abide_proxy_answers_total{provider=\"sms\",status=\"202\"} 1"),
         "{m}"
     );
+    // What the upstream said and what the session decides, under `abide serve`'s names
+    // and labels.
+    assert!(
+        m.contains("abide_remote_responses_total{provider=\"sms\",remote=\"http_202\"} 1"),
+        "{m}"
+    );
+    assert!(
+        m.contains("abide_remote_responses_total{provider=\"sms\",remote=\"http_429\"} 0"),
+        "{m}"
+    );
+    for name in [
+        "abide_provider_pace_requests_per_second",
+        "abide_provider_throttle_ratio",
+        "abide_provider_pause_remaining_seconds",
+        "abide_coordination_nodes",
+    ] {
+        assert!(
+            m.contains(&format!("{name}{{provider=\"sms\",node=\"")),
+            "{name}: {m}"
+        );
+    }
+    for l in m.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let (name, kind) = l.split_once(' ').unwrap();
+        assert!(
+            name.starts_with("abide_proxy_")
+                || abide_proxy::metric_names::SHARED.contains(&(name, kind)),
+            "{name} {kind}: neither the proxy's own nor a name shared with serve"
+        );
+    }
 }
 
 /// `GET path` written byte for byte on a fresh connection; the whole answer as text.

@@ -10,8 +10,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 /// Two proxies on the Redis at `redis`, each with 40 callers at once, against a provider
 /// limited to 20/s (burst 5): `prefixes` are their coordination key prefixes (the same: one shared
 /// limit). `during` runs once the provider has seen `after` requests. The provider's stats
-/// after every caller was answered, and each proxy's `abide_provider_coordination_nodes`
-/// line.
+/// after every caller was answered, and each proxy's `abide_coordination_mode` line that
+/// is on followed by its `abide_coordination_nodes` line.
 async fn two_proxies_with(
     redis: &str,
     prefixes: [&str; 2],
@@ -48,11 +48,15 @@ async fn two_proxies_with(
     let mut nodes = Vec::new();
     for px in &proxies {
         let m = metrics(&px.url).await;
-        let line = m
-            .lines()
-            .find(|l| l.starts_with("abide_provider_coordination_nodes"))
-            .unwrap_or_else(|| panic!("{m}"));
-        nodes.push(line.to_owned());
+        // The mode that is on, then the nodes: "...mode=\"redis\"} 1 ...nodes{...} 2".
+        let line = |prefix: &str, on: &str| {
+            m.lines()
+                .find(|l| l.starts_with(prefix) && l.ends_with(on))
+                .unwrap_or_else(|| panic!("{m}"))
+                .to_owned()
+        };
+        let mode = line("abide_coordination_mode{", " 1");
+        nodes.push(format!("{mode} {}", line("abide_coordination_nodes{", "")));
     }
     (s, nodes)
 }

@@ -109,15 +109,18 @@ struct FileSmpp {
     system_id: Option<String>,
     password_env: Option<String>,
     system_type: Option<String>,
-    window: Option<usize>,
+    // Integers are read as TOML writes them (i64) and checked here, so a value outside
+    // the narrower type (`window = -1`, `source_addr_ton = 300`) is refused naming its key
+    // and range, as an out-of-range one is.
+    window: Option<i64>,
     source_addr: Option<String>,
-    source_addr_ton: Option<u8>,
-    source_addr_npi: Option<u8>,
-    dest_addr_ton: Option<u8>,
-    dest_addr_npi: Option<u8>,
+    source_addr_ton: Option<i64>,
+    source_addr_npi: Option<i64>,
+    dest_addr_ton: Option<i64>,
+    dest_addr_npi: Option<i64>,
     enquire_link_interval: Option<f64>,
     pdu_timeout: Option<f64>,
-    max_text_octets: Option<usize>,
+    max_text_octets: Option<i64>,
 }
 
 /// `transport = "smpp"`.
@@ -159,32 +162,30 @@ impl FileSmpp {
         }
         let system_type = self.system_type.unwrap_or_default();
         check_text(n, "system_type", &system_type, 0, MAX_SYSTEM_TYPE_LEN)?;
-        let window = self.window.unwrap_or(10);
-        if !(1..=MAX_WINDOW).contains(&window) {
-            return Err(invalid(n, "window", format!("must be 1..={MAX_WINDOW}")));
-        }
+        let window = usize::try_from(self.window.unwrap_or(10))
+            .ok()
+            .filter(|w| (1..=MAX_WINDOW).contains(w))
+            .ok_or_else(|| invalid(n, "window", format!("must be 1..={MAX_WINDOW}")))?;
         if let Some(s) = &self.source_addr {
             check_text(n, "source_addr", s, 1, MAX_ADDR_LEN)?;
         }
-        let ton = |field: &str, v: Option<u8>, default: u8| -> Result<u8> {
-            let v = v.unwrap_or(default);
+        let ton = |field: &str, v: Option<i64>, default: u8| -> Result<u8> {
             // SMPP 3.4 §5.2.5: 0 unknown ... 6 abbreviated.
-            if v > 6 {
-                return Err(invalid(n, field, "must be a TON of SMPP 3.4 §5.2.5 (0-6)"));
-            }
-            Ok(v)
+            v.map_or(Some(default), |v| u8::try_from(v).ok())
+                .filter(|v| *v <= 6)
+                .ok_or_else(|| invalid(n, field, "must be a TON of SMPP 3.4 §5.2.5 (0-6)"))
         };
-        let npi = |field: &str, v: Option<u8>, default: u8| -> Result<u8> {
-            let v = v.unwrap_or(default);
+        let npi = |field: &str, v: Option<i64>, default: u8| -> Result<u8> {
             // SMPP 3.4 §5.2.6.
-            if ![0, 1, 3, 4, 6, 8, 9, 10, 14, 18].contains(&v) {
-                return Err(invalid(
-                    n,
-                    field,
-                    "must be an NPI of SMPP 3.4 §5.2.6 (0, 1, 3, 4, 6, 8, 9, 10, 14 or 18)",
-                ));
-            }
-            Ok(v)
+            v.map_or(Some(default), |v| u8::try_from(v).ok())
+                .filter(|v| [0, 1, 3, 4, 6, 8, 9, 10, 14, 18].contains(v))
+                .ok_or_else(|| {
+                    invalid(
+                        n,
+                        field,
+                        "must be an NPI of SMPP 3.4 §5.2.6 (0, 1, 3, 4, 6, 8, 9, 10, 14 or 18)",
+                    )
+                })
         };
         let secs = |field: &str, v: Option<f64>, default: f64, lo: f64, hi: f64| {
             let v = v.unwrap_or(default);
@@ -197,14 +198,17 @@ impl FileSmpp {
             }
             Ok(Duration::from_secs_f64(v))
         };
-        let max_text_octets = self.max_text_octets.unwrap_or(DEFAULT_MAX_TEXT_OCTETS);
-        if !(1..=MAX_TEXT_OCTETS).contains(&max_text_octets) {
-            return Err(invalid(
-                n,
-                "max_text_octets",
-                format!("must be 1..={MAX_TEXT_OCTETS} octets"),
-            ));
-        }
+        let max_text_octets = self
+            .max_text_octets
+            .map_or(Some(DEFAULT_MAX_TEXT_OCTETS), |v| usize::try_from(v).ok())
+            .filter(|v| (1..=MAX_TEXT_OCTETS).contains(v))
+            .ok_or_else(|| {
+                invalid(
+                    n,
+                    "max_text_octets",
+                    format!("must be 1..={MAX_TEXT_OCTETS} octets"),
+                )
+            })?;
         Ok(SmppConfig {
             max_text_octets,
             address,
