@@ -1,6 +1,6 @@
 //! Quota-exact pacing: when the server says how many units are left (`remaining`, the IETF
-//! `r`) until its quota resets (`reset`, `t`) under a policy of `limit` per `window` (`q`,
-//! `w`), spend those units at once and wait for the reset, rather than space requests at
+//! `r`) until its quota resets (`reset`, `t`) under a policy of `limit` units (`q`, per
+//! window `w` where one is advertised; `X-RateLimit-*` names none), spend those units at once and wait for the reset, rather than space requests at
 //! `headroom ×` the rate. See "Quota-exact pacing" in the [module docs](super).
 //!
 //! # Counting what is left
@@ -77,8 +77,10 @@ struct Outstanding {
 /// The advertised quota as the pacer spends it.
 #[derive(Debug)]
 pub(super) struct Quota {
-    /// The policy in force: name, units per window, window.
-    policy: Option<(Option<String>, u64, Duration)>,
+    /// The policy in force: name, units per window, window (if advertised).
+    policy: Option<(Option<String>, u64, Option<Duration>)>,
+    /// The window, or where none is advertised the longest reset seen (`X-RateLimit-*`).
+    span: Duration,
     /// Units that may still be handed out before `reset`.
     avail: u64,
     /// Upper bound of the instant the current window's quota comes back.
@@ -101,6 +103,7 @@ impl Default for Quota {
             reset: None,
             waiting: false,
             start: None,
+            span: Duration::ZERO,
             refill: Refill::Unknown,
             outstanding: VecDeque::new(),
             answers: VecDeque::new(),
@@ -117,7 +120,7 @@ impl Quota {
     /// What a reservation at `now` may take, without taking it; `None` when no quota is
     /// advertised.
     pub(super) fn peek(&self, now: Instant) -> Option<Grant> {
-        let (_, limit, window) = self.policy.as_ref()?;
+        let (_, limit, _) = self.policy.as_ref()?;
         if self.avail > 0 && self.reset.is_some_and(|r| now < r) {
             return Some(Grant::Now);
         }
@@ -126,7 +129,7 @@ impl Quota {
             Refill::Stepped => self.reset.map(|r| r + CLOCK_ERROR),
             Refill::Unknown => self
                 .reset
-                .map(|r| r + CLOCK_ERROR + interval(*limit, *window)),
+                .map(|r| r + CLOCK_ERROR + interval(*limit, self.span)),
         };
         Some(Grant::After(bound))
     }
@@ -191,7 +194,7 @@ impl Quota {
             (self.answers.len() - self.answers.partition_point(|a| *a <= slot)) as u64;
         self.answers.push_back(now);
         let Some((rl, remaining, reset, limit, window)) =
-            rl.and_then(|rl| Some((rl, rl.remaining?, rl.reset?, rl.limit?, rl.window?)))
+            rl.and_then(|rl| Some((rl, rl.remaining?, rl.reset?, rl.limit?, rl.window)))
         else {
             // No quota advertised (or not all of it): back to spacing alone.
             self.policy = None;
@@ -199,7 +202,7 @@ impl Quota {
             self.avail = 0;
             return;
         };
-        if limit == 0 || window.is_zero() {
+        if limit == 0 || window.is_some_and(|w| w.is_zero()) {
             self.policy = None;
             return;
         }
@@ -217,7 +220,8 @@ impl Quota {
             // Sent before the current window began: it speaks of the last one.
             return;
         }
-        let bound = now.checked_add(reset.min(window)).unwrap_or(now);
+        self.span = window.unwrap_or(self.span.max(reset));
+        let bound = now.checked_add(reset.min(self.span)).unwrap_or(now);
         // Slots after the reset spend the next window's units, not these.
         let reset_after = match self.reset {
             Some(r) if slot < r => r.min(bound),

@@ -189,3 +189,24 @@ fn quota_report() {
         );
     }
 }
+
+#[test]
+fn a_count_without_a_window_is_spent_too() {
+    // `X-RateLimit-Limit: 10`, `-Remaining: 4`, `-Reset` 30 s away: no window advertised.
+    let (_, t0, p) = setup(10.0);
+    let first = p.reserve(t0);
+    let now = first + 2 * MS;
+    let v = Verdict {
+        rate_limit: Some(RateLimitInfo {
+            window: None,
+            reset: Some(Duration::from_secs(30)),
+            ..rate_limit(10, 4, 30)
+        }),
+        ..verdict(VerdictClass::Success)
+    };
+    p.on_verdict_for(now, t0, &v);
+    for _ in 0..4 {
+        assert_eq!(p.reserve(now), now);
+    }
+    assert!(p.reserve(now) >= now + Duration::from_secs(30));
+}
