@@ -112,7 +112,7 @@ impl Default for Quota {
 }
 
 impl Quota {
-    /// Is the pacer spending an advertised quota (the last answer carried one)?
+    /// Is the pacer spending an advertised quota (an answer carried one)?
     pub(super) fn active(&self) -> bool {
         self.policy.is_some()
     }
@@ -196,10 +196,8 @@ impl Quota {
         let Some((rl, remaining, reset, limit, window)) =
             rl.and_then(|rl| Some((rl, rl.remaining?, rl.reset?, rl.limit?, rl.window)))
         else {
-            // No quota advertised (or not all of it): back to spacing alone.
-            self.policy = None;
-            self.reset = None;
-            self.avail = 0;
+            // Nothing (or not all of it) said: what the last answers said stands until its
+            // reset (a throttle from another layer may carry no fields), then the spacing.
             return;
         };
         if limit == 0 || window.is_some_and(|w| w.is_zero()) {
