@@ -19,7 +19,8 @@
 //! after the reset: the quota back whole (at least half of it) is a step, and from then on
 //! a sender that spent the units waits until the reset, plus [`CLOCK_ERROR`], where the next
 //! window's slots begin at the rate; otherwise the refill is gradual, and the usual spacing
-//! (with the short hold after an admitted last unit) paces what comes back. Before it is
+//! (with the short hold after an admitted last unit) paces what comes back, with no burst
+//! beyond it (see [`Quota::peek`]). Before it is
 //! known the wait is for the reset too, plus one interval at the advertised rate: a sliding
 //! window that took a whole quota in a burst admits one more then (its previous window
 //! weighs `1 − 1/q` of it), so the answer that tells the two apart is not refused. A first
@@ -121,7 +122,12 @@ impl Quota {
     /// advertised.
     pub(super) fn peek(&self, now: Instant) -> Option<Grant> {
         let (_, limit, _) = self.policy.as_ref()?;
-        if self.avail > 0 && self.reset.is_some_and(|r| now < r) {
+        // Under a gradual refill the units left are a bucket's burst, and what they are
+        // worth changes with the bucket's rate: a GCRA whose limit rises keeps its TAT, so
+        // the same state leaves fewer units at the new rate, and a burst read at the old
+        // one is refused (`abide sim --scenario limit-changes`, 10/s -> 20/s). There the
+        // spacing alone paces, as where no count is advertised.
+        if self.avail > 0 && self.refill != Refill::Gradual && self.reset.is_some_and(|r| now < r) {
             return Some(Grant::Now);
         }
         let bound = match self.refill {
