@@ -21,8 +21,8 @@
 //! window's slots begin at the rate; otherwise the refill is gradual, and the usual spacing
 //! (with the short hold after an admitted last unit) paces what comes back, with no burst
 //! beyond it (see [`Quota::peek`]). Before it is
-//! known the wait is for the reset too, plus one interval at the advertised rate: a sliding
-//! window that took a whole quota in a burst admits one more then (its previous window
+//! known the wait is for the reset too, after a burst plus one interval at the advertised
+//! rate: a sliding window that took a whole quota in a burst admits one more then (its previous window
 //! weighs `1 − 1/q` of it), so the answer that tells the two apart is not refused. A first
 //! answer showing less than half the quota left with next to nothing spent names a bucket
 //! whose burst is smaller than its quota: gradual at once.
@@ -88,6 +88,8 @@ pub(super) struct Quota {
     reset: Option<Instant>,
     /// The units were spent: the first answer after the reset tells a step from a trickle.
     waiting: bool,
+    /// A unit of the current window was handed out ahead of the spacing.
+    burst: bool,
     /// The reset that began the current window (an answer to a slot before it is stale).
     start: Option<Instant>,
     pub(super) refill: Refill,
@@ -103,6 +105,7 @@ impl Default for Quota {
             avail: 0,
             reset: None,
             waiting: false,
+            burst: false,
             start: None,
             span: Duration::ZERO,
             refill: Refill::Unknown,
@@ -133,9 +136,11 @@ impl Quota {
         let bound = match self.refill {
             Refill::Gradual => None,
             Refill::Stepped => self.reset.map(|r| r + CLOCK_ERROR),
-            Refill::Unknown => self
+            // After a burst, one interval more: what a sliding window then admits.
+            Refill::Unknown if self.burst => self
                 .reset
                 .map(|r| r + CLOCK_ERROR + interval(*limit, self.span)),
+            Refill::Unknown => self.reset.map(|r| r + CLOCK_ERROR),
         };
         Some(Grant::After(bound))
     }
@@ -146,6 +151,7 @@ impl Quota {
         if g == Grant::Now {
             self.avail -= 1;
             self.waiting = self.avail == 0;
+            self.burst = true;
         }
         Some(g)
     }
@@ -258,6 +264,7 @@ impl Quota {
                 }
                 self.start = passed;
                 self.reset = Some(bound);
+                self.burst = false;
             }
         }
         self.avail = left;
