@@ -198,10 +198,11 @@
 //! or GCRA (abide's own gate), `remaining` is the burst left and `reset` the time until the
 //! bucket is full: a nearly full bucket says `r=9;t=1` (the reset is rounded up to whole
 //! seconds) under a 10/s limit, a drained one `r=0`. Read as a rate, that swings between
-//! the limit's burst and zero on every response. So `remaining` is used only where its
-//! meaning does not depend on the algorithm: `remaining = 0` pauses the host until the
-//! reset, after a success only for what a rounded-up reset at least means, and at least
-//! one interval at the advertised rate
+//! the limit's burst and zero on every response. So `remaining` is never read as a rate:
+//! it is spent as a count (above), where the algorithm matters only to what follows the
+//! last unit, which the pacer learns; and `remaining = 0` pauses the host until the reset,
+//! after a success only for what a rounded-up reset at least means, and at least one
+//! interval at the advertised rate
 //! ([`RateLimitInfo::exhausted_pause`](crate::ratelimit::RateLimitInfo::exhausted_pause)).
 //!
 //! # A throttle without a delay still pauses the host
