@@ -7,6 +7,8 @@
 #   benches/cold_start.sh                          # 3 runs of each of the 6 cells
 #   RUNS=5 ITEMS=3000 SENDERS=40 LIMIT=100 benches/cold_start.sh
 #   ABIDE=target/debug/abide SKIP_BUILD=1 HEADERS=on ITEMS=200 LIMIT=40 benches/cold_start.sh
+#   STYLE=x-ratelimit benches/cold_start.sh        # provider --headers STYLE (ietf, draft-6,
+#                                                  # x-ratelimit); default: its own IETF fields
 #
 # Per run: wall time of `abide send` (process start to exit, i.e. drained), delivered,
 # 429s from the provider's /_stats, and delivered / (wall time x LIMIT).
@@ -20,6 +22,7 @@ SENDERS=${SENDERS:-40}
 LIMIT=${LIMIT:-100}
 ALGORITHMS=${ALGORITHMS:-"gcra fixed-window sliding-window"}
 HEADERS=${HEADERS:-"on off"}
+STYLE=${STYLE:-}
 OUT=$PWD/target/bench-out
 mkdir -p "$OUT"
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
@@ -43,7 +46,7 @@ for i in $(seq 0 $((ITEMS - 1))); do
     printf '{"provider":"sms","path":"/v1/messages","body":{"to":"+1555%07d","text":"hi"}}\n' "$i"
 done >"$WORK/items.jsonl"
 
-echo "# $(date -u) $(nproc) cores; $ITEMS items, $SENDERS senders, no rate_hint, limit $LIMIT/s" | tee "$LOG"
+echo "# $(date -u) $(nproc) cores; $ITEMS items, $SENDERS senders, no rate_hint, limit $LIMIT/s${STYLE:+, headers $STYLE}; $ABIDE" | tee "$LOG"
 echo "# algorithm headers run wall_s delivered throttled_429 per_msg efficiency" | tee -a "$LOG"
 for algo in $ALGORITHMS; do
     for headers in $HEADERS; do
@@ -54,7 +57,7 @@ for algo in $ALGORITHMS; do
             # wait below could otherwise read the last run's address.
             rm -f "$plog"
             "$ABIDE" provider --listen 127.0.0.1:0 --key-rate "$LIMIT/s" --algorithm "$algo" \
-                --account-rate off --key-concurrency off >"$plog" 2>/dev/null &
+                --account-rate off --key-concurrency off ${STYLE:+--headers "$STYLE"} >"$plog" 2>/dev/null &
             PROVIDER_PID=$!
             for _ in $(seq 300); do
                 grep -q "listening on" "$plog" 2>/dev/null && break

@@ -121,8 +121,10 @@ pub trait Coordination: Send + Sync + fmt::Debug {
     fn reserve(&self, pacer: &Pacer, now: Instant, deadline: Option<Instant>) -> Reservation;
     /// A slot from [`Coordination::reserve`] that will not be used (its item goes back to
     /// its queue unsent), at `now`: another sender may take it. The default drops it, as a
-    /// pacer's own slot is dropped.
-    fn release(&self, _pacer: &Pacer, _slot: Instant, _now: Instant) {}
+    /// pacer's own slot is dropped (it no longer holds back a unit of an advertised quota).
+    fn release(&self, pacer: &Pacer, slot: Instant, _now: Instant) {
+        pacer.release(slot);
+    }
     /// Before a decision at `now`: bring what other nodes shared into `pacer` (a pause, a
     /// decrease, this node's share of the traffic).
     fn pull(&self, pacer: &Pacer, now: Instant);

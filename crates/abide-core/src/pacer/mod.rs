@@ -177,16 +177,32 @@
 //! server's own burst tolerance absorbs most of that too, so against our gate 0.97
 //! throttles nothing measurable (BENCHMARKS.md, politeness).
 //!
+//! # Quota-exact pacing
+//! Where the server also says how many units are `remaining` until the quota resets (IETF
+//! `r` and `t`, the earlier drafts' `RateLimit-Remaining` / `-Reset`, `X-RateLimit-*` and
+//! the vendor dialects that read into [`RateLimitInfo`](crate::ratelimit::RateLimitInfo)),
+//! the server's count, not `headroom`, bounds what is sent: `quota.rs` hands out a slot at
+//! once for each unit left (every sender of the host shares the one count), never more,
+//! counting against them every request not yet answered and every answer that came back
+//! after the request was sent; with none left, slots wait for the reset (plus a clock
+//! error bound) where the quota comes back whole, and follow the spacing where it trickles
+//! back. So a fixed window is spent whole at each reset rather than at 97 % of it, and a
+//! cold start spends the first window's quota at once. `headroom` keeps its meaning where
+//! only a rate is known (a policy without a count) and for the spacing between bursts. While
+//! a quota is spent, slots are handed out at most 100 ms ahead ([`Pacer::reserve_within`]):
+//! a slot taken far ahead at the rate could not move up when units come back.
+//!
 //! Pacing `remaining / reset` ("spend what is left evenly until the reset") is exact only
 //! for a fixed window, where the quota is refilled whole at the reset. The headers do not
 //! say which algorithm stands behind them, and for the other common one, a token bucket
 //! or GCRA (abide's own gate), `remaining` is the burst left and `reset` the time until the
 //! bucket is full: a nearly full bucket says `r=9;t=1` (the reset is rounded up to whole
 //! seconds) under a 10/s limit, a drained one `r=0`. Read as a rate, that swings between
-//! the limit's burst and zero on every response. So `remaining` is used only where its
-//! meaning does not depend on the algorithm: `remaining = 0` pauses the host until the
-//! reset, after a success only for what a rounded-up reset at least means, and at least
-//! one interval at the advertised rate
+//! the limit's burst and zero on every response. So `remaining` is never read as a rate:
+//! it is spent as a count (above), where the algorithm matters only to what follows the
+//! last unit, which the pacer learns; and `remaining = 0` pauses the host until the reset,
+//! after a success only for what a rounded-up reset at least means, and at least one
+//! interval at the advertised rate
 //! ([`RateLimitInfo::exhausted_pause`](crate::ratelimit::RateLimitInfo::exhausted_pause)).
 //!
 //! # A throttle without a delay still pauses the host
@@ -217,15 +233,18 @@
 //! - `pauses.rs`: pauses of the host, the pacer's own after a throttle without a delay.
 //! - `estimate.rs`: the ceiling estimate, cubic recovery and slow start: the rate.
 //! - `noise.rs`: throttles that do not follow the rate, told from a limit by what a cut does.
+//! - `quota.rs`: an advertised count of units left, spent at once, and the wait for its reset.
 //! - `tests.rs`, `search_tests.rs`: unit tests; the latter runs senders against model
 //!   limiters in virtual time (GCRA with a burst of 10 or of a second's quota, fixed
 //!   window, sliding window counter): cold start, the search.
-//! - this file: [`Pacer`], which feeds each verdict to the three.
+//! - `quota_tests.rs`: quota-exact pacing, unit by unit and against the same model limiters.
+//! - this file: [`Pacer`], which feeds each verdict to the four.
 
 mod config;
 mod estimate;
 mod noise;
 mod pauses;
+mod quota;
 mod schedule;
 
 use std::sync::{Mutex, PoisonError};
@@ -236,6 +255,7 @@ use crate::classify::{Verdict, VerdictClass};
 pub use config::PacerConfig;
 use estimate::Estimate;
 use pauses::Pauses;
+use quota::Quota;
 use schedule::Schedule;
 pub use schedule::SlotCounts;
 
@@ -276,6 +296,7 @@ struct State {
     schedule: Schedule,
     pauses: Pauses,
     estimate: Estimate,
+    quota: Quota,
 }
 
 /// A point-in-time view of a [`Pacer`], for progress displays and logs.
@@ -313,6 +334,7 @@ impl Pacer {
                 schedule: Schedule::new(now),
                 pauses: Pauses::default(),
                 estimate: Estimate::new(&cfg, now),
+                quota: Quota::default(),
             }),
             cfg,
         }
@@ -328,10 +350,7 @@ impl Pacer {
     /// A pause that begins after a reservation does not move it: call [`Pacer::admit`] when
     /// the slot arrives.
     pub fn reserve(&self, now: Instant) -> Instant {
-        let s = &mut *self.lock();
-        let pause_end = s.pauses.end();
-        s.schedule
-            .reserve(now, s.estimate.rate, self.cfg.burst, pause_end)
+        self.lock().slot(&self.cfg, now, true)
     }
 
     /// Reserve the next slot only if the caller can use it now: `Ok(slot)` as
@@ -353,27 +372,37 @@ impl Pacer {
         deadline: Option<Instant>,
     ) -> Result<Instant, NotYet> {
         let s = &mut *self.lock();
-        let pause_end = s.pauses.end();
         let rate = s.estimate.rate;
-        let next = s.schedule.peek(now, rate, self.cfg.burst, pause_end);
+        let next = s.slot(&self.cfg, now, false);
         if deadline.is_some_and(|d| next > d) {
             return Err(NotYet::PastDeadline(next));
         }
-        if s.estimate.first_search() {
+        if s.quota.active() {
+            // Spending an advertised quota: a slot taken far ahead at the rate could not be
+            // moved up when units come back (at the reset, or as a sliding window slides).
+            let horizon = slot_horizon(rate, false);
+            if next > now + horizon {
+                return Err(NotYet::AskAgainAt(next - horizon));
+            }
+        } else if s.estimate.first_search() {
             let horizon = slot_horizon(rate, s.estimate.target.is_some());
             if next > now + horizon {
                 return Err(NotYet::AskAgainAt(next - horizon));
             }
         }
-        Ok(s.schedule.reserve(now, rate, self.cfg.burst, pause_end))
+        Ok(s.slot(&self.cfg, now, true))
     }
 
     /// The slot [`Pacer::reserve`] would hand out at `now`, without taking it: `now` itself
     /// when neither the pace nor a pause holds a caller back.
     pub fn next_slot(&self, now: Instant) -> Instant {
-        let s = self.lock();
-        s.schedule
-            .peek(now, s.estimate.rate, self.cfg.burst, s.pauses.end())
+        self.lock().slot(&self.cfg, now, false)
+    }
+
+    /// A slot handed out at `slot` that will not be used (its item goes back unsent): it
+    /// no longer holds back a unit of an advertised quota.
+    pub fn release(&self, slot: Instant) {
+        self.lock().quota.release(slot);
     }
 
     /// How the slots handed out so far were granted (free at once or held back).
@@ -402,6 +431,7 @@ impl Pacer {
         let s = &mut *self.lock();
         let fresh = s.estimate.fresh_at(now);
         let after_pause = s.pauses.after_own(now);
+        s.quota.on_answer(now, None, verdict.rate_limit.as_ref());
         self.apply(s, now, fresh, after_pause, verdict);
     }
 
@@ -416,6 +446,8 @@ impl Pacer {
         // Not `reserved_at`: a slot reserved before the pause but admitted after it is a
         // request sent after it, and its throttle is news.
         let after_pause = s.pauses.after_own(now);
+        s.quota
+            .on_answer(now, Some(reserved_at), verdict.rate_limit.as_ref());
         self.apply(s, now, fresh, after_pause, verdict);
     }
 
@@ -635,3 +667,6 @@ mod noise_tests;
 
 #[cfg(test)]
 mod header_tests;
+
+#[cfg(test)]
+mod quota_tests;

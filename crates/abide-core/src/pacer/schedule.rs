@@ -85,6 +85,14 @@ impl Schedule {
         at
     }
 
+    /// A slot at `at` granted from an advertised quota, ahead of the spacing: the spacing
+    /// resumes one interval at `rate` after it, owing nothing for the burst (the server's
+    /// count, not the spacing, bounds a burst).
+    pub(super) fn take_at(&mut self, now: Instant, at: Instant, rate: f64) {
+        self.tat = self.tat.max(at + interval(rate));
+        self.count(now, at);
+    }
+
     fn count(&mut self, now: Instant, at: Instant) {
         self.first_slot.get_or_insert(at);
         if at > now {

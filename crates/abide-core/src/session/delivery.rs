@@ -213,6 +213,7 @@ impl Delivery {
                 Ok(()) => break slot,
                 Err(until) => {
                     self.slot = None;
+                    s.pacer().release(slot.at);
                     if self.rounds >= cfg.max_admit_rounds {
                         let left = until.saturating_duration_since(now);
                         return hand_back(left, HandBackReason::ProviderPaused);
