@@ -144,7 +144,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::serve_metrics::{Kind, METRICS};
+    use crate::cmd::serve::metrics::{Kind, METRICS};
 
     #[test]
     fn the_metrics_the_proxy_shares_with_serve_have_serve_s_names_and_types() {
