@@ -105,7 +105,7 @@ label_a="${AGAINST:+rev }${AGAINST:-checkout} ${HEAD_SHA:0:9}${DIRTY:+ (dirty)}"
 label_b="rev ${REV:0:9}"
 {
     echo "# $(date -u '+%F %T UTC') $(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1))"
-    echo "# A = $label_b, B = $label_a; bench args: --bench $*"
+    echo "# rev = $label_b (run first in each pair), checkout = $label_a; bench args: --bench $*"
     echo "# pair build items_per_s cpu_us_per_item outbox_cpu_us_per_item load_avg_1m"
 } | tee "$LOG"
 
