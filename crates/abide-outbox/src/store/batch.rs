@@ -138,7 +138,8 @@ where
             }
             let mut marked = HashSet::new();
             for chunk in &marks {
-                marked.extend(self.mark_chunk(sends, chunk, &mut *tx).await?);
+                self.mark_counted(sends, chunk, &mut tx, &mut marked)
+                    .await?;
             }
             tx.commit().await?;
             Ok(marked)
@@ -148,6 +149,66 @@ where
         Ok((mark_answers(sends, &marked), collect(out)))
     }
 }
+
+impl<DB> SqlStore<DB>
+where
+    DB: SqlBackend,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Decode<'q, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    /// Mark `sends[i]` for each `i` in `chunk` (distinct ids) inside the caller's
+    /// transaction, adding the (id, lease owner) pairs marked to `marked`. Counts the rows
+    /// instead of returning them (every returned row crosses sqlx's channel to its SQLite
+    /// thread); only when some mark matched nothing is each one looked up. Exact inside
+    /// the transaction: the rows it marked stay locked (Postgres) or unwritten by others
+    /// (SQLite's one writer) until the commit, and no one else takes this lease's owner.
+    async fn mark_counted(
+        &self,
+        sends: &[SendMark],
+        chunk: &[usize],
+        tx: &mut DB::Connection,
+        marked: &mut HashSet<(String, String)>,
+    ) -> Result<()> {
+        let rows = chunk.len().next_power_of_two();
+        let statement = sql::mark_sent_sql(rows, DB::PLACEHOLDERS);
+        let statement = statement
+            .strip_suffix(sql::MARK_SENT_RETURNING)
+            .unwrap_or(&statement);
+        let mut q = sqlx::query(statement);
+        for &i in chunk {
+            q = q
+                .bind(sends[i].id.as_str())
+                .bind(sends[i].lease_owner.as_str());
+        }
+        for _ in chunk.len()..rows {
+            q = q.bind("").bind("");
+        }
+        let r = q.bind(State::InFlight.as_str()).execute(&mut *tx).await?;
+        let all = DB::rows_affected(&r) == chunk.len() as u64;
+        for &i in chunk {
+            let m = &sends[i];
+            let held = all
+                || sqlx::query_as::<_, (i64,)>(LEASE_HELD)
+                    .bind(m.id.as_str())
+                    .bind(m.lease_owner.as_str())
+                    .bind(State::InFlight.as_str())
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .is_some();
+            if held {
+                marked.insert((m.id.clone(), m.lease_owner.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether item `$1` is `$3` (`IN_FLIGHT`) under lease owner `$2`.
+const LEASE_HELD: &str =
+    "SELECT CAST(1 AS BIGINT) FROM items WHERE id = $1 AND lease_owner = $2 AND state = $3";
 
 fn collect(out: Vec<Option<Result<State>>>) -> Vec<Result<State>> {
     out.into_iter()
