@@ -174,6 +174,8 @@ max_attempts = 1
   }, null);
   const row = page.locator('#providers tr[data-provider="sms-bulk"]');
   assert.equal(await row.locator(".pause-reason").textContent(), "http_429");
+  // Requests on the wire are a count of their own, apart from the claimed IN_FLIGHT items.
+  assert.match(await row.locator(".on-wire").textContent(), /^\d+$/);
   assert.match(await row.locator(".retry-after").textContent(), /^[A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT$/);
   // Its learned ceiling shows on its pace chart, next to the pace.
   const bulkChart = await page.locator('.chart[data-provider="sms-bulk"]').getAttribute("id");

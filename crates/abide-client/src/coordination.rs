@@ -27,7 +27,7 @@ impl Shared {
             return Ok(None);
         };
         url.check().map_err(|e| ConfigError {
-            setting: "redis_url",
+            setting: "redis_url".into(),
             problem: e.problem,
         })?;
         let node = format!("abide-client-{}", uuid::Uuid::new_v4().simple());

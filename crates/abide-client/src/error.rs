@@ -1,8 +1,10 @@
 //! Why abide stopped, and what the server said last.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
+use abide_core::SettingError;
 use http::StatusCode;
 
 /// A boxed error: a client's transport error, or the refresh hook's.
@@ -200,8 +202,38 @@ impl std::error::Error for Stopped {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("abide policy: {setting}: {problem}")]
 pub struct ConfigError {
-    /// The builder setting, in providers-file vocabulary (`max_attempts`, `headroom`, ...).
-    pub setting: &'static str,
+    /// The builder setting (`max_attempts`, `headroom`, `classify`, ...); a session
+    /// setting with no builder method of its own keeps its [`SessionConfig`] path
+    /// (`retry.backoff.cap`).
+    ///
+    /// [`SessionConfig`]: abide_core::SessionConfig
+    pub setting: Cow<'static, str>,
     /// What is wrong with it.
     pub problem: String,
+}
+
+impl ConfigError {
+    /// The error of [`SessionConfig::validate`](abide_core::SessionConfig::validate),
+    /// named in the builder's words where a builder method sets the value.
+    pub(crate) fn from_session(e: SettingError) -> Self {
+        let path = e.setting();
+        let setting: Cow<'static, str> = match path {
+            "retry.max_attempts" => "max_attempts".into(),
+            "retry.max_age" => "max_age".into(),
+            "pacer.headroom" => "headroom".into(),
+            "pacer.initial_rate" => "initial_rate".into(),
+            "pacer.max_rate" => "max_rate".into(),
+            // Overrides and rules are set with `with_classify*`/`with_*_rule`; the problem
+            // names the one at fault (`classify.body[2].json: ...`).
+            p if p.starts_with("classify") => "classify".into(),
+            p => p.to_owned().into(),
+        };
+        let problem = match &e {
+            SettingError::OutOfRange { value, range, .. } => {
+                format!("{value} is outside {range}")
+            }
+            other => other.to_string(),
+        };
+        Self { setting, problem }
+    }
 }

@@ -434,43 +434,19 @@ impl PolicyBuilder {
     /// The policy.
     ///
     /// # Errors
-    /// [`ConfigError`] naming the setting: `max_attempts` 0, `max_age` or `max_wait` zero,
-    /// `headroom` outside (0, 1], a rate not positive and finite, a classification override
-    /// or rule that cannot apply (setting `classify`, the problem naming it), a `redis_url`
-    /// the redis crate cannot read.
+    /// [`ConfigError`] naming the setting: `max_wait` zero, or any setting of the session
+    /// outside its documented range, as [`SessionConfig::validate`] (the one validator the
+    /// providers file uses too) reports it (`max_attempts` 0, `max_age` zero, `headroom`
+    /// outside its range, a rate not positive and finite, a classification override or
+    /// rule that cannot apply, ...), or a `redis_url` the redis crate cannot read.
     pub fn build(self) -> Result<Policy, ConfigError> {
-        let bad = |setting, problem: &str| {
-            Err(ConfigError {
-                setting,
-                problem: problem.to_owned(),
-            })
-        };
-        let s = &self.session;
-        if s.retry.max_attempts == 0 {
-            return bad("max_attempts", "must be at least 1");
-        }
-        if s.retry.max_age.is_zero() {
-            return bad("max_age", "must be positive");
-        }
         if self.max_wait.is_zero() {
-            return bad("max_wait", "must be positive");
+            return Err(ConfigError {
+                setting: "max_wait".into(),
+                problem: "must be positive".to_owned(),
+            });
         }
-        let h = s.pacer.headroom;
-        if !(h > 0.0 && h <= 1.0) {
-            return bad("headroom", &format!("{h} is outside (0, 1]"));
-        }
-        for (name, r) in [
-            ("initial_rate", s.pacer.initial_rate),
-            ("max_rate", s.pacer.max_rate),
-        ] {
-            if !(r.is_finite() && r > 0.0) {
-                return bad(name, &format!("{r} is not a positive number of requests/s"));
-            }
-        }
-        if let Err(e) = s.classify.validate() {
-            // The problem names the override or rule (`classify.body[2].json: ...`).
-            return bad("classify", &e.to_string());
-        }
+        self.session.validate().map_err(ConfigError::from_session)?;
         #[cfg(feature = "redis")]
         if let Err(e) = &self.shared {
             return Err(e.clone());

@@ -131,6 +131,7 @@
       tr.setAttribute("data-provider", p.name);
       if (paused) tr.className = "paused";
       cell(tr, p.name, true);
+      cell(tr, fmt(p.in_flight ? p.in_flight.on_wire : null)).className = "on-wire";
       cell(tr, fmt(p.pace_per_sec));
       cell(tr, fmt(p.ceiling_per_sec));
       cell(tr, fmt(p.advertised_rate_per_sec));

@@ -2,7 +2,14 @@
 
 use clap::{CommandFactory as _, Parser, Subcommand};
 
+mod args;
 mod cmd;
+mod db;
+mod deliver;
+mod input;
+mod logs;
+mod providers;
+mod report;
 
 /// Cooperate with rate limits on both sides of an API boundary.
 ///
@@ -117,8 +124,8 @@ mod tests {
         )
         .expect("config");
         Ok(match cli.command {
-            Command::Send(a) => cmd::send::coordination_prefix(a.redis_prefix.as_deref(), &cfg),
-            Command::Serve(a) => cmd::send::coordination_prefix(a.redis_prefix.as_deref(), &cfg),
+            Command::Send(a) => a.redis.coordination_prefix(&cfg),
+            Command::Serve(a) => a.redis.coordination_prefix(&cfg),
             Command::Status(a) => a.coordination_prefix(),
             other => panic!("{other:?}"),
         })

@@ -100,3 +100,26 @@ async fn coordination_without_a_redis_url_keeps_hosts_local_and_a_bad_url_is_ref
     assert_eq!(e.setting, "redis_url");
     assert!(!e.to_string().contains("PASS"), "{e}");
 }
+
+/// The builder checks with the session's own validator, so a setting that has no builder
+/// method of its own (set through `with_session_config`) is refused too, by its path.
+#[test]
+fn every_session_setting_is_checked_by_the_one_validator() {
+    let clock = clock();
+    let mut cfg = abide_core::SessionConfig::default();
+    cfg.retry.backoff.cap = Duration::from_secs(1 << 63);
+    let e = policy(&clock).with_session_config(cfg).build().unwrap_err();
+    assert_eq!(e.setting, "retry.backoff.cap");
+    assert!(e.problem.contains("is outside"), "{e}");
+
+    let e = policy(&clock)
+        .with_initial_rate(f64::NAN)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.setting, "initial_rate", "{e}");
+    let e = policy(&clock)
+        .with_max_wait(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.setting, "max_wait");
+}

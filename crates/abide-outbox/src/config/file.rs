@@ -290,3 +290,7 @@ pub(super) fn validate_provider(mut p: FileProvider) -> Result<ProviderConfig, T
     session::check(&cfg)?;
     Ok(cfg)
 }
+
+#[cfg(test)]
+#[path = "schema_tests.rs"]
+mod schema_tests;

@@ -10,6 +10,7 @@ mod faults;
 mod migrations;
 mod refused;
 mod same_decisions;
+mod schemas;
 mod slow_provider;
 mod smpp;
 mod smpp_fake;

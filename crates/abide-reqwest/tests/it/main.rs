@@ -439,7 +439,7 @@ fn a_policy_that_cannot_work_is_refused_by_name() {
         .build();
     assert_eq!(
         e.unwrap_err().to_string(),
-        "abide policy: max_attempts: must be at least 1"
+        "abide policy: max_attempts: 0 is outside 1..=10000"
     );
     let e = abide_reqwest::Policy::builder().with_headroom(1.5).build();
     assert!(e.unwrap_err().to_string().contains("headroom: 1.5"));

@@ -10,9 +10,10 @@ use std::time::Duration;
 use abide_outbox::{Config, NewItem};
 use serde::Serialize;
 
-use super::input;
-use super::input_stream;
-use super::send::{load_config, parse_lease};
+use crate::args::parse_lease;
+use crate::input;
+use crate::input::stream as input_stream;
+use crate::providers::load_config;
 
 const LONG_ABOUT: &str = "\
 Check what `abide send` would check before it enqueues anything, and stop there: the
@@ -136,7 +137,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let fail = |summary: Summary, text: &str| -> anyhow::Result<ExitCode> {
         eprint!("{text}");
         if args.json {
-            super::out(&format!("{}\n", serde_json::to_string_pretty(&summary)?))?;
+            crate::cmd::out(&format!("{}\n", serde_json::to_string_pretty(&summary)?))?;
         }
         Ok(ExitCode::from(2))
     };
@@ -189,9 +190,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         items: per.as_ref().map(|m| m.values().sum()),
     };
     if args.json {
-        super::out(&format!("{}\n", serde_json::to_string_pretty(&summary)?))?;
+        crate::cmd::out(&format!("{}\n", serde_json::to_string_pretty(&summary)?))?;
     } else {
-        super::out(
+        crate::cmd::out(
             &summary.render_text(&args.config.display().to_string(), args.input.as_deref()),
         )?;
     }

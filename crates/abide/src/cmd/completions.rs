@@ -31,6 +31,6 @@ pub(crate) fn run(args: Args, mut cli: clap::Command) -> anyhow::Result<ExitCode
     let mut script = Vec::new();
     let name = cli.get_name().to_owned();
     clap_complete::generate(args.shell, &mut cli, name, &mut script);
-    super::out(&String::from_utf8_lossy(&script))?;
+    crate::cmd::out(&String::from_utf8_lossy(&script))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -50,6 +50,6 @@ pub(crate) fn run(args: Args, cli: clap::Command) -> anyhow::Result<ExitCode> {
         .source(format!("abide {}", env!("CARGO_PKG_VERSION")))
         .render(&mut roff)
         .context("rendering the man page")?;
-    super::out(&String::from_utf8_lossy(&roff))?;
+    crate::cmd::out(&String::from_utf8_lossy(&roff))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -296,7 +296,7 @@ pub(crate) struct Args {
     #[arg(long = "behaviour", value_name = "FACET=VALUE[@WHEN]")]
     behaviours: Vec<String>,
     #[command(flatten)]
-    pub(crate) logs: super::logs::LogArgs,
+    pub(crate) logs: crate::logs::LogArgs,
 }
 
 fn opt_rate(s: &str) -> anyhow::Result<Option<Rate>> {

@@ -9,8 +9,9 @@ use abide_outbox::EnvCredentials;
 use abide_proxy::{Proxy, ProxyOptions};
 use anyhow::{bail, Context};
 
-use super::deliver::Interrupt;
-use super::{send, serve_api};
+use crate::cmd::serve::state::digest;
+use crate::deliver::Interrupt;
+use crate::{args, providers};
 
 const LONG_ABOUT: &str = "\
 Run an HTTP reverse proxy in front of the providers of a providers file: any client, in any
@@ -82,17 +83,17 @@ pub(crate) struct Args {
     /// Share each provider's limit with other proxies and nodes on this Redis; wins over
     /// `[coordination] redis_url`. Shown redacted everywhere.
     #[arg(long, value_name = "URL", env = "ABIDE_REDIS_URL", hide_env_values = true,
-        value_parser = send::parse_redis)]
+        value_parser = args::parse_redis)]
     redis: Option<String>,
     #[command(flatten)]
-    logs: super::logs::LogArgs,
+    logs: crate::logs::LogArgs,
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let cfg = send::load_config(&args.config, None, Duration::from_secs(30))?;
+    let cfg = providers::load_config(&args.config, None, Duration::from_secs(30))?;
     let token_digest = match &args.token_env {
         Some(var) => match std::env::var(var) {
-            Ok(t) if !t.trim().is_empty() => Some(serve_api::digest(t.trim())),
+            Ok(t) if !t.trim().is_empty() => Some(digest(t.trim())),
             _ => bail!("the proxy token variable {var} is unset or empty; export it (e.g. {var}=$(openssl rand -hex 32))"),
         },
         None if !args.listen.ip().is_loopback() => bail!(
@@ -102,7 +103,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let mut coordination = cfg.coordination.clone();
-    if let Some(url) = send::redis_url(args.redis.as_deref(), &cfg) {
+    if let Some(url) = args::redis_url(args.redis.as_deref(), &cfg) {
         coordination = abide_redis::CoordinationConfig::new(
             Some(url),
             Some(coordination.expected_nodes),
@@ -122,12 +123,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let interrupt = Interrupt::listen().context("installing the SIGTERM handler")?;
-        if let Some(url) = send::redis_url(args.redis.as_deref(), &cfg) {
-            send::check_redis(args.redis.as_deref(), &args.config, &url).await?;
+        if let Some(url) = args::redis_url(args.redis.as_deref(), &cfg) {
+            args::check_redis(args.redis.as_deref(), &args.config, &url).await?;
         }
         let proxy = Proxy::new(&cfg, &EnvCredentials, opts)
             .with_context(|| format!("{}", args.config.display()))?;
-        let (listener, addr) = super::listen(args.listen).await?;
+        let (listener, addr) = crate::cmd::listen(args.listen).await?;
         tracing::info!(%addr, providers = ?proxy.provider_names(), "abide proxy listening");
         let shutdown = async move {
             interrupt.nth(1).await;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use abide_core::{Clock, SystemClock};
 use abide_outbox::{RequeueFilter, State, Store};
 
-use super::db;
+use crate::db;
 
 const LONG_ABOUT: &str = "\
 Move DEFERRED items (past their attempt cap or maximum age, waiting for a person) back to
@@ -38,9 +38,8 @@ EXIT CODES
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = LONG_ABOUT)]
 pub(crate) struct Args {
-    /// Outbox database: an SQLite file path, `sqlite:PATH`, or `postgres://...`.
-    #[arg(long, default_value = db::DEFAULT_DB, value_name = "PATH|URL")]
-    db: String,
+    #[command(flatten)]
+    db: crate::args::DbArgs,
     /// Only items currently targeting this provider.
     #[arg(long)]
     provider: Option<String>,
@@ -57,7 +56,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let store = db::open_existing(&args.db).await?;
+        let store = db::open_existing(&args.db.url).await?;
         let filter = RequeueFilter {
             provider: args.provider.clone(),
             ids: (!args.ids.is_empty()).then(|| args.ids.clone()),
@@ -81,12 +80,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             _ => false,
         };
-        db::close(&store, &args.db).await?;
-        super::out(&format!("requeued {moved} {} item(s)\n", what.to_ascii_lowercase()))?;
+        db::close(&store, &args.db.url).await?;
+        crate::cmd::out(&format!("requeued {moved} {} item(s)\n", what.to_ascii_lowercase()))?;
         if unknown_provider {
             eprintln!(
                 "abide: no item in {} targets provider `{}` (see `abide status` for the providers in use)",
-                db::shown(&args.db),
+                db::shown(&args.db.url),
                 args.provider.as_deref().unwrap_or_default()
             );
             return Ok(ExitCode::from(1));

@@ -1,0 +1,135 @@
+//! `abide serve`'s listener under hostile clients: idle connections beyond the cap are
+//! closed and `/healthz` still answers; a loopback listener answers only its own `Host`
+//! (DNS rebinding); `--metrics-auth` covers the dashboard's data.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use crate::support::*;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+const TOKEN: &str = "s3cret-listener-token";
+
+/// `abide serve` on a free loopback port with `extra` flags; its child and base URL.
+async fn serve(dir: &std::path::Path, extra: &[&str]) -> (tokio::process::Child, String) {
+    let cfg = write(
+        dir,
+        "providers.toml",
+        &provider_toml("sms", "http://127.0.0.1:9", "", ""),
+    );
+    let db = db_in(dir);
+    let mut args = vec![
+        "serve",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--db",
+        &db,
+        "--listen",
+        "127.0.0.1:0",
+        "--token-env",
+        "ABIDE_TEST_API_TOKEN",
+    ];
+    args.extend_from_slice(extra);
+    let mut cmd = abide(&args);
+    cmd.env("ABIDE_TEST_API_TOKEN", TOKEN);
+    let mut child = start(cmd);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(RUN_BOUND, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let base = first.strip_prefix("listening on ").unwrap().to_owned();
+    (child, base)
+}
+
+async fn stop(mut child: tokio::process::Child) {
+    sigterm(&child);
+    let status = tokio::time::timeout(RUN_BOUND, child.wait())
+        .await
+        .expect("serve did not stop on SIGTERM")
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_beyond_the_cap_are_closed_and_healthz_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, base) = serve(dir.path(), &["--max-connections", "8"]).await;
+    let addr = base.strip_prefix("http://").unwrap().to_owned();
+    // 40 connections that send half a request head and then nothing.
+    let mut idle = Vec::new();
+    for _ in 0..40 {
+        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: ")
+            .await
+            .unwrap();
+        idle.push(s);
+    }
+    // Generous bound: a loaded machine, not a timing claim; without the cap the idle
+    // connections are never closed, which is what is checked below.
+    let r = tokio::time::timeout(
+        Duration::from_secs(20),
+        reqwest::Client::new().get(format!("{base}/healthz")).send(),
+    )
+    .await
+    .expect("/healthz did not answer")
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut closed = 0;
+    for s in &mut idle {
+        let mut buf = [0u8; 64];
+        // Closed: EOF (or a reset); open: nothing to read within the wait.
+        match tokio::time::timeout(Duration::from_millis(200), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => closed += 1,
+            _ => {}
+        }
+    }
+    assert!(
+        closed >= 40 - 8,
+        "{closed} of 40 idle connections closed at a cap of 8"
+    );
+    stop(child).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loopback_listener_answers_only_its_own_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, base) = serve(dir.path(), &["--metrics-auth"]).await;
+    let port = base.rsplit(':').next().unwrap().to_owned();
+    let c = reqwest::Client::new();
+    for (host, want) in [
+        (format!("evil.example:{port}"), 421),
+        ("evil.example".to_owned(), 421),
+        (format!("127.0.0.2:{port}"), 421),
+        (format!("127.0.0.1:{port}"), 200),
+        (format!("localhost:{port}"), 200),
+        (format!("LOCALHOST:{port}"), 200),
+    ] {
+        let r = c
+            .get(format!("{base}/healthz"))
+            .header("host", &host)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), want, "Host: {host}");
+        // A rebinding page cannot read the dashboard's data either.
+        let r = c
+            .get(format!("{base}/dashboard/state.json"))
+            .header("host", &host)
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), want, "state.json, Host: {host}");
+    }
+    // --metrics-auth: the dashboard's data needs the token too.
+    let r = c
+        .get(format!("{base}/dashboard/state.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    stop(child).await;
+}
