@@ -46,7 +46,8 @@ cargo bench -p abide-outbox --bench engine -- [OPTIONS]
   --workers N        tokio worker threads of the outbox runtime (default 2)
   --enqueue-batch N  items per enqueue transaction (default 5000)
   --transport T      http (loopback provider, default) or scripted (in memory, no network)
-  --db PATH          SQLite file (default: a fresh temporary directory)";
+  --db PATH          SQLite file (default: a fresh temporary directory)
+  --pragma K=V[,K=V] SQLite pragmas on top of the store's own (e.g. wal_autocheckpoint=10000)";
 
 struct ProviderThread {
     url: String,
@@ -104,6 +105,19 @@ fn main() {
     let workers: usize = args.get("workers", 2, USAGE);
     let enqueue_batch: usize = args.get("enqueue-batch", 5000, USAGE);
     let db = args.opt("db").map(std::path::PathBuf::from);
+    let pragmas: Vec<(String, String)> = args
+        .opt("pragma")
+        .unwrap_or("")
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (k.trim().to_owned(), v.trim().to_owned()),
+            None => {
+                eprintln!("--pragma {p}: expected NAME=VALUE\n\n{USAGE}");
+                std::process::exit(2);
+            }
+        })
+        .collect();
     let scripted = match args.opt("transport") {
         None | Some("http") => false,
         Some("scripted") => true,
@@ -135,7 +149,13 @@ fn main() {
 
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let report = rt.block_on(async {
-        let store = SqliteStore::open(&path).await.expect("store");
+        let mut sqlite = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true);
+        for (k, v) in &pragmas {
+            sqlite = sqlite.pragma(k.clone(), v.clone());
+        }
+        let store = SqliteStore::with_options(sqlite).await.expect("store");
         let creds = StaticCredentials::new().with("ABIDE_BENCH_TOKEN", abide_fake::DEMO_KEY);
         let opts = DispatcherOptions {
             claim_batch,

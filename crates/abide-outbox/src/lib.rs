@@ -40,7 +40,7 @@
 //! - [`config`]: providers from TOML ([`Config`]); the file names credentials, never
 //!   holds them; the session's rules checked by [`abide_core::SessionConfig::validate`].
 //! - [`dispatcher`]: [`Dispatcher`]: per provider a claimer, N senders sharing one
-//!   [`abide_core::Session`] (pace, pauses, retry budget, rules), and a completer;
+//!   [`abide_core::Session`] (pace, pauses, retry budget, rules), and a writer;
 //!   [`preflight`] before a run; [`Dispatcher::run_until`] and the drained run
 //!   ([`Dispatcher::run_drained`], [`Dispatcher::is_drained`]); [`Progress`] snapshots.
 //! - Redis coordination (feature `redis`): several nodes sharing each provider's limit

@@ -50,6 +50,11 @@ pub(crate) struct XReading {
 /// Read the first prefix that yields anything.
 pub(crate) fn read(f: &mut Fields<'_>, form: ResetForm) -> XReading {
     for prefix in PREFIXES {
+        // Every field below is named `<prefix>…`: without one, skip the lookups (each a
+        // formatted name) that nearly every response, carrying none, would pay.
+        if !f.names().any(|n| n.starts_with(prefix)) {
+            continue;
+        }
         let r = read_prefix(f, prefix, form, RateLimitSource::XRateLimit);
         if r.info.is_some() {
             return r;

@@ -4,7 +4,7 @@
 //! Sending while results cannot be recorded turns every answer into a duplicate later:
 //! the item's lease ends, it is claimed again and sent again (a 5 s disk-full once caused
 //! 8,066 duplicates for 3,000 messages). So every write the run depends on (the
-//! completer's results, the marks written before each request goes out) goes through
+//! writer's results, the marks written before each request goes out) goes through
 //! [`persist`], which reports each failure here; claimers and senders wait while it is
 //! failing; the first successful write clears it.
 

@@ -1,21 +1,17 @@
-//! The marker: before a request goes on the wire its sender has it marked as sent in the
-//! store ([`Store::mark_sent`]); marks from all senders are written in batches, one
-//! transaction each, like results.
+//! Send marks: before a request goes on the wire its sender has it marked as sent in the
+//! store ([`crate::Store::mark_sent`]); marks from all senders are written in batches by
+//! the writer ([`super::writer`]), in the same transactions as results.
 //!
-//! Why: an item's `attempts` counts the requests that went on the wire. The completer
+//! Why: an item's `attempts` counts the requests that went on the wire. The writer
 //! records the attempts it saw answered; a lease that ends without a recorded answer (a
 //! crash, a hang) is charged only what its holder marked. Without the mark a reclaim can
 //! only guess: charging every reclaimed item gave 247 items 11 attempts and no request
 //! after 12 restarts (issue 11); charging none would let a crash loop send past
 //! `max_attempts`.
 
-use std::sync::Arc;
-
 use tokio::sync::{mpsc, oneshot};
 
-use super::Inner;
 use crate::model::{Item, SendMark};
-use crate::store::Store;
 
 /// One sender's request to mark an item as sent, answered with whether it may send.
 #[derive(Debug)]
@@ -45,32 +41,9 @@ pub(super) async fn mark_sent(marks: &Marks, item: &Item) -> bool {
     answer.await.unwrap_or(false)
 }
 
-/// Writes marks in batches until every sender has dropped its [`Marks`].
-pub(super) async fn marker<S: Store>(inner: Arc<Inner<S>>, mut rx: mpsc::Receiver<MarkRequest>) {
-    const MAX_BATCH: usize = 256;
-    let mut batch: Vec<MarkRequest> = Vec::with_capacity(MAX_BATCH);
-    while let Some(first) = rx.recv().await {
-        batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(m) => batch.push(m),
-                Err(_) => break,
-            }
-        }
-        let marks: Vec<SendMark> = batch.iter().map(|m| m.mark.clone()).collect();
-        let results =
-            super::health::persist(&inner, "marking requests as sent", marks.len(), || {
-                inner.store.mark_sent(&marks)
-            })
-            .await;
-        for (i, m) in batch.drain(..).enumerate() {
-            let ok = results
-                .as_ref()
-                .is_some_and(|r| r.get(i).copied().unwrap_or(false));
-            if !ok && results.is_some() {
-                tracing::warn!(item = %m.mark.id, "lease lost before sending; not sent");
-            }
-            let _ = m.reply.send(ok);
-        }
+impl MarkRequest {
+    /// The mark to write and where to answer.
+    pub(super) fn into_parts(self) -> (SendMark, oneshot::Sender<bool>) {
+        (self.mark, self.reply)
     }
 }

@@ -1,16 +1,16 @@
 //! Delivery: per provider, one claimer feeding N senders that share one pacer and one
-//! retry budget; one marker recording each request as sent before it goes; one completer
-//! writing results back in batches.
+//! retry budget; one writer recording each request as sent before it goes and writing
+//! results back, both in the same batched transactions.
 //!
 //! ```text
-//!   store ──claim (bounded batch, lease)──▶ channel ──▶ N senders ──▶ completer ──▶ store
-//!              ▲ waits while the provider        pacer.reserve,             one transaction
-//!              │ is paused                       mark ─▶ marker ─▶ store    per batch
-//!                                                send, classify, decide
+//!   store ──claim (bounded batch, lease)──▶ channel ──▶ N senders ──result──▶ writer ──▶ store
+//!              ▲ waits while the provider        pacer.reserve,              one transaction
+//!              │ is paused                       mark ─▶ writer (commit) ─▶  per batch of
+//!                                                send, classify, decide      marks + results
 //! ```
 //!
-//! An item's `attempts` counts requests that went on the wire: the marker commits "sent"
-//! before each request (batched over the senders), the completer replaces the mark with
+//! An item's `attempts` counts requests that went on the wire: the writer commits "sent"
+//! before each request (batched over the senders), a later result replaces the mark with
 //! the attempts it records, and a lease reclaimed without a recorded answer is charged the
 //! marks alone. A claim handed back or reclaimed unsent costs nothing.
 //!
@@ -21,7 +21,6 @@
 //! item `PENDING` (or `IN_FLIGHT` until its lease expires) with the same idempotency key.
 
 mod claim;
-mod complete;
 mod drain;
 mod health;
 mod maintain;
@@ -30,6 +29,7 @@ mod preflight;
 mod receipts;
 mod runtime;
 mod send;
+mod writer;
 
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
@@ -572,8 +572,7 @@ impl<S: Store> Dispatcher<S> {
         }
         drop(done_tx);
         drop(mark_tx);
-        let marker = tokio::spawn(mark::marker(Arc::clone(&self.inner), mark_rx));
-        let completer = tokio::spawn(complete::completer(Arc::clone(&self.inner), done_rx));
+        let writer = tokio::spawn(writer::writer(Arc::clone(&self.inner), mark_rx, done_rx));
         let maintenance = tokio::spawn(maintain::maintenance(
             Arc::clone(&self.inner),
             stop_rx.clone(),
@@ -589,8 +588,7 @@ impl<S: Store> Dispatcher<S> {
         }
         let _ = stop_tx.send(true);
         while workers.join_next().await.is_some() {}
-        let _ = marker.await;
-        let _ = completer.await;
+        let _ = writer.await;
         let _ = maintenance.await;
         if let Some((lasted, cause, interrupted)) = self.inner.health.gave_up() {
             return Err(crate::Error::ResultsNotRecorded {

@@ -22,9 +22,9 @@ use abide_core::BudgetRole;
 pub(super) struct Channels {
     /// Claimed items of its provider, shared by the provider's senders.
     pub(super) items: Arc<Mutex<mpsc::Receiver<Item>>>,
-    /// To the marker, before each request.
+    /// To the writer, before each request.
     pub(super) marks: Marks,
-    /// To the completer.
+    /// To the writer, after it.
     pub(super) done: mpsc::Sender<Done>,
 }
 

@@ -184,6 +184,12 @@ delegate! {
     ) -> Result<Vec<Item>>;
     fn complete(&self, completions: &[Completion], now: SystemTime) -> Result<Vec<Result<State>>>;
     fn mark_sent(&self, sends: &[SendMark]) -> Result<Vec<bool>>;
+    fn mark_and_complete(
+        &self,
+        sends: &[SendMark],
+        completions: &[Completion],
+        now: SystemTime,
+    ) -> Result<(Vec<bool>, Vec<Result<State>>)>;
     fn reclaim_expired(&self, now: SystemTime) -> Result<u64>;
     fn reclaim_all_in_flight(&self, now: SystemTime) -> Result<u64>;
     fn defer_older_than(

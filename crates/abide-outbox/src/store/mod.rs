@@ -36,6 +36,7 @@ use crate::state::State;
 
 mod any;
 mod backend;
+mod batch;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod existing;
 mod plan;
@@ -137,6 +138,36 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// # Errors
     /// Database errors (nothing is marked; send nothing).
     fn mark_sent(&self, sends: &[SendMark]) -> impl Future<Output = Result<Vec<bool>>> + Send;
+
+    /// [`Store::complete`] of `completions`, then [`Store::mark_sent`] of `sends`, in ONE
+    /// transaction where the store can (the SQL stores do): the dispatcher writes the marks
+    /// of requests about to go and the results of requests answered together, one commit
+    /// for both. Returns the two answers as those methods would. The default runs the two
+    /// methods one after the other (completions first).
+    ///
+    /// # Errors
+    /// Database errors: nothing is marked (send nothing); with the SQL stores nothing of
+    /// the batch is committed.
+    fn mark_and_complete(
+        &self,
+        sends: &[SendMark],
+        completions: &[Completion],
+        now: SystemTime,
+    ) -> impl Future<Output = Result<(Vec<bool>, Vec<Result<State>>)>> + Send {
+        async move {
+            let done = if completions.is_empty() {
+                Vec::new()
+            } else {
+                self.complete(completions, now).await?
+            };
+            let marked = if sends.is_empty() {
+                Vec::new()
+            } else {
+                self.mark_sent(sends).await?
+            };
+            Ok((marked, done))
+        }
+    }
 
     /// `IN_FLIGHT → PENDING` for every item whose lease ran out by `now` (its worker
     /// crashed or hung): due at once, reason `lease_expired`, charged the requests its

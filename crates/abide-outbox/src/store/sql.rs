@@ -314,9 +314,13 @@ pub(crate) fn mark_sent_sql(rows: usize, ph: Placeholders) -> String {
          WHERE items.id = v.id AND items.lease_owner = v.owner AND items.state = ",
     );
     ph.push(&mut sql, n + 1);
-    sql.push_str(" RETURNING items.id, items.lease_owner");
+    sql.push_str(MARK_SENT_RETURNING);
     sql
 }
+
+/// The end of [`mark_sent_sql`]: without it the statement marks the same rows and returns
+/// none (the count of rows it touched says whether all were marked).
+pub(crate) const MARK_SENT_RETURNING: &str = " RETURNING items.id, items.lease_owner";
 
 /// `INSERT INTO attempts` of `rows` rows, 11 parameters each in the order of the column
 /// list.

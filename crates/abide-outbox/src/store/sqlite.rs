@@ -24,7 +24,14 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 ///
 /// WAL mode lets readers (`status`, progress) run beside the single writer;
 /// `synchronous = NORMAL` keeps every committed transaction across a process crash
-/// (`kill -9`), though the last few may be lost on power failure. Claims are single
+/// (`kill -9`), though the last few may be lost on power failure (or a kernel crash): the
+/// write-ahead log is synced only at checkpoints. What that risks: the lost commits may
+/// hold send marks of requests that went out, so after a power cut such an item is
+/// charged fewer attempts than the provider saw and is resent with the same idempotency
+/// key; nothing committed before the last checkpoint is lost. `FULL` would close that at
+/// the cost of one fsync per write batch. Measured and not adopted: a larger
+/// `wal_autocheckpoint` (10,000 pages) changed nothing beyond the spread, and a larger
+/// page cache made commits slower (BENCHMARKS.md). Claims are single
 /// `UPDATE … RETURNING` statements and writes use `BEGIN IMMEDIATE`, so two workers never
 /// claim the same item and never deadlock upgrading a read lock.
 ///

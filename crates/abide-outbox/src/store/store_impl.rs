@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime};
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
 
 use super::backend::SqlBackend;
-use super::plan::{plan_completion, pow2_chunks, rounds, AttemptRow, MAX_COMPLETE_ROWS};
-use super::rows::{count_code, duration_ms, refused, RawAttempt, RawItem};
+use super::batch::{mark_answers, mark_statements};
+use super::rows::{count_code, duration_ms, RawAttempt, RawItem};
 use super::sql;
 use super::sql_store::{begin, settle, SqlStore};
 use super::Store;
@@ -172,91 +172,24 @@ where
         completions: &[Completion],
         now: SystemTime,
     ) -> Result<Vec<Result<State>>> {
-        let now_ms = to_ms(now);
-        let mut out: Vec<Option<Result<State>>> = completions.iter().map(|_| None).collect();
-        let mut planned = Vec::with_capacity(completions.len());
-        for (i, c) in completions.iter().enumerate() {
-            match plan_completion(i, c) {
-                Ok(p) => planned.push(p),
-                Err(e) => out[i] = Some(Err(e)),
-            }
-        }
-        let mut conn = self.writer().await?;
-        let r = async {
-            let mut tx = begin(&mut conn).await?;
-            for round in rounds(planned) {
-                for chunk in pow2_chunks(&round, MAX_COMPLETE_ROWS) {
-                    let statement = sql::complete_sql(chunk.len(), DB::PLACEHOLDERS);
-                    let mut q = sqlx::query_as::<_, (String, i64, String)>(&statement);
-                    for p in chunk {
-                        q = q
-                            .bind(p.id)
-                            .bind(p.target.as_str())
-                            .bind(p.n)
-                            .bind(p.next)
-                            .bind(p.code.as_deref())
-                            .bind(p.reason)
-                            .bind(p.owner)
-                            .bind(p.message_id);
-                    }
-                    let q = q.bind(now_ms).bind(State::InFlight.as_str());
-                    let rows = q.fetch_all(&mut *tx).await?;
-                    let mut moved: HashMap<String, (i64, String)> = rows
-                        .into_iter()
-                        .map(|(id, attempts, key)| (id, (attempts, key)))
-                        .collect();
-                    let mut attempt_rows = Vec::new();
-                    for p in chunk {
-                        let Some((attempts, key)) = moved.remove(p.id) else {
-                            let cur: Option<(String, Option<String>)> =
-                                sqlx::query_as(sql::STATE_OF)
-                                    .bind(p.id)
-                                    .fetch_optional(&mut *tx)
-                                    .await?;
-                            out[p.index] = Some(Err(refused(p.id, cur, State::InFlight, p.event)));
-                            continue;
-                        };
-                        let first_no = attempts - p.n + 1;
-                        for (i, a) in completions[p.index].attempts.iter().enumerate() {
-                            attempt_rows.push(AttemptRow {
-                                item_id: p.id,
-                                attempt_no: first_no + i64::try_from(i).unwrap_or(0),
-                                record: a,
-                                key: key.clone(),
-                            });
-                        }
-                        out[p.index] = Some(Ok(p.target));
-                    }
-                    self.record_attempts(&mut tx, &attempt_rows).await?;
-                }
-            }
-            tx.commit().await?;
-            Ok(())
-        }
-        .await;
-        settle(&mut conn, r)?;
-        Ok(out
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(Error::Corrupt("unplanned completion".into()))))
-            .collect())
+        Ok(self.write_batch(&[], completions, now).await?.1)
+    }
+
+    async fn mark_and_complete(
+        &self,
+        sends: &[SendMark],
+        completions: &[Completion],
+        now: SystemTime,
+    ) -> Result<(Vec<bool>, Vec<Result<State>>)> {
+        self.write_batch(sends, completions, now).await
     }
 
     async fn mark_sent(&self, sends: &[SendMark]) -> Result<Vec<bool>> {
-        // Rounds in which every id occurs once (a joined UPDATE marks a row once), cut
-        // into statements of at most MAX_COMPLETE_ROWS rows, each padded with rows that
-        // match nothing up to a power of two (few statement shapes, all cached). One
-        // statement (the usual case: the marker's batches are smaller) runs on its own;
-        // more run in one transaction, so that a failure marks nothing.
-        let mut statements: Vec<Vec<usize>> = Vec::new();
-        let mut pending: Vec<usize> = (0..sends.len()).collect();
-        while !pending.is_empty() {
-            let mut seen = std::collections::HashSet::new();
-            let (round, later): (Vec<usize>, Vec<usize>) = pending
-                .into_iter()
-                .partition(|&i| seen.insert(sends[i].id.as_str()));
-            pending = later;
-            statements.extend(round.chunks(MAX_COMPLETE_ROWS).map(<[usize]>::to_vec));
-        }
+        // Rounds in which every id occurs once, cut into statements of at most
+        // MAX_COMPLETE_ROWS rows, each padded with rows that match nothing up to a power
+        // of two (few statement shapes, all cached). One statement (the usual case) runs
+        // on its own; more run in one transaction, so that a failure marks nothing.
+        let statements = mark_statements(sends);
         let mut marked = std::collections::HashSet::new();
         match statements.as_slice() {
             [] => {}
@@ -276,10 +209,7 @@ where
                 marked.extend(settle(&mut conn, r)?);
             }
         }
-        Ok(sends
-            .iter()
-            .map(|m| marked.contains(&(m.id.clone(), m.lease_owner.clone())))
-            .collect())
+        Ok(mark_answers(sends, &marked))
     }
 
     async fn reclaim_expired(&self, now: SystemTime) -> Result<u64> {

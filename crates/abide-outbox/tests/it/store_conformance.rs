@@ -1234,6 +1234,60 @@ pub async fn message_ids_and_receipts_are_matched_when_read<S: ByHand>(s: S) {
     assert_eq!(serde_json::to_value(&item).unwrap()["message_id"], "m4");
 }
 
+/// Marks and results written together (`mark_and_complete`, one transaction on the SQL
+/// stores) answer as `mark_sent` and `complete` would: a mark under a lease no longer
+/// held is refused beside one that is marked, and results replace the marks they answer.
+pub async fn marks_and_results_written_together<S: ByHand>(s: S) {
+    let ids: Vec<String> = s
+        .enqueue(&[item("w", "t1"), item("w", "t2"), item("w", "t3")], t0())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    let (a, b, c) = (&ids[0], &ids[1], &ids[2]);
+    assert_eq!(s.claim("w", "o1", t0(), LEASE, 10).await.unwrap().len(), 3);
+    let (marked, done_) = s
+        .mark_and_complete(&[mark(a, "o1"), mark(b, "other"), mark(c, "o1")], &[], t0())
+        .await
+        .unwrap();
+    assert_eq!((marked, done_.len()), (vec![true, false, true], 0));
+    let (marked, results) = s
+        .mark_and_complete(
+            &[mark(b, "o1")],
+            &[done(a, "o1", Outcome::Submitted, RemoteCode::Http(202))],
+            t0(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(marked, [true]);
+    assert!(
+        matches!(results.as_slice(), [Ok(State::Submitted)]),
+        "{results:?}"
+    );
+    // A result for a lease not held is refused; nothing else of the batch is undone.
+    let (marked, results) = s
+        .mark_and_complete(
+            &[],
+            &[
+                done(c, "other", Outcome::Submitted, RemoteCode::Http(202)),
+                done(c, "o1", Outcome::Submitted, RemoteCode::Http(202)),
+            ],
+            t0(),
+        )
+        .await
+        .unwrap();
+    assert!(marked.is_empty());
+    assert!(results[0].is_err() && matches!(results[1], Ok(State::Submitted)));
+    let it = s.get(a).await.unwrap().unwrap();
+    assert_eq!((it.state, it.attempts), (State::Submitted, 1));
+    assert_eq!(s.attempts(c).await.unwrap().len(), 1);
+    // b: marked, never answered: the reclaim charges exactly that one request.
+    assert_eq!(s.reclaim_expired(t0() + LEASE).await.unwrap(), 1);
+    let it = s.get(b).await.unwrap().unwrap();
+    assert_eq!((it.state, it.attempts), (State::Pending, 1));
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -1272,4 +1326,5 @@ conformance!(
     has_active_agrees_with_counts,
     reasons_listing_and_requeue_of_failed_items,
     message_ids_and_receipts_are_matched_when_read,
+    marks_and_results_written_together,
 );
