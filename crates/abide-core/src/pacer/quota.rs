@@ -289,9 +289,13 @@ impl State {
         };
         let at = match grant {
             Some(Grant::Now) => {
-                let at = pause_end.map_or(now, |p| p.max(now));
+                // The server's count bounds the burst; the user's hard cap still spaces it
+                // (a count is input: `remaining = 10^9` must not mean "as fast as possible").
+                let at = pause_end
+                    .map_or(now, |p| p.max(now))
+                    .max(self.schedule.cap_next());
                 if take {
-                    self.schedule.take_at(now, at, rate);
+                    self.schedule.take_at(now, at, rate, cfg.max_rate);
                 }
                 at
             }

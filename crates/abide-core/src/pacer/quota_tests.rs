@@ -31,9 +31,10 @@ fn the_units_left_go_at_once_and_the_next_waits_for_the_reset() {
     let first = p.reserve(t0);
     let now = first + 5 * MS;
     p.on_verdict_for(now, t0, &quota(10, 9, 10, 10));
-    // Spacing at 0.97/s would hand these out a second apart; the quota lets all 9 go now.
-    for _ in 0..9 {
-        assert_eq!(p.reserve(now), now);
+    // Spacing at 0.97/s would hand these out a second apart; the quota lets all 9 go now,
+    // a millisecond apart (the default hard cap, `max_rate` 1000/s).
+    for i in 0..9 {
+        assert_eq!(p.reserve(now), now + i * MS);
     }
     // The tenth would be over the quota: not before the reset (plus the clock error and,
     // until the refill is known, one interval at the advertised rate).
@@ -50,16 +51,16 @@ fn unanswered_and_reordered_answers_never_grant_more_than_is_left() {
     let at = slots[4] + 2 * MS;
     let held = |p: &Pacer, now: Instant| p.reserve(now) > now + Duration::from_secs(59);
     p.on_verdict_for(at, t0, &quota(10, 8, 60, 60));
-    // Four unanswered may not be counted yet: 8 − 4 = 4 more.
-    for _ in 0..4 {
-        assert_eq!(p.reserve(at), at);
+    // Four unanswered may not be counted yet: 8 − 4 = 4 more (at the 1000/s hard cap).
+    for i in 0..4 {
+        assert_eq!(p.reserve(at), at + i * MS);
     }
     assert!(held(&p, at));
     // The late answer says 9: against it count the 7 unanswered (3 + 4) and the answer that
     // arrived after it was sent: one more, ten in all, the whole quota and no more.
     let later = at + MS;
     p.on_verdict_for(later, t0, &quota(10, 9, 60, 60));
-    assert_eq!(p.reserve(later), later);
+    assert_eq!(p.reserve(later), at + 4 * MS);
     assert!(held(&p, later));
 }
 
@@ -210,8 +211,30 @@ fn a_count_without_a_window_is_spent_too() {
         ..verdict(VerdictClass::Success)
     };
     p.on_verdict_for(now, t0, &v);
-    for _ in 0..4 {
-        assert_eq!(p.reserve(now), now);
+    for i in 0..4 {
+        assert_eq!(p.reserve(now), now + i * MS);
     }
     assert!(p.reserve(now) >= now + Duration::from_secs(30));
+}
+
+#[test]
+fn a_burst_within_the_quota_still_keeps_to_the_hard_cap() {
+    // A server may say a million units are left; the user's cap (`max_rate`, the providers
+    // file's hard cap) still spaces the burst: a remote count is input, not instruction.
+    let clock = crate::ManualClock::new(std::time::UNIX_EPOCH);
+    let t0 = clock.monotonic();
+    let cfg = PacerConfig {
+        initial_rate: 10.0,
+        max_rate: 20.0,
+        ..PacerConfig::default()
+    };
+    let p = Pacer::new(cfg, t0);
+    let first = p.reserve(t0);
+    let now = first + 5 * MS;
+    p.on_verdict_for(now, t0, &quota(1_000_000, 999_999, 60, 60));
+    let slots: Vec<Instant> = (0..10).map(|_| p.reserve(now)).collect();
+    assert_eq!(slots[0], now);
+    for w in slots.windows(2) {
+        assert_eq!(w[1] - w[0], 50 * MS, "{slots:?}");
+    }
 }

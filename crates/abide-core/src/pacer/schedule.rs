@@ -17,6 +17,9 @@ pub(super) struct Schedule {
     pub(super) counts: SlotCounts,
     /// After a jump up, the lane that fills the gaps of the queue already handed out.
     fill: Option<Fill>,
+    /// The earliest slot a quota burst may take: one interval at the hard cap
+    /// (`PacerConfig::max_rate`) after the last one ([`Schedule::take_at`]).
+    cap_next: Instant,
 }
 
 /// When the rate jumps up (an advertised limit adopted at once), the slots already handed
@@ -56,6 +59,7 @@ impl Schedule {
             first_slot: None,
             counts: SlotCounts::default(),
             fill: None,
+            cap_next: now,
         }
     }
 
@@ -87,10 +91,17 @@ impl Schedule {
 
     /// A slot at `at` granted from an advertised quota, ahead of the spacing: the spacing
     /// resumes one interval at `rate` after it, owing nothing for the burst (the server's
-    /// count, not the spacing, bounds a burst).
-    pub(super) fn take_at(&mut self, now: Instant, at: Instant, rate: f64) {
+    /// count, not the spacing, bounds a burst), and the next burst slot is at least one
+    /// interval at the hard cap `max_rate` later.
+    pub(super) fn take_at(&mut self, now: Instant, at: Instant, rate: f64, max_rate: f64) {
         self.tat = self.tat.max(at + interval(rate));
+        self.cap_next = self.cap_next.max(at + interval(max_rate));
         self.count(now, at);
+    }
+
+    /// The earliest slot a quota burst may take now (see [`Schedule::take_at`]).
+    pub(super) fn cap_next(&self) -> Instant {
+        self.cap_next
     }
 
     fn count(&mut self, now: Instant, at: Instant) {
