@@ -130,6 +130,21 @@ pub(crate) fn bad_header(name: &str, why: &str) -> Response<Body> {
     )
 }
 
+/// `403`: a browser's request (it names its page): the proxy adds credentials, and serves
+/// programs, not pages (see `origin.rs`).
+pub(crate) fn from_a_browser() -> Response<Body> {
+    stopped(
+        text(
+            StatusCode::FORBIDDEN,
+            "abide proxy: requests from web pages (Origin, Sec-Fetch-Site) are refused: the \
+             proxy adds the provider's credential, and any page could otherwise spend it; \
+             call it from your program, not a browser"
+                .into(),
+        ),
+        "browser_request",
+    )
+}
+
 /// `401`: the proxy's token is missing or wrong.
 pub(crate) fn unauthorized() -> Response<Body> {
     let mut r = text(

@@ -22,9 +22,13 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ProxyError> {
     let watcher = tokio::spawn(crate::watch::pauses(proxy.providers.clone()));
+    let hosts = listener
+        .local_addr()
+        .ok()
+        .and_then(crate::origin::loopback_hosts);
     let app = axum::Router::new()
         .fallback(handle)
-        .with_state(Arc::new(proxy));
+        .with_state(Arc::new(Listening { proxy, hosts }));
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await;
@@ -50,18 +54,29 @@ fn authorized(proxy: &Proxy, req: &Request<Body>) -> bool {
         .is_some_and(|t| ct_eq(&Sha256::digest(t.trim().as_bytes()).into(), want))
 }
 
-async fn handle(State(proxy): State<Arc<Proxy>>, req: Request<Body>) -> Response<Body> {
-    match route(req.method(), req.uri(), &*proxy) {
-        Target::Own(name) => own(&proxy, &name),
+/// The proxy and what its listener answers.
+struct Listening {
+    proxy: Proxy,
+    /// [`crate::origin::loopback_hosts`] of the listener's address.
+    hosts: Option<Vec<String>>,
+}
+
+async fn handle(State(l): State<Arc<Listening>>, req: Request<Body>) -> Response<Body> {
+    if let Some(refused) = crate::origin::refuse(&req, l.hosts.as_deref()) {
+        return refused;
+    }
+    let proxy = &l.proxy;
+    match route(req.method(), req.uri(), proxy) {
+        Target::Own(name) => own(proxy, &name),
         Target::Connect => answer::connect(proxy.providers.first().map(|p| p.name.as_str())),
         Target::Unknown(asked) => answer::unknown(&asked, &proxy.provider_names()),
         Target::Refused(e) => answer::refused(&e.to_string()),
         Target::Provider { index, url, path } => {
-            if !authorized(&proxy, &req) {
+            if !authorized(proxy, &req) {
                 return answer::unauthorized();
             }
             let p = Arc::clone(&proxy.providers[index]);
-            let r = forward::forward(&proxy, &p, url, path, req).await;
+            let r = forward::forward(proxy, &p, url, path, req).await;
             p.metrics.answered(r.status().as_u16());
             r
         }

@@ -190,7 +190,7 @@ async fn a_post_without_a_key_that_timed_out_is_not_replayed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn escaping_paths_unknown_providers_and_connect_are_refused_saying_why() {
+async fn escaping_paths_unknown_providers_pages_and_connect_are_refused_saying_why() {
     let p = start_provider(provider_config(100, 100)).await;
     let px = proxy(&p, "", &[]).await;
     let c = client();
@@ -208,6 +208,26 @@ async fn escaping_paths_unknown_providers_and_connect_are_refused_saying_why() {
     let r = c.get(format!("{}/nope/v1", px.url)).send().await.unwrap();
     assert_eq!(r.status(), 404);
     assert!(r.text().await.unwrap().contains("configured: sms"));
+    // A web page's request (it names its origin), and a DNS-rebound name in Host: the proxy
+    // would add the provider's credential for them, so neither goes upstream.
+    let page = c
+        .post(format!("{}/sms/v1/messages", px.url))
+        .header("origin", "http://evil.example")
+        .header("content-type", "text/plain")
+        .body(r#"{"to":"+1","text":"csrf"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 403);
+    assert_eq!(page.headers()["abide-stopped"], "browser_request");
+    let rebound = c
+        .post(format!("{}/sms/v1/messages", px.url))
+        .header("host", "attacker.example")
+        .json(&serde_json::json!({"to": "+15550100", "text": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 421);
     assert_eq!(p.stats().requests, 0);
     // CONNECT through the proxy: 501, and the reverse route named.
     let tunnel = reqwest::Client::builder()

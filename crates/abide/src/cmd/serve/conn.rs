@@ -292,22 +292,10 @@ fn timed_out() -> Response {
 }
 
 /// The `Host` values a loopback listener on `addr` answers: its address and `localhost`,
-/// with its port or none; `None` (any) for a listener on another address.
+/// with its port or none; `None` (any) for a listener on another address. The same rule as
+/// the proxy's listener ([`abide_proxy::loopback_hosts`]).
 pub(crate) fn allowed_hosts(addr: SocketAddr) -> Option<Arc<Vec<String>>> {
-    if !addr.ip().is_loopback() {
-        return None;
-    }
-    let ip = match addr {
-        SocketAddr::V4(a) => a.ip().to_string(),
-        SocketAddr::V6(a) => format!("[{}]", a.ip()),
-    };
-    let port = addr.port();
-    let mut hosts = Vec::new();
-    for name in [ip.as_str(), "localhost"] {
-        hosts.push(format!("{name}:{port}"));
-        hosts.push(name.to_owned());
-    }
-    Some(Arc::new(hosts))
+    abide_proxy::loopback_hosts(addr).map(Arc::new)
 }
 
 /// Middleware: on a loopback listener, a `Host` other than the listener's own or
