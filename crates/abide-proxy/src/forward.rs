@@ -32,7 +32,7 @@ fn client_max_wait(h: &HeaderMap) -> Result<Option<Duration>, String> {
     let text = v.to_str().map_err(|_| "not ASCII".to_owned())?.trim();
     let secs: f64 = text.parse().map_err(|_| {
         format!(
-            "{:?} is not a number of seconds",
+            "{} is not a number of seconds",
             abide_core::echo::clip(text)
         )
     })?;

@@ -103,9 +103,8 @@ fn own(proxy: &Proxy, name: &str) -> Response<Body> {
         _ => (
             StatusCode::NOT_FOUND,
             format!(
-                "abide proxy: no route {}{}; there are /_abide/healthz, /_abide/metrics and /_abide/stats\n",
-                crate::route::OWN_PREFIX,
-                abide_core::echo::clip(name)
+                "abide proxy: no route {}; there are /_abide/healthz, /_abide/metrics and /_abide/stats\n",
+                abide_core::echo::clip(&format!("{}{name}", crate::route::OWN_PREFIX))
             ),
             "text/plain; charset=utf-8",
         ),
