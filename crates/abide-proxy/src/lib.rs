@@ -172,8 +172,8 @@ impl Proxy {
     /// A proxy for every provider of `config`, reading credentials from `credentials`.
     ///
     /// # Errors
-    /// [`ProxyError`] naming the provider or option: a provider that is not HTTP, a
-    /// `credentials_env` that is unset, session rules abide-client refuses, `max_waiting`
+    /// [`ProxyError`] naming the provider or option: a provider that is not HTTP or is
+    /// named `_abide` (the proxy's own routes), a `credentials_env` that is unset, session rules abide-client refuses, `max_waiting`
     /// or `max_wait` zero.
     pub fn new(
         config: &Config,
@@ -190,6 +190,15 @@ impl Proxy {
             return Err(ProxyError::Option {
                 option: "max_wait",
                 problem: "must be positive".into(),
+            });
+        }
+        let own = route::OWN_PREFIX.trim_matches('/');
+        if let Some(p) = config.providers.iter().find(|p| p.name == own) {
+            return Err(ProxyError::Config {
+                provider: p.name.clone(),
+                problem: format!(
+                    "the name is the proxy's own routes (/{own}/healthz, ...); rename the provider"
+                ),
             });
         }
         let providers = config
@@ -239,5 +248,30 @@ impl route::Bases for Proxy {
     }
     fn base(&self, i: usize) -> &reqwest::Url {
         &self.providers[i].base
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_provider_named_like_the_proxys_own_routes_is_refused() {
+        let cfg = Config::from_toml_str(
+            "[[provider]]\nname = \"_abide\"\nbase_url = \"http://127.0.0.1:8080\"\n",
+        )
+        .unwrap();
+        let e = Proxy::new(
+            &cfg,
+            &abide_outbox::StaticCredentials::new(),
+            ProxyOptions::default(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, ProxyError::Config { provider, .. } if provider == "_abide"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("rename the provider"), "{e}");
     }
 }
