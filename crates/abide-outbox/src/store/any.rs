@@ -38,16 +38,40 @@ pub enum AnyStore {
     Postgres(PostgresStore),
 }
 
+/// The scheme of a `scheme://…` URL that names no store abide has (`mysql://…`), for an
+/// error that says so instead of taking the URL for a file path.
+fn foreign_scheme(s: &str) -> Option<&str> {
+    let (scheme, _) = s.split_once("://")?;
+    let known = ["sqlite", "postgres", "postgresql"];
+    let is_scheme = !scheme.is_empty()
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
+    (is_scheme && !known.contains(&scheme.to_ascii_lowercase().as_str())).then_some(scheme)
+}
+
+fn refuse_foreign(url_or_path: &str) -> Result<()> {
+    match foreign_scheme(url_or_path.trim()) {
+        Some(scheme) => Err(Error::DatabaseUrl(format!(
+            "{scheme}:// is not a store abide has: give a file path (SQLite), sqlite://PATH \
+             or postgres://…"
+        ))),
+        None => Ok(()),
+    }
+}
+
 impl AnyStore {
     /// `postgres://…` or `postgresql://…` opens Postgres; `sqlite:…` or anything else
     /// (taken as a file path) opens SQLite, creating the file if needed.
     ///
     /// # Errors
-    /// [`Error::DatabaseUrl`] for an empty string or an `sqlite:` URL without a path,
+    /// [`Error::DatabaseUrl`] for an empty string, an `sqlite:` URL without a path or a URL
+    /// of another scheme (`mysql://…`),
     /// [`Error::Unreachable`](crate::Error::Unreachable) for a Postgres server that does
     /// not answer within `POSTGRES_CONNECT_TIMEOUT`, connection or migration
     /// errors.
     pub async fn connect(url_or_path: &str) -> Result<Self> {
+        refuse_foreign(url_or_path)?;
         let trimmed = url_or_path.trim();
         if trimmed.is_empty() {
             return Err(Error::DatabaseUrl(
@@ -90,6 +114,7 @@ impl AnyStore {
     /// As [`AnyStore::connect`], and [`Error::NotAnOutbox`](crate::Error::NotAnOutbox) for
     /// a database without abide's tables (or with an older schema).
     pub async fn open_read_only(url_or_path: &str) -> Result<Self> {
+        refuse_foreign(url_or_path)?;
         let trimmed = url_or_path.trim();
         if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
             #[cfg(feature = "postgres")]
@@ -111,10 +136,14 @@ impl AnyStore {
     }
 
     /// The SQLite file `url_or_path` names (as [`AnyStore::connect`] reads it): `None` for
-    /// a Postgres URL or an in-memory database.
+    /// a Postgres URL, an in-memory database or a URL of a scheme abide has no store for
+    /// (which [`AnyStore::connect`] refuses).
     pub fn sqlite_file(url_or_path: &str) -> Option<PathBuf> {
         let s = url_or_path.trim();
         if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            return None;
+        }
+        if foreign_scheme(s).is_some() {
             return None;
         }
         let p = s
@@ -221,4 +250,36 @@ delegate! {
     fn record_receipts(&self, receipts: &[Receipt]) -> Result<()>;
     fn receipt_counts(&self, provider: Option<&str>) -> Result<ReceiptCounts>;
     fn receipt_of(&self, id: &str) -> Result<Option<(ReceiptState, SystemTime)>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_url_of_another_database_is_refused_by_its_scheme_not_taken_for_a_path() {
+        for url in [
+            "mysql://user@127.0.0.1/db",
+            " redis://127.0.0.1 ",
+            "MariaDB://x",
+        ] {
+            assert_eq!(AnyStore::sqlite_file(url), None, "{url}");
+            let e = AnyStore::connect(url).await.err().map(|e| e.to_string());
+            let e = e.unwrap_or_default();
+            assert!(e.contains(":// is not a store abide has"), "{url}: {e}");
+            let e = AnyStore::open_read_only(url)
+                .await
+                .err()
+                .map(|e| e.to_string());
+            assert!(e.unwrap_or_default().contains("is not a store"), "{url}");
+        }
+        assert_eq!(
+            AnyStore::sqlite_file("sqlite://dir/out.db"),
+            Some(PathBuf::from("dir/out.db"))
+        );
+        assert_eq!(
+            AnyStore::sqlite_file("dir/out.db"),
+            Some(PathBuf::from("dir/out.db"))
+        );
+    }
 }
