@@ -104,6 +104,7 @@ fn the_input_schema_refuses_lines_abide_refuses() {
         json!({"provider": "sms", "path": "/v1", "idempotency_key": long_key}),
         json!({"provider": "sms", "path": "/v1", "headers": {"X-Trace": 42}}),
         json!({"provider": "s".repeat(MAX_PROVIDER_NAME_LEN + 1), "path": "/"}),
+        json!({"provider": "a/b", "path": "/"}),
         json!({"provider": "sms", "path": format!("/{}", "a".repeat(MAX_PATH_LEN))}),
         json!(["not", "an", "object"]),
     ];
@@ -161,6 +162,7 @@ fn the_providers_schema_refuses_what_the_reader_refuses_by_name() {
         format!("{http}\n[provider.retry]\nmax_attempt = 3\n"),
         format!("{http}\n[provider.failover]\nto = \"b\"\n"),
         format!("{http}rate_limit_dialect = \"klingon\"\n"),
+        http.replace("name = \"sms\"", "name = \"a/b\""),
         format!("{http}\n[coordination]\nredis = \"redis://127.0.0.1\"\n"),
     ];
     for text in bad {
