@@ -95,6 +95,10 @@ pub struct ProxyOptions {
     /// The slowest request body accepted; a slower one is answered `408` (or, when it
     /// streams past `max_buffered_body`, its upstream request is cut off).
     pub min_body_rate: MinBodyRate,
+    /// How long a connection may take to send a request head, and stay idle between
+    /// requests, before it is closed: a head that never ends holds no connection for
+    /// ever (slowloris).
+    pub header_read_timeout: Duration,
     /// SHA-256 of the bearer token clients must send in `Proxy-Authorization`; `None`:
     /// open (only sensible on loopback).
     pub token_digest: Option<[u8; 32]>,
@@ -111,6 +115,7 @@ impl std::fmt::Debug for ProxyOptions {
             .field("max_buffered_body", &self.max_buffered_body)
             .field("max_buffered_total", &self.max_buffered_total)
             .field("min_body_rate", &self.min_body_rate)
+            .field("header_read_timeout", &self.header_read_timeout)
             .field("token", &self.token_digest.map(|_| "<redacted>"))
             .finish_non_exhaustive()
     }
@@ -124,6 +129,7 @@ impl Default for ProxyOptions {
             max_buffered_body: 1 << 20,
             max_buffered_total: 256 << 20,
             min_body_rate: MinBodyRate::default(),
+            header_read_timeout: Duration::from_secs(10),
             token_digest: None,
             #[cfg(feature = "redis")]
             coordination: None,

@@ -14,8 +14,13 @@ use crate::{answer, forward, Proxy, ProxyError};
 /// Serve `proxy` on `listener` until `shutdown` completes, then drain: no new connections,
 /// and every request already inside (held or on the wire) is answered before this returns.
 ///
+/// HTTP/1.1, each connection with a head read timeout
+/// ([`ProxyOptions::header_read_timeout`](crate::ProxyOptions)): a head that never ends,
+/// or a connection idle between requests, is closed.
+///
 /// # Errors
-/// [`ProxyError::Io`] when the listener fails.
+/// None today: accept errors (out of file descriptors included) are logged and retried
+/// after a pause.
 pub async fn serve(
     proxy: Proxy,
     listener: tokio::net::TcpListener,
@@ -26,15 +31,64 @@ pub async fn serve(
         .local_addr()
         .ok()
         .and_then(crate::origin::loopback_hosts);
+    let header_timeout = proxy.opts.header_read_timeout;
     let app = axum::Router::new()
         .fallback(handle)
         .with_state(Arc::new(Listening { proxy, hosts }));
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut conns = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, a reset before accept: wait rather than spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        while conns.try_join_next().is_some() {}
+        conns.spawn(connection(
+            stream,
+            app.clone(),
+            header_timeout,
+            stop_rx.clone(),
+        ));
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    while conns.join_next().await.is_some() {}
     watcher.abort();
-    served?;
     Ok(())
+}
+
+/// One connection until it ends, or until `stop` asks: then the request in progress (if
+/// any) is answered and the connection closed.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    app: axum::Router,
+    header_timeout: std::time::Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    use tower::ServiceExt as _;
+    let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+        app.clone().oneshot(req.map(Body::new))
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = stop.wait_for(|s| *s) => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
 }
 
 /// Constant-time equality of two digests (comparing digests also hides the length).
@@ -118,7 +172,62 @@ fn own(proxy: &Proxy, name: &str) -> Response<Body> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    /// A head that never ends is closed at the head read timeout (slowloris), while a
+    /// whole request on another connection is answered. Waits on the close itself (EOF);
+    /// the outer 30 s bound only keeps a broken build from hanging the suite.
+    #[tokio::test]
+    async fn a_head_that_never_ends_is_closed_and_a_whole_one_answered() {
+        let cfg = abide_outbox::Config::from_toml_str(
+            "[[provider]]\nname = \"sms\"\nbase_url = \"http://127.0.0.1:9\"\n",
+        )
+        .unwrap();
+        let opts = crate::ProxyOptions {
+            header_read_timeout: std::time::Duration::from_millis(200),
+            ..crate::ProxyOptions::default()
+        };
+        let proxy = Proxy::new(&cfg, &abide_outbox::StaticCredentials::new(), opts).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(proxy, listener, async {
+            let _ = stopped.await;
+        }));
+
+        let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+        slow.write_all(b"GET /_abide/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .await
+            .unwrap();
+        let mut whole = tokio::net::TcpStream::connect(addr).await.unwrap();
+        whole
+            .write_all(
+                b"GET /_abide/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+            )
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        whole.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            slow.read_to_end(&mut rest),
+        )
+        .await;
+        assert!(
+            closed.is_ok(),
+            "the half-sent head was still open after 30 s"
+        );
+        let text = String::from_utf8_lossy(&rest);
+        assert!(!text.contains("200 OK"), "{text}");
+
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
+    }
 
     #[test]
     fn digests_compare_in_constant_time_and_correctly() {
