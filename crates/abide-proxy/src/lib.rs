@@ -95,9 +95,9 @@ pub struct ProxyOptions {
     /// The slowest request body accepted; a slower one is answered `408` (or, when it
     /// streams past `max_buffered_body`, its upstream request is cut off).
     pub min_body_rate: MinBodyRate,
-    /// How long a connection may take to send a request head, and stay idle between
-    /// requests, before it is closed: a head that never ends holds no connection for
-    /// ever (slowloris).
+    /// How long a connection may take to send a request head before it is closed (hyper's
+    /// header read timeout): a head that never ends holds no connection for ever
+    /// (slowloris).
     pub header_read_timeout: Duration,
     /// SHA-256 of the bearer token clients must send in `Proxy-Authorization`; `None`:
     /// open (only sensible on loopback).

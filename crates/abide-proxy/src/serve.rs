@@ -15,8 +15,8 @@ use crate::{answer, forward, Proxy, ProxyError};
 /// and every request already inside (held or on the wire) is answered before this returns.
 ///
 /// HTTP/1.1, each connection with a head read timeout
-/// ([`ProxyOptions::header_read_timeout`](crate::ProxyOptions)): a head that never ends,
-/// or a connection idle between requests, is closed.
+/// ([`ProxyOptions::header_read_timeout`](crate::ProxyOptions)): a head that never ends
+/// is closed.
 ///
 /// # Errors
 /// None today: accept errors (out of file descriptors included) are logged and retried
