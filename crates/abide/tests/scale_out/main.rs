@@ -1,5 +1,6 @@
 //! The scale-out tests, in a binary of their own: three real processes sharing one limit
-//! each, with a floor on delivered ÷ (time × limit) (`support::services::SHARED_LIMIT_FLOOR`).
+//! each, with floors on the busiest second and on delivered ÷ (time × limit)
+//! (`support::services`).
 //! Cargo runs test binaries one after another, so no test of `tests/it` runs beside them,
 //! and [`ONE_AT_A_TIME`] keeps the two of this binary apart: each starts three nodes and a
 //! provider, and two such runs at once on a 2-core machine only measure each other.

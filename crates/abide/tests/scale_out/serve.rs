@@ -2,7 +2,7 @@
 //! one PostgreSQL outbox and one Redis take messages through their HTTP APIs and deliver
 //! them to one provider limited per key; one node is killed with `kill -9` mid-run.
 //! Accepted exactly N, duplicates only as repeats of one idempotency key, 429s per message
-//! ≤ 0.01, delivered ÷ (time × limit) above a floor (`SHARED_LIMIT_FLOOR`), and
+//! ≤ 0.01, the busiest second and delivered ÷ (time × limit) above their floors, and
 //! `/v1/stats` of a survivor shows the nodes sharing through Redis.
 //!
 //! Needs PostgreSQL and Redis on loopback: skipped (printing `SKIPPED:`) when either is

@@ -73,18 +73,27 @@ pub fn redis_here(test: &str) -> bool {
     }
 }
 
+/// The least delivered / (time x limit) a shared-limit test accepts over the whole run.
+/// Far below what the nodes reach (0.938-0.952 in `benches/scale_out.sh`, BENCHMARKS.md):
+/// wall-clock speed of real processes belongs to the benchmark. A busy machine slows every
+/// node (0.855 was seen with other tests beside them), and a few 429s around the kill put
+/// the pacer on its documented recovery curve for the rest of a short run (0.542 was seen
+/// with a CPU hog beside the tests: 7 429s in the second of the kill, then 58 to 101/s,
+/// climbing back). What this still catches is a run that stalls.
+pub const SHARED_LIMIT_FLOOR: f64 = 0.4;
+
+/// The least share of the limit the busiest whole second must carry. A share split wrongly
+/// (each of three nodes keeping a third of a third, 0.33 of the limit, plus a burst) stays
+/// under it; nodes that share one limit reach it in their first seconds (144 of 150 in the
+/// slow run above), before a throttle or the kill can slow them.
+pub const SHARED_PEAK_FLOOR: f64 = 0.6;
+
 /// One limit shared by several nodes, for any way of driving them: `n` items all
 /// SUBMITTED (`status`, the JSON of `abide status`), each accepted once by the provider,
 /// anything more only repeats of an accepted key (at most 64: a dead node's unrecorded
-/// answers), 429s per message at most 0.01, and delivered / (time x limit) at least
+/// answers), 429s per message at most 0.01, the busiest second at least
+/// [`SHARED_PEAK_FLOOR`] of the limit, and delivered / (time x limit) at least
 /// [`SHARED_LIMIT_FLOOR`]. Returns (goodput, 429s) for the test's summary line.
-/// The least delivered / (time x limit) a shared-limit test accepts. Far below what the
-/// nodes reach (0.938-0.952 in `benches/scale_out.sh`, BENCHMARKS.md): wall-clock speed of
-/// real processes belongs to the benchmark, and a busy machine slows every node (0.855 was
-/// seen with other tests beside them). What this still catches is a share split wrongly,
-/// e.g. each of three nodes keeping a third of a third of the limit (0.33).
-pub const SHARED_LIMIT_FLOOR: f64 = 0.6;
-
 pub fn assert_one_shared_limit(
     status: &serde_json::Value,
     s: &abide_fake::StatsSnapshot,
@@ -101,6 +110,17 @@ pub fn assert_one_shared_limit(
     assert!(
         throttled as f64 / n as f64 <= 0.01,
         "{throttled} 429s for {n} messages: {s:?}\n{logs}"
+    );
+    let peak = s
+        .histogram
+        .iter()
+        .map(|c| c.requests.saturating_sub(c.throttled))
+        .max()
+        .unwrap_or(0);
+    assert!(
+        peak as f64 >= SHARED_PEAK_FLOOR * f64::from(limit),
+        "the busiest second carried {peak} accepted at {limit}/s: not one shared limit; \
+         {s:?}\n{logs}"
     );
     let goodput = n as f64 / (elapsed.as_secs_f64() * f64::from(limit));
     assert!(
