@@ -44,6 +44,7 @@
 
 pub mod config;
 mod dates;
+mod error;
 mod export;
 mod server;
 mod shared;
@@ -66,31 +67,13 @@ pub use config::{
     ReceiptState, RedisUrl, RetryAfterStyle, ScheduleEntry, SuspensionStyle, ThrottleStyle,
     DEMO_KEY, MAX_SLOW_MS, MAX_SUSPEND_SECS,
 };
+pub use error::Error;
 pub use smpp::config::{
     ReceiptPolicy, SmppAccount, SmppConfig, DEMO_PASSWORD, DEMO_SYSTEM_ID, MAX_PDU_BYTES,
 };
 pub use smpp::stats::SmppStats;
 pub use smpp::IDEMPOTENCY_TLV;
 pub use stats::{KeyCounts, SecondCount, StatsSnapshot, HISTORY_SECS, MAX_COUNTED_KEYS};
-
-/// Errors of abide-fake.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// A configuration value is missing, malformed or out of range.
-    #[error("configuration: {0}")]
-    Config(String),
-    /// The limits do not make a valid gate set.
-    #[error("limits: {0}")]
-    Gate(#[from] abide_gate::Error),
-}
-
-impl From<abide_core::UnknownName> for Error {
-    /// A style or state name that is not one of its spellings.
-    fn from(e: abide_core::UnknownName) -> Self {
-        Error::Config(e.to_string())
-    }
-}
 
 impl ProviderConfig {
     /// Check that the configuration can run (keys present, limits valid).

@@ -16,59 +16,9 @@ use crate::headers::{
     ceil_secs, rate_limit_fields, rate_limit_values, retry_after_secs, GateStatus, Member,
     RATELIMIT, RATELIMIT_POLICY,
 };
-use crate::table::{Entry, TraceId};
-use crate::{Gate, GateSet};
-
-/// A held concurrency reservation. Releasing it is idempotent: only the acquisition that
-/// received this exact ticket can give it back, so a stale or repeated release cannot free a
-/// slot that now belongs to someone else.
-///
-/// `Debug` shows the scope as a [`crate::safe_trace`] hash and the trace as a number, never
-/// the raw key.
-#[derive(Clone)]
-pub struct Lease {
-    /// Index into the set's gates.
-    pub(crate) gate: u32,
-    /// The caller's entry holding the slot (a release looks nothing up).
-    pub(crate) entry: Arc<Entry>,
-    pub(crate) trace: TraceId,
-    pub(crate) ticket: u64,
-    /// A rate gate's reserved future slot held by a waiting request (not a concurrency
-    /// slot): releasing it gives the slot back.
-    pub(crate) waiting: bool,
-}
-
-impl PartialEq for Lease {
-    fn eq(&self, o: &Self) -> bool {
-        self.gate == o.gate
-            && Arc::ptr_eq(&self.entry, &o.entry)
-            && self.trace == o.trace
-            && self.ticket == o.ticket
-            && self.waiting == o.waiting
-    }
-}
-
-impl Eq for Lease {}
-
-impl fmt::Debug for Lease {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lease")
-            .field("gate", &self.gate)
-            .field("scope", &crate::safe_trace(&self.entry.id))
-            .field("ticket", &self.ticket)
-            .finish_non_exhaustive()
-    }
-}
-
-/// One admitting gate's numbers after the request: units left and time until whole again.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Tally {
-    /// Index into the set's gates (a set holds few).
-    pub(crate) gate: u32,
-    pub(crate) remaining: u32,
-    /// Nanoseconds: 16 bytes a tally instead of 32, copied with every admission.
-    pub(crate) reset_ns: u64,
-}
+use crate::lease::Lease;
+use crate::set::GateSet;
+use crate::tally::{status, Tally};
 
 /// A request let through by every gate. Borrows its [`GateSet`] for the gate names, so
 /// nothing is copied until a response needs it.
@@ -81,11 +31,6 @@ pub struct Admission<'a> {
     pub(crate) holds: SmallVec<[Lease; 1]>,
     /// How long the request must wait before it is served, in nanoseconds.
     pub(crate) delay_ns: u64,
-}
-
-impl Tally {
-    /// `remaining` of a GCRA gate, computed from `reset_ns` when shown.
-    pub(crate) const DERIVED: u32 = u32::MAX;
 }
 
 impl fmt::Debug for Admission<'_> {
@@ -242,19 +187,6 @@ pub(crate) fn insert_rate_limit(h: &mut HeaderMap, statuses: &[GateStatus]) {
     if let Some((policy, limit)) = rate_limit_values(statuses) {
         h.insert(HeaderName::from_static(RATELIMIT_POLICY), policy);
         h.insert(HeaderName::from_static(RATELIMIT), limit);
-    }
-}
-
-/// `g`'s status with `remaining` units and `reset` to go.
-pub(crate) fn status(g: &Gate, remaining: u32, reset: Duration) -> GateStatus {
-    let (limit, window) = g.limit_and_window();
-    GateStatus {
-        name: g.name.clone(),
-        category: g.category.clone(),
-        limit,
-        remaining,
-        window_secs: window.map(ceil_secs),
-        reset,
     }
 }
 

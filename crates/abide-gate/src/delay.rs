@@ -23,7 +23,7 @@ use crate::rate;
 use crate::table::{self, GateState, Pending, State, TraceId, Waits};
 use crate::{Admission, GateSet, Lease, Scope};
 
-use crate::set::Held;
+use crate::check::Held;
 
 /// One delaying gate's part of a delayed decision: where its slot is and where it came from.
 #[derive(Clone, Copy)]

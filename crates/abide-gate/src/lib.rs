@@ -48,11 +48,13 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod admission;
+mod check;
 mod delay;
 mod gate;
 mod headers;
 mod identity;
 mod layer;
+mod lease;
 mod metrics;
 mod rate;
 #[cfg(feature = "redis")]
@@ -60,13 +62,15 @@ mod redis;
 mod service;
 mod set;
 mod table;
+mod tally;
 mod trace;
 
-pub use admission::{Admission, Lease, LeaseGuard, Rejection};
+pub use admission::{Admission, LeaseGuard, Rejection};
 pub use gate::{Algorithm, DelayBound, Gate, RateQuota, Scope, MAX_DELAY, MAX_LEASE, MAX_WINDOW};
 pub use headers::{rate_limit_values, retry_after_secs, GateStatus, RATELIMIT, RATELIMIT_POLICY};
 pub use identity::{bearer_token, BearerKeys, Identify, Identity};
 pub use layer::GateLayer;
+pub use lease::Lease;
 pub use metrics::{GateCounts, GateMetrics};
 #[cfg(feature = "redis")]
 pub use redis::{RedisGates, SharedAdmission, SharedLease, SharedLeaseGuard, StoreError};

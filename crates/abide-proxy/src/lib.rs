@@ -45,6 +45,8 @@
 
 mod answer;
 mod body;
+mod counters;
+mod error;
 mod forward;
 mod memory;
 mod metrics;
@@ -62,6 +64,7 @@ use std::time::Duration;
 use abide_outbox::{Config, CredentialSource};
 
 pub use answer::ABIDE_STOPPED;
+pub use error::ProxyError;
 pub use forward::{MAX_WAIT_CAP, MAX_WAIT_HEADER};
 pub use metrics::names as metric_names;
 pub use origin::loopback_hosts;
@@ -135,34 +138,6 @@ impl Default for ProxyOptions {
             coordination: None,
         }
     }
-}
-
-/// A proxy that cannot start.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProxyError {
-    /// A provider cannot be proxied as configured.
-    #[error("provider {provider:?}: {problem}")]
-    Config {
-        /// The provider's name.
-        provider: String,
-        /// What is wrong.
-        problem: String,
-    },
-    /// An option is out of range.
-    #[error("proxy option {option}: {problem}")]
-    Option {
-        /// The option.
-        option: &'static str,
-        /// What is wrong.
-        problem: String,
-    },
-    /// The HTTP client could not be built (TLS back-end initialisation).
-    #[error("HTTP client: {0}")]
-    Client(#[from] reqwest::Error),
-    /// Listening failed.
-    #[error("listener: {0}")]
-    Io(#[from] std::io::Error),
 }
 
 /// The providers and the shared HTTP client.

@@ -11,8 +11,8 @@ use abide_core::{Clock, SystemClock};
 use abide_outbox::{CredentialSource, ProviderConfig, TransportConfig};
 use http::{HeaderName, HeaderValue};
 
-use crate::metrics::ProviderMetrics;
-use crate::ProxyError;
+use crate::counters::ProviderMetrics;
+use crate::error::ProxyError;
 
 /// One provider behind the proxy.
 pub(crate) struct Provider {

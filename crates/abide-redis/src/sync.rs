@@ -10,7 +10,7 @@ use abide_core::CoordinationMode;
 use redis::aio::ConnectionManager;
 use redis::Script;
 
-use super::{
+use crate::view::{
     Shared, View, HEARTBEAT_EVERY, HEARTBEAT_TTL, MAX_BATCH, STALE_SLOT, SYNC_TIMEOUT, TOKENS_HELD,
 };
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use abide_outbox::{Config, DispatcherOptions, TransportConfig};
+use abide_outbox::{Config, DispatcherOptions};
 
 /// `providers file F: line N: message` for text that is not TOML of the expected shape,
 /// `providers file F: ` and what is wrong for a file-level problem, otherwise
@@ -113,12 +113,7 @@ pub(crate) fn load_config(
     };
     abide_outbox::preflight(&cfg, &opts).map_err(|e| preflight_error(path, e))?;
     if let Some(w) = workers {
-        // An SMPP provider's senders are its window, bounded by the SMSC.
-        for p in &mut cfg.providers {
-            if let TransportConfig::Http(h) = &mut p.transport {
-                h.concurrency = usize::from(w);
-            }
-        }
+        cfg.set_workers(usize::from(w));
     }
     Ok(cfg)
 }

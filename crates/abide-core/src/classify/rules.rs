@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::vendors::BodyDelay;
-use super::VerdictClass;
+use super::verdict::VerdictClass;
 use crate::session::SettingError;
 
 /// Most body and header rules of one provider, together.

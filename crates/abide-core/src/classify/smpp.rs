@@ -1,7 +1,7 @@
 //! SMPP 3.4 `command_status` values (SMPP v3.4 specification, §5.1.3 "command_status",
 //! Table 5-2 "Error Codes"), and the default class of each.
 
-use super::VerdictClass;
+use super::verdict::VerdictClass;
 
 /// 0x00000000 No Error.
 pub const ESME_ROK: u32 = 0x0000_0000;

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use super::fields::{clamp_reset, first_element, parse_decimal_millis, Fields};
-use super::{RateLimitInfo, RateLimitSource};
+use super::info::{RateLimitInfo, RateLimitSource};
 
 /// The millisecond delay headers, in order of preference.
 pub const RETRY_AFTER_MS: [&str; 2] = ["retry-after-ms", "x-ms-retry-after-ms"];

@@ -15,8 +15,8 @@
 //! `-Scope` or `-Global`.
 
 use super::fields::Fields;
+use super::info::{RateLimitInfo, RateLimitSource};
 use super::x_ratelimit::{read_prefix, ResetForm};
-use super::{RateLimitInfo, RateLimitSource};
 
 /// Headers only Discord sends.
 pub const MARKERS: [&str; 3] = [

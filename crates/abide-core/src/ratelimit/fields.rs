@@ -4,9 +4,19 @@
 use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
+use serde::Serialize;
 
-use super::{Malformed, MAX_QUOTA, MAX_RESET};
+use super::info::{MAX_QUOTA, MAX_RESET};
 use crate::retry_after::escape_raw;
+
+/// A header that was present but could not be read; it was ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Malformed {
+    /// Header name, lower-case.
+    pub header: String,
+    /// The value as received, escaped and cut (see [`crate::retry_after::escape_raw`]).
+    pub raw: String,
+}
 
 /// Headers of one response plus what could not be read from them.
 pub(crate) struct Fields<'a> {

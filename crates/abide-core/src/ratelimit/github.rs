@@ -19,8 +19,8 @@
 use std::time::Duration;
 
 use super::fields::Fields;
+use super::info::RateLimitSource;
 use super::x_ratelimit::{read_prefix, ResetForm, XReading};
-use super::RateLimitSource;
 
 /// Headers only GitHub sends.
 pub const MARKERS: [&str; 2] = ["x-ratelimit-resource", "x-github-request-id"];

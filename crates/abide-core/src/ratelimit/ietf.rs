@@ -31,7 +31,7 @@ use std::time::Duration;
 use sfv::{BareItem, Dictionary, List, ListEntry, Parameters, Parser};
 
 use super::fields::{clamp_reset, first_count, Fields};
-use super::{ConcurrencyQuota, RateLimitInfo, RateLimitSource, MAX_QUOTA, MAX_RESET};
+use super::info::{ConcurrencyQuota, RateLimitInfo, RateLimitSource, MAX_QUOTA, MAX_RESET};
 
 /// The draft's quota unit for requests in flight (`qu` parameter of a policy).
 const CONCURRENT_REQUESTS: &str = "concurrent-requests";

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use super::fields::{clamp_reset, digits, Fields};
-use super::{RateLimitInfo, RateLimitSource};
+use super::info::{RateLimitInfo, RateLimitSource};
 
 /// The header name.
 pub const CALL_LIMIT: &str = "x-shopify-shop-api-call-limit";

@@ -21,7 +21,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::fields::{clamp_reset, Fields};
-use super::{RateLimitInfo, RateLimitSource, MAX_RESET};
+use super::info::{RateLimitInfo, RateLimitSource, MAX_RESET};
 
 /// The two prefixes, in order of preference.
 pub const PREFIXES: [&str; 2] = ["x-ratelimit-", "x-rate-limit-"];

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use rand::RngCore;
 
 use super::config::RetryConfig;
-use super::ItemContext;
+use super::item::ItemContext;
 use crate::backoff::capped_doubling;
 use crate::classify::{Verdict, VerdictClass};
 use crate::ratelimit::github;

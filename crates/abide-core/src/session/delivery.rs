@@ -6,9 +6,10 @@ use std::time::{Duration, Instant, SystemTime};
 use rand::RngCore;
 
 use super::decide::{decide, decide_unsent, DecideInput, Decision, DeferReason};
+use super::host::Session;
 use super::in_flight::Permit;
+use super::item::{BudgetRole, ItemContext};
 use super::refusal::Refused;
-use super::{BudgetRole, ItemContext, Session};
 use crate::classify::{Observation, TransportFailure, Verdict, VerdictClass};
 use crate::coordination::Reservation;
 use crate::retry_after::RetryDelay;
@@ -75,6 +76,13 @@ struct Slot {
     /// When the slot was reserved: tells the pacer whether an answer is news.
     reserved_at: Instant,
     at: Instant,
+}
+
+impl Session {
+    /// Start delivering one item.
+    pub fn delivery(&self, item: ItemContext) -> Delivery {
+        Delivery::new(item)
+    }
 }
 
 /// One item's passage through a [`Session`]; see the [module docs](super).

@@ -46,7 +46,9 @@
 mod config;
 mod decide;
 mod delivery;
+mod host;
 mod in_flight;
+mod item;
 pub mod limits;
 mod outage;
 mod refusal;
@@ -55,160 +57,11 @@ mod setting_error;
 mod tests;
 mod validate;
 
-use std::sync::Arc;
-use std::time::Instant;
-
 pub use config::{RetryConfig, SessionConfig};
 pub use decide::is_past_max_age;
 pub use decide::{Decision, DeferReason};
 pub use delivery::{Answer, Delivery, HandBackReason, Step};
+pub use host::Session;
 pub use in_flight::{InFlightSnapshot, DECREASE as IN_FLIGHT_DECREASE, HELD_BACK_SHARE};
+pub use item::{BudgetRole, ItemContext};
 pub use setting_error::SettingError;
-
-use crate::budget::RetryBudget;
-use crate::classify::Classifier;
-use crate::coordination::{Coordination, Local};
-use crate::pacer::Pacer;
-use in_flight::InFlight;
-use outage::Outage;
-use refusal::Refusals;
-
-/// What the item being delivered has been through, as its queue knows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ItemContext {
-    /// Attempts made in the item's current attempt window (reset by a person's requeue).
-    pub window_attempts: u32,
-    /// When the current attempt window began (enqueue or requeue time).
-    pub window_start: std::time::SystemTime,
-    /// What the next attempt means for the retry budget.
-    pub role: BudgetRole,
-    /// Latest wall time at which a request for this item may still start (e.g. a lease's
-    /// end minus the request timeout); `None` without such a bound.
-    pub send_by: Option<std::time::SystemTime>,
-}
-
-impl ItemContext {
-    /// A new item, never tried, whose window starts at `window_start`.
-    pub fn first(window_start: std::time::SystemTime) -> Self {
-        Self {
-            window_attempts: 0,
-            window_start,
-            role: BudgetRole::First,
-            send_by: None,
-        }
-    }
-}
-
-/// What an item's next attempt means for the host's retry budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BudgetRole {
-    /// New work for this host (never tried, or just failed over to it): deposits.
-    First,
-    /// Repeats an attempt the remote refused or failed: withdraws, or waits if refused.
-    Retry,
-    /// Repeats an attempt whose answer was never seen (a reclaimed lease after a crash or
-    /// hang). No remote failure is being retried, so it spends nothing; it is not new work
-    /// either (a crash loop must not inflate the allowance), so it earns nothing. It is
-    /// still paced like every other send.
-    Resume,
-}
-
-/// One host's shared decision state: classifier, pacer, retry budget, rules.
-///
-/// # Clone
-/// Not `Clone`: share one `Session` per host (e.g. in an `Arc`) so that every worker draws
-/// on the same pace, pauses and budget. [`Session::pacer`] and [`Session::budget`] hand out
-/// the shared parts for displays.
-#[derive(Debug)]
-pub struct Session {
-    cfg: SessionConfig,
-    classifier: Classifier,
-    pacer: Arc<Pacer>,
-    budget: Arc<RetryBudget>,
-    outage: Outage,
-    refusals: Refusals,
-    /// Out-of-quota answers in a row: the account's, so the host pauses from the first.
-    quota: Refusals,
-    in_flight: Arc<InFlight>,
-    coordination: Arc<dyn Coordination>,
-}
-
-impl Session {
-    /// A session whose pacer and budget start at `now`, alone on its host
-    /// ([`Local`] coordination).
-    pub fn new(cfg: SessionConfig, now: Instant) -> Self {
-        Self::with_coordination(cfg, now, Arc::new(Local))
-    }
-
-    /// A session whose schedule, pauses, learned rate and retry budget are shared with
-    /// other nodes through `coordination` (see [`crate::coordination`]); it decides as
-    /// [`Session::new`]'s does.
-    pub fn with_coordination(
-        cfg: SessionConfig,
-        now: Instant,
-        coordination: Arc<dyn Coordination>,
-    ) -> Self {
-        let classifier = Classifier::default()
-            .with_retry_after_policy(cfg.retry_after.clone())
-            .with_overrides(cfg.classify.clone())
-            .with_dialect(cfg.rate_limit_dialect);
-        Self {
-            pacer: Arc::new(Pacer::new(cfg.pacer, now)),
-            budget: Arc::new(RetryBudget::new(cfg.budget, now)),
-            outage: Outage::new(cfg.outage_pause, cfg.max_outage_pause),
-            refusals: Refusals::new(
-                cfg.refusal_streak,
-                cfg.refusal_span,
-                cfg.refusal_pause,
-                cfg.retry_after.cap,
-            ),
-            quota: Refusals::new(1, cfg.refusal_span, cfg.refusal_pause, cfg.retry_after.cap),
-            in_flight: Arc::default(),
-            coordination,
-            classifier,
-            cfg,
-        }
-    }
-
-    /// Start delivering one item.
-    pub fn delivery(&self, item: ItemContext) -> Delivery {
-        Delivery::new(item)
-    }
-
-    /// The rules.
-    pub fn config(&self) -> &SessionConfig {
-        &self.cfg
-    }
-
-    /// The classifier (HTTP and SMPP tables with this host's overrides).
-    pub fn classifier(&self) -> &Classifier {
-        &self.classifier
-    }
-
-    /// The host's pacer, shared by every delivery.
-    pub fn pacer(&self) -> &Arc<Pacer> {
-        &self.pacer
-    }
-
-    /// The host's retry budget, shared by every delivery.
-    pub fn budget(&self) -> &Arc<RetryBudget> {
-        &self.budget
-    }
-
-    /// How the host's state is shared with other nodes.
-    pub fn coordination(&self) -> &Arc<dyn Coordination> {
-        &self.coordination
-    }
-
-    /// The host's requests in flight and their limit (`session/in_flight.rs`: set from an
-    /// advertised concurrency quota, lowered by its refusals; per node).
-    pub fn in_flight(&self) -> InFlightSnapshot {
-        self.in_flight.snapshot()
-    }
-
-    /// Whether the host is in a transport outage (connections refused) right now, and
-    /// since how many consecutive failures.
-    pub fn outage_streak(&self) -> u32 {
-        self.outage.streak()
-    }
-}

@@ -19,8 +19,9 @@ use http::HeaderMap;
 use redis::aio::ConnectionManager;
 use redis::Script;
 
-use crate::admission::{insert_rate_limit, status};
+use crate::admission::insert_rate_limit;
 use crate::gate::{Algorithm, Kind};
+use crate::tally::status;
 use crate::{GateSet, GateStatus, Rejection, Scope};
 
 /// Why a shared decision could not be made (Redis unreachable, refused the script, or

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use super::ProviderConfig;
+use super::provider::ProviderConfig;
 use crate::echo::clip;
 use crate::error::{Error, Result};
 

@@ -11,8 +11,8 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::provider::{FailoverConfig, ProviderConfig};
 use super::session::{self, FileBudget, FilePacer, FileRetry};
-use super::{FailoverConfig, ProviderConfig};
 use crate::echo::{self, clip};
 use crate::error::Error;
 use crate::model::MAX_PROVIDER_NAME_LEN;

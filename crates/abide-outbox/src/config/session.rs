@@ -9,8 +9,9 @@ use abide_core::session::limits::{self, Limits};
 use abide_core::{Backoff, Jitter, RetryBudgetConfig, SettingError};
 use serde::Deserialize;
 
-use super::{PacerSettings, ProviderConfig, RetryConfig};
+use super::provider::{PacerSettings, ProviderConfig};
 use crate::error::Error;
+use abide_core::RetryConfig;
 // Integers are read as TOML writes them (i64) and converted here, so a negative or
 // oversized value is refused naming its key, like any other value outside its range.
 #[derive(Deserialize, Default)]

@@ -21,7 +21,7 @@
 use http::HeaderMap;
 use serde_json::Value;
 
-use super::Finding;
+use super::finding::Finding;
 
 /// AWS error codes that mean "slow down" (the AWS SDKs retry them as throttling errors).
 /// `LimitExceededException` is left out: several services use it for a count of resources.

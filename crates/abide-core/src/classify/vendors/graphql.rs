@@ -12,7 +12,7 @@
 
 use serde_json::Value;
 
-use super::{BodyDelay, Finding};
+use super::finding::{BodyDelay, Finding};
 
 /// A throttle in a GraphQL error list, with Shopify's cost-model delay when given.
 pub fn find(json: &Value) -> Option<Finding> {
@@ -45,9 +45,9 @@ pub fn shopify_cost_delay(json: &Value) -> Option<BodyDelay> {
     let rate = status.get("restoreRate")?;
     let raw = format!(
         "requestedQueryCost={} currentlyAvailable={} restoreRate={}",
-        super::cut(&requested.to_string()),
-        super::cut(&available.to_string()),
-        super::cut(&rate.to_string()),
+        super::finding::cut(&requested.to_string()),
+        super::finding::cut(&available.to_string()),
+        super::finding::cut(&rate.to_string()),
     );
     let (Some(requested), Some(available), Some(rate)) =
         (requested.as_f64(), available.as_f64(), rate.as_f64())

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{BodyDelay, Finding};
+use super::finding::{BodyDelay, Finding};
 
 fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)

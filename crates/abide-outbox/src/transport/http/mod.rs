@@ -4,9 +4,11 @@
 mod config;
 pub mod path;
 mod request;
+mod settings;
 
 pub(crate) use config::KIND;
 pub use config::{HttpConfig, DEFAULT_IDEMPOTENCY_KEY_HEADER, MAX_CONCURRENCY};
+pub use path::target_url;
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
@@ -194,12 +196,6 @@ fn error_chain(e: reqwest::Error) -> String {
         text.push('…');
     }
     text
-}
-
-/// `base` + `path`, or `None` for a path that could leave `base`'s path (see
-/// [`path::confine`], which says which rule).
-pub fn target_url(base: &reqwest::Url, path: &str) -> Option<reqwest::Url> {
-    path::confine(base, path).ok()
 }
 
 #[cfg(test)]

@@ -345,5 +345,11 @@ fn percent_decode(s: &str, strict: bool) -> Result<String, Rule> {
         .map_err(|_| Rule::BadEscape)
 }
 
+/// `base` + `path`, or `None` for a path that could leave `base`'s path (see
+/// [`confine`], which says which rule).
+pub fn target_url(base: &reqwest::Url, path: &str) -> Option<reqwest::Url> {
+    confine(base, path).ok()
+}
+
 #[cfg(test)]
 mod tests;

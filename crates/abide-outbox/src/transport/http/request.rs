@@ -4,7 +4,8 @@
 
 use http::{HeaderName, HeaderValue};
 
-use super::{target_url, HttpConfig};
+use super::config::HttpConfig;
+use super::path::target_url;
 use crate::credentials::Secret;
 use crate::model::{Body, Request};
 

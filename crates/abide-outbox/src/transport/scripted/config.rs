@@ -22,7 +22,7 @@ use crate::credentials::CredentialSource;
 use crate::error::{Error, Result};
 use crate::model::NewItem;
 use crate::toml_keys::{field_names, Keys, TableError};
-use crate::transport::{BuildEnv, Kind, Response, Transport, TransportConfig, TransportSettings};
+use crate::transport::{BuildEnv, KindOf, Response, Transport, TransportSettings};
 
 /// Longest `latency_ms`.
 const MAX_LATENCY: Duration = Duration::from_secs(600);
@@ -52,14 +52,14 @@ struct FileScripted {
 }
 
 /// `transport = "scripted"`.
-pub(crate) const KIND: Kind = Kind {
+pub(crate) const KIND: KindOf<ScriptedConfig> = KindOf {
     name: "scripted",
     keys: field_names::<FileScripted>,
     unused_shared: &["classify.smpp"],
     read,
 };
 
-fn read(n: &str, keys: &Keys) -> std::result::Result<TransportConfig, TableError> {
+fn read(n: &str, keys: &Keys) -> std::result::Result<ScriptedConfig, TableError> {
     let f: FileScripted = keys.read()?;
     let status = f.status.unwrap_or(202);
     if !(100..=599).contains(&status) {
@@ -74,11 +74,11 @@ fn read(n: &str, keys: &Keys) -> std::result::Result<TransportConfig, TableError
     if !(1..=max).contains(&concurrency) {
         return Err(Error::config(n, "concurrency", format!("must be 1..={max}")).into());
     }
-    Ok(TransportConfig::Scripted(ScriptedConfig {
+    Ok(ScriptedConfig {
         status,
         latency,
         concurrency,
-    }))
+    })
 }
 
 impl TransportSettings for ScriptedConfig {
@@ -114,6 +114,7 @@ impl TransportSettings for ScriptedConfig {
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::transport::TransportConfig;
 
     #[test]
     fn a_scripted_provider_is_read_from_the_file() {

@@ -30,7 +30,7 @@ use serde::Deserialize;
 use crate::echo::clip;
 use crate::error::{Error, Result};
 use crate::toml_keys::field_names;
-use crate::transport::{Kind, TransportConfig};
+use crate::transport::KindOf;
 
 fn invalid(provider: &str, field: &str, message: impl Into<String>) -> Error {
     Error::config(provider, field, message)
@@ -124,7 +124,7 @@ struct FileSmpp {
 }
 
 /// `transport = "smpp"`.
-pub(crate) const KIND: Kind = Kind {
+pub(crate) const KIND: KindOf<SmppConfig> = KindOf {
     name: "smpp",
     keys: field_names::<FileSmpp>,
     unused_shared: &[
@@ -136,7 +136,7 @@ pub(crate) const KIND: Kind = Kind {
     ],
     read: |n, keys| {
         let f: FileSmpp = keys.read()?;
-        Ok(TransportConfig::Smpp(f.validate(n)?))
+        Ok(f.validate(n)?)
     },
 };
 
@@ -271,6 +271,7 @@ impl SmppConfig {
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::transport::TransportConfig;
 
     const SMSC: &str = r#"
         [[provider]]
