@@ -32,6 +32,7 @@ pub(crate) fn router(api: Api) -> Router {
     let authed = Router::new()
         .route("/v1/items", post(enqueue).get(list))
         .route("/v1/items/{id}", get(item))
+        .route("/v1/items/{id}/cancel", post(super::cancel::cancel))
         .route("/v1/stats", get(stats))
         .route("/v1/requeue", post(requeue));
     // The dashboard's data is as open as /metrics (counts, provider state, ids and reasons
@@ -68,7 +69,7 @@ async fn healthz(State(api): State<Api>) -> Response {
     }
 }
 
-fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+pub(crate) fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     (
         status,
         Json(json!({"error": code, "message": message.into()})),
@@ -138,7 +139,7 @@ const STORE_RETRY_AFTER_SECS: u64 = 5;
 /// A store error: the database at fault (unreachable, full, read-only, a failed
 /// statement) is `503` with `Retry-After` (RFC 9110 §15.6.4, §10.2.3), the client's cue to
 /// send the same request again later; nothing was stored.
-fn store_error(e: abide_outbox::Error) -> Response {
+pub(crate) fn store_error(e: abide_outbox::Error) -> Response {
     use abide_outbox::ErrorKind;
     match e.kind() {
         ErrorKind::Unavailable | ErrorKind::Database => {
@@ -531,7 +532,10 @@ mod tests {
     /// axum's `{id}` captures as OpenAPI spells them.
     fn routes_in(src: &str) -> std::collections::BTreeSet<(String, String)> {
         let mut out = std::collections::BTreeSet::new();
-        for part in src.split(".route(\"").skip(1) {
+        for part in src.split(".route(").skip(1) {
+            let Some(part) = part.trim_start().strip_prefix('"') else {
+                continue;
+            };
             let Some((path, rest)) = part.split_once('"') else {
                 continue;
             };
@@ -571,10 +575,24 @@ mod tests {
                 described.insert((method.to_ascii_uppercase(), path.clone()));
             }
         }
-        let src = include_str!("api.rs");
-        let router = &src[..src.find("#[cfg(test)]").unwrap()];
-        let routed = routes_in(router);
-        assert!(routed.contains(&("GET".to_owned(), "/v1/items/{id}".to_owned())));
+        // Every file that routes: the API, the dashboard's page, files and data.
+        let mut routed = std::collections::BTreeSet::new();
+        for src in [include_str!("api.rs"), include_str!("dashboard.rs")] {
+            let router = &src[..src.find("#[cfg(test)]").unwrap_or(src.len())];
+            routed.extend(routes_in(router));
+        }
+        for (method, path) in [
+            ("GET", "/v1/items/{id}"),
+            ("POST", "/v1/items/{id}/cancel"),
+            ("GET", "/"),
+            ("GET", "/dashboard/state.json"),
+            ("GET", "/assets/dashboard.js"),
+        ] {
+            assert!(
+                routed.contains(&(method.to_owned(), path.to_owned())),
+                "{path}"
+            );
+        }
         assert_eq!(described, routed);
         // Every reference resolves to a schema of the document.
         let text = OPENAPI;

@@ -5,6 +5,7 @@ pub(crate) mod api;
 mod flags;
 pub(crate) use self::flags::Args;
 
+mod cancel;
 pub(crate) mod conn;
 pub(crate) mod dashboard;
 pub(crate) mod metrics;
