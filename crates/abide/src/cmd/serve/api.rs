@@ -32,7 +32,7 @@ pub(crate) fn router(api: Api) -> Router {
     let authed = Router::new()
         .route("/v1/items", post(enqueue).get(list))
         .route("/v1/items/{id}", get(item))
-        .route("/v1/items/{id}/cancel", post(super::cancel::cancel))
+        .route("/v1/items/{id}/cancel", post(cancel))
         .route("/v1/stats", get(stats))
         .route("/v1/requeue", post(requeue));
     // The dashboard's data is as open as /metrics (counts, provider state, ids and reasons
@@ -69,7 +69,7 @@ async fn healthz(State(api): State<Api>) -> Response {
     }
 }
 
-pub(crate) fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     (
         status,
         Json(json!({"error": code, "message": message.into()})),
@@ -139,7 +139,7 @@ const STORE_RETRY_AFTER_SECS: u64 = 5;
 /// A store error: the database at fault (unreachable, full, read-only, a failed
 /// statement) is `503` with `Retry-After` (RFC 9110 §15.6.4, §10.2.3), the client's cue to
 /// send the same request again later; nothing was stored.
-pub(crate) fn store_error(e: abide_outbox::Error) -> Response {
+fn store_error(e: abide_outbox::Error) -> Response {
     use abide_outbox::ErrorKind;
     match e.kind() {
         ErrorKind::Unavailable | ErrorKind::Database => {
@@ -295,6 +295,13 @@ async fn item(State(api): State<Api>, Path(id): Path<String>) -> Response {
         Ok(attempts) => Json(ItemView { item, attempts }).into_response(),
         Err(e) => internal(e),
     }
+}
+
+/// `POST /v1/items/{id}/cancel`: [`super::cancel::cancel_item`].
+async fn cancel(State(api): State<Api>, Path(id): Path<String>) -> Response {
+    super::cancel::cancel_item(&api.store, &id, api.clock.now())
+        .await
+        .unwrap_or_else(store_error)
 }
 
 /// `GET /v1/stats`: the database view plus the dispatcher's live per-provider view.

@@ -1,37 +1,33 @@
 //! `POST /v1/items/{id}/cancel`: a person withdraws an item before it is sent.
 
-use abide_core::Clock;
 use abide_outbox::{echo, AnyStore, Error, State as ItemState, Store, CANCELLED_REASON};
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use super::api::{error, store_error};
-use super::state::Api;
-
 /// `POST /v1/items/{id}/cancel`: `QUEUED`, `PENDING` or `DEFERRED` → `FAILED` with the
 /// reason `cancelled`; nothing is sent for it afterwards. `409 not_cancellable` for an
 /// item `IN_FLIGHT` (a request may be on the wire: its answer decides) or already final,
-/// `404` for an unknown id.
-pub(crate) async fn cancel(State(api): State<Api>, Path(id): Path<String>) -> Response {
-    cancel_item(&api.store, &id, api.clock.now()).await
-}
-
-async fn cancel_item(store: &AnyStore, id: &str, now: std::time::SystemTime) -> Response {
-    match store.cancel(id, now).await {
+/// `404` for an unknown id. Any other error (the database at fault) is returned for the
+/// caller to answer as every route does.
+pub(crate) async fn cancel_item(
+    store: &AnyStore,
+    id: &str,
+    now: std::time::SystemTime,
+) -> Result<Response, Error> {
+    Ok(match store.cancel(id, now).await {
         Ok(()) => Json(json!({
             "id": id,
             "state": ItemState::Failed.as_str(),
             "reason": CANCELLED_REASON,
         }))
         .into_response(),
-        Err(Error::NotFound(_)) => error(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!("no item {}", echo::clip(id)),
-        ),
+        Err(Error::NotFound(_)) => {
+            let body =
+                json!({"error": "not_found", "message": format!("no item {}", echo::clip(id))});
+            (StatusCode::NOT_FOUND, Json(body)).into_response()
+        }
         Err(Error::IllegalTransition(t)) => {
             let why = if t.from == ItemState::InFlight {
                 "a sender holds it and a request may be on the wire; its answer decides \
@@ -48,8 +44,8 @@ async fn cancel_item(store: &AnyStore, id: &str, now: std::time::SystemTime) -> 
                 json!({"error": "not_cancellable", "state": t.from.as_str(), "message": message});
             (StatusCode::CONFLICT, Json(body)).into_response()
         }
-        Err(e) => store_error(e),
-    }
+        Err(e) => return Err(e),
+    })
 }
 
 #[cfg(test)]
@@ -63,7 +59,9 @@ mod tests {
     use super::*;
 
     async fn answer(store: &AnyStore, id: &str) -> (StatusCode, Value) {
-        let r = cancel_item(store, id, SystemTime::UNIX_EPOCH + Duration::from_secs(60)).await;
+        let r = cancel_item(store, id, SystemTime::UNIX_EPOCH + Duration::from_secs(60))
+            .await
+            .unwrap();
         let status = r.status();
         let body = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
         (status, serde_json::from_slice(&body).unwrap())
