@@ -2,7 +2,7 @@
 //! dispatcher runs in the same process.
 
 pub(crate) mod api;
-mod flags;
+pub(crate) mod flags;
 pub(crate) use self::flags::Args;
 
 mod cancel;
