@@ -96,7 +96,7 @@ pub use model::{
 pub use progress::{LastPause, Progress, ProviderProgress, Totals};
 pub use receipt::{InboundReceipt, Receipt, ReceiptCounts, ReceiptInbox, ReceiptState};
 pub use sleep::{ManualSleeper, Sleeper, TokioSleeper};
-pub use state::{transition, Event, IllegalTransition, State};
+pub use state::{transition, Event, IllegalTransition, State, CANCELLED_REASON};
 #[cfg(feature = "postgres")]
 pub use store::PostgresStore;
 #[cfg(feature = "sqlite")]

@@ -8,6 +8,7 @@
 //!    │                 ▼
 //!    └───────────── PENDING ── defer ──▶ DEFERRED ── requeue ──▶ QUEUED
 //!                                          FAILED ── requeue ──▶ QUEUED
+//!    (cancel: QUEUED, PENDING or DEFERRED → FAILED, reason `cancelled`; never IN_FLIGHT)
 //!    (requeue is a person's decision to try again: it starts a fresh attempt window)
 //!    (fail over: QUEUED → QUEUED and PENDING → PENDING, on another provider; waiting
 //!     items move, whether they were tried already or the provider was paused before
@@ -74,11 +75,19 @@ pub enum Event {
     Requeue,
     /// A waiting item moves to the fail-over provider (state unchanged).
     FailOver,
+    /// A person withdraws an item no request is on the wire for (`QUEUED`, `PENDING` or
+    /// `DEFERRED`): it ends `FAILED` with the reason [`CANCELLED_REASON`]. An `IN_FLIGHT`
+    /// item may be on the wire and cannot be withdrawn; a final one is already settled.
+    Cancel,
 }
+
+/// The stored reason of an item a person cancelled (a `FAILED` item that no provider
+/// refused: `requeue --failed` sends it round again like any other).
+pub const CANCELLED_REASON: &str = "cancelled";
 
 impl Event {
     /// Every event.
-    pub const ALL: [Event; 9] = [
+    pub const ALL: [Event; 10] = [
         Event::Claim,
         Event::Accept,
         Event::Retry,
@@ -88,6 +97,7 @@ impl Event {
         Event::Defer,
         Event::Requeue,
         Event::FailOver,
+        Event::Cancel,
     ];
 }
 
@@ -120,6 +130,7 @@ pub fn transition(from: State, event: Event) -> Result<State, IllegalTransition>
         (S::Queued, E::FailOver) => Ok(S::Queued),
         (S::Deferred, E::Requeue) => Ok(S::Queued),
         (S::Failed, E::Requeue) => Ok(S::Queued),
+        (S::Queued | S::Pending | S::Deferred, E::Cancel) => Ok(S::Failed),
         _ => Err(IllegalTransition { from, event }),
     }
 }
@@ -141,13 +152,13 @@ mod tests {
     }
 
     #[test]
-    fn table_has_exactly_eleven_legal_pairs() {
+    fn table_has_exactly_fourteen_legal_pairs() {
         let legal: Vec<_> = State::ALL
             .iter()
             .flat_map(|&s| Event::ALL.iter().map(move |&e| (s, e)))
             .filter(|&(s, e)| transition(s, e).is_ok())
             .collect();
-        assert_eq!(legal.len(), 11, "{legal:?}");
+        assert_eq!(legal.len(), 14, "{legal:?}");
     }
 
     #[test]

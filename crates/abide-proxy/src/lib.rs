@@ -45,6 +45,7 @@
 
 mod answer;
 mod body;
+pub mod cap;
 mod counters;
 mod error;
 mod forward;
@@ -102,6 +103,9 @@ pub struct ProxyOptions {
     /// header read timeout): a head that never ends holds no connection for ever
     /// (slowloris).
     pub header_read_timeout: Duration,
+    /// Most connections open at once ([`cap`]: at the cap a new one closes the one idle
+    /// longest, and is refused only while every open one has a request in progress).
+    pub max_connections: usize,
     /// SHA-256 of the bearer token clients must send in `Proxy-Authorization`; `None`:
     /// open (only sensible on loopback).
     pub token_digest: Option<[u8; 32]>,
@@ -119,6 +123,7 @@ impl std::fmt::Debug for ProxyOptions {
             .field("max_buffered_total", &self.max_buffered_total)
             .field("min_body_rate", &self.min_body_rate)
             .field("header_read_timeout", &self.header_read_timeout)
+            .field("max_connections", &self.max_connections)
             .field("token", &self.token_digest.map(|_| "<redacted>"))
             .finish_non_exhaustive()
     }
@@ -133,6 +138,7 @@ impl Default for ProxyOptions {
             max_buffered_total: 256 << 20,
             min_body_rate: MinBodyRate::default(),
             header_read_timeout: Duration::from_secs(10),
+            max_connections: cap::DEFAULT_MAX_CONNECTIONS,
             token_digest: None,
             #[cfg(feature = "redis")]
             coordination: None,

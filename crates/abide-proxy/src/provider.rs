@@ -97,8 +97,10 @@ impl Provider {
                     ),
                 };
                 let mut v = HeaderValue::from_str(&text).map_err(|_| {
+                    let fault = abide_outbox::model::headers::value_fault(secret.expose());
+                    let fault = fault.as_deref().unwrap_or("holds a byte no header may carry");
                     bad(format!(
-                        "the value of {var} cannot be sent in a header (control characters)"
+                        "the value of {var} cannot be sent in header {name}: it {fault} (the value is never shown)"
                     ))
                 })?;
                 v.set_sensitive(true);

@@ -96,7 +96,10 @@ fn absolute(uri: &Uri, bases: &dyn Bases) -> Target {
             return confined(i, below, uri.query(), bases);
         }
     }
-    Target::Unknown(format!("{scheme}://{host}"))
+    // The origin as asked, its port included when given (`localhost:8080` and
+    // `localhost:9090` are different origins); never the user info.
+    let shown_port = uri.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
+    Target::Unknown(format!("{scheme}://{host}{shown_port}"))
 }
 
 fn confined(index: usize, below: &str, query: Option<&str>, bases: &dyn Bases) -> Target {
@@ -212,5 +215,18 @@ mod tests {
         ] {
             assert!(matches!(at(Method::GET, u), Target::Unknown(_)), "{u}");
         }
+        // The origin is named with its port, never with user info.
+        assert_eq!(
+            at(Method::GET, "http://127.0.0.1:10/api/v1"),
+            Target::Unknown("http://127.0.0.1:10".into())
+        );
+        assert_eq!(
+            at(Method::GET, "http://u:pw@localhost:8080/x"),
+            Target::Unknown("http://localhost:8080".into())
+        );
+        assert_eq!(
+            at(Method::GET, "http://evil.example/x"),
+            Target::Unknown("http://evil.example".into())
+        );
     }
 }

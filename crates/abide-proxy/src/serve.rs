@@ -16,7 +16,8 @@ use crate::{answer, forward, Proxy, ProxyError};
 ///
 /// HTTP/1.1, each connection with a head read timeout
 /// ([`ProxyOptions::header_read_timeout`](crate::ProxyOptions)): a head that never ends
-/// is closed.
+/// is closed. At most [`ProxyOptions::max_connections`](crate::ProxyOptions) are open, by
+/// the rule of [`crate::cap`] (the one idle longest makes room; logged).
 ///
 /// # Errors
 /// None today: accept errors (out of file descriptors included) are logged and retried
@@ -32,6 +33,9 @@ pub async fn serve(
         .ok()
         .and_then(crate::origin::loopback_hosts);
     let header_timeout = proxy.opts.header_read_timeout;
+    let max_connections = proxy.opts.max_connections.max(1);
+    let open = Arc::new(crate::cap::Conns::default());
+    let cap_log = crate::cap::CapLog::new("--max-connections");
     let app = axum::Router::new()
         .fallback(handle)
         .with_state(Arc::new(Listening { proxy, hosts }));
@@ -52,12 +56,16 @@ pub async fn serve(
             },
         };
         while conns.try_join_next().is_some() {}
-        conns.spawn(connection(
-            stream,
-            app.clone(),
-            header_timeout,
-            stop_rx.clone(),
-        ));
+        let Some((id, slot)) = crate::cap::admit(&open, &cap_log, max_connections) else {
+            drop(stream);
+            continue;
+        };
+        let open = Arc::clone(&open);
+        let (app, stop) = (app.clone(), stop_rx.clone());
+        conns.spawn(async move {
+            connection(stream, app, header_timeout, stop, &slot).await;
+            open.remove(id);
+        });
     }
     drop(listener);
     let _ = stop_tx.send(true);
@@ -66,18 +74,28 @@ pub async fn serve(
     Ok(())
 }
 
-/// One connection until it ends, or until `stop` asks: then the request in progress (if
-/// any) is answered and the connection closed.
+/// One connection until it ends, or until `stop` or its slot asks: then the request in
+/// progress (if any) is answered and the connection closed.
 async fn connection(
     stream: tokio::net::TcpStream,
     app: axum::Router,
     header_timeout: std::time::Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    slot: &Arc<crate::cap::Slot>,
 ) {
     use tower::ServiceExt as _;
-    let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-        app.clone().oneshot(req.map(Body::new))
-    });
+    let service = {
+        let slot = Arc::clone(slot);
+        hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+            let (app, slot) = (app.clone(), Arc::clone(&slot));
+            slot.request_started();
+            async move {
+                let r = app.oneshot(req.map(Body::new)).await;
+                slot.request_finished();
+                r
+            }
+        })
+    };
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(header_timeout)
@@ -86,6 +104,12 @@ async fn connection(
     tokio::select! {
         _ = conn.as_mut() => return,
         _ = stop.wait_for(|s| *s) => {}
+        () = slot.close_asked() => {
+            if !slot.is_busy() {
+                // Idle, or a head never finished: nothing to answer, close it now.
+                return;
+            }
+        }
     }
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;
@@ -225,6 +249,57 @@ mod tests {
         let text = String::from_utf8_lossy(&rest);
         assert!(!text.contains("200 OK"), "{text}");
 
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
+    }
+
+    /// At `max_connections` a new connection closes the one idle longest (here: two that
+    /// never sent a byte, with a head timeout of an hour so only the cap can close them)
+    /// and is answered. Waits on the close itself; the 30 s bound only keeps a broken
+    /// build from hanging the suite.
+    #[tokio::test]
+    async fn at_the_connection_cap_an_idle_connection_makes_room_for_a_new_one() {
+        let cfg = abide_outbox::Config::from_toml_str(
+            "[[provider]]\nname = \"sms\"\nbase_url = \"http://127.0.0.1:9\"\n",
+        )
+        .unwrap();
+        let opts = crate::ProxyOptions {
+            header_read_timeout: std::time::Duration::from_secs(3600),
+            max_connections: 2,
+            ..crate::ProxyOptions::default()
+        };
+        let proxy = Proxy::new(&cfg, &abide_outbox::StaticCredentials::new(), opts).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(proxy, listener, async {
+            let _ = stopped.await;
+        }));
+        let mut idle_a = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut idle_b = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut whole = tokio::net::TcpStream::connect(addr).await.unwrap();
+        whole
+            .write_all(
+                b"GET /_abide/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+            )
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        whole.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            tokio::select! {
+                r = idle_a.read_to_end(&mut a) => r.is_ok(),
+                r = idle_b.read_to_end(&mut b) => r.is_ok(),
+            }
+        })
+        .await;
+        assert_eq!(
+            closed.ok(),
+            Some(true),
+            "no idle connection was closed at the cap"
+        );
         let _ = stop.send(());
         server.await.unwrap().unwrap();
     }

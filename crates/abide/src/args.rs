@@ -89,10 +89,15 @@ impl RedisArgs {
 
 /// A `DURATION` flag: a number with a unit, as `humantime` reads it (`500ms`, `30s`,
 /// `1.5s`, `2m`, `1h30m`); a bare number is refused, since its unit would be a guess.
+/// A negative one says so (humantime's own words would be "expected number at 0").
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| {
-        format!("{s:?} is not a duration with a unit (e.g. 500ms, 30s, 2m, 1h30m): {e}")
-    })
+    const FORMAT: &str = "a number with a unit, e.g. 500ms, 30s, 2m, 1h30m";
+    if s.trim_start().starts_with('-') {
+        return Err(format!(
+            "{s:?} is a negative duration; give {FORMAT} (0s where the flag allows none)"
+        ));
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration ({FORMAT}): {e}"))
 }
 
 /// `--lease`: a duration between 100 ms and 1 h.

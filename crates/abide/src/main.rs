@@ -131,6 +131,60 @@ mod tests {
         })
     }
 
+    /// Every duration flag, given a negative value with a space or `=`: the parser sees
+    /// it (not taken for another flag) and says it is negative and what is accepted.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_negative_duration_flag_says_so_on_every_command() {
+        for (cmd, flag) in [
+            (&["send", "--config", "p.toml"][..], "--unreachable-after"),
+            (&["send", "--config", "p.toml"][..], "--lease"),
+            (&["send", "--config", "p.toml"][..], "--receipt-wait"),
+            (&["serve", "--config", "p.toml"][..], "--lease"),
+            (&["check", "--config", "p.toml"][..], "--lease"),
+            (&["proxy", "--config", "p.toml"][..], "--max-wait"),
+        ] {
+            for form in [
+                vec![flag.to_owned(), "-1s".to_owned()],
+                vec![format!("{flag}=-1s")],
+            ] {
+                let mut args = vec!["abide".to_owned()];
+                args.extend(cmd.iter().map(|s| (*s).to_owned()));
+                args.extend(form);
+                let e = Cli::try_parse_from(&args)
+                    .map(|_| ())
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    e.contains("negative duration") && e.contains("30s"),
+                    "{args:?}: {e}"
+                );
+            }
+        }
+    }
+
+    /// The proxy's listener flags: the connection cap by serve's rule (1..=65536), the
+    /// minimum body rate in bytes per second.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn the_proxy_takes_a_connection_cap_and_a_minimum_body_rate() {
+        let base = ["abide", "proxy", "--config", "p.toml"];
+        let with = |extra: &[&str]| {
+            let mut v = base.to_vec();
+            v.extend_from_slice(extra);
+            Cli::try_parse_from(v)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            with(&["--max-connections", "64", "--min-body-rate", "0"]),
+            Ok(())
+        );
+        let e = with(&["--max-connections", "0"]).unwrap_err();
+        assert!(e.contains("must be 1..=65536"), "{e}");
+        assert!(with(&["--min-body-rate", "-5"]).is_err());
+    }
+
     #[test]
     fn redis_prefix_flag_wins_over_the_file_and_is_checked() {
         let send = ["abide", "send", "--config", "p.toml", "in.jsonl"];

@@ -587,6 +587,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, Error> {
             "duration {s:?}: {why} (expected e.g. 500ms, 60s, 2m, 1h, 1d)"
         ))
     };
+    if s.starts_with('-') {
+        return Err(bad(&"a duration cannot be negative"));
+    }
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         let n: f64 = s.parse().map_err(|e| bad(&e))?;
         return Duration::try_from_secs_f64(n).map_err(|e| bad(&e));
@@ -597,6 +600,15 @@ pub fn parse_duration(s: &str) -> Result<Duration, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_negative_duration_says_so() {
+        let e = parse_duration("-1s").unwrap_err().to_string();
+        assert!(
+            e.contains("cannot be negative") && e.contains("500ms"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn rates_and_durations() {

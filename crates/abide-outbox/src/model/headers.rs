@@ -77,6 +77,25 @@ const CREDENTIAL_PAIRS: &[(&str, &str)] = &[
     ("private", "key"),
 ];
 
+/// What makes `value` unfit for a header (RFC 9110 §5.5: visible characters, spaces and
+/// tabs), naming the first byte that cannot be sent and where it is, never the value
+/// itself (it may be a credential): "contains a line feed (0x0A) at byte 12". `None` when
+/// every byte may be sent.
+pub fn value_fault(value: &str) -> Option<String> {
+    let (at, b) = value
+        .bytes()
+        .enumerate()
+        .find(|&(_, b)| (b < 0x20 && b != b'\t') || b == 0x7f)?;
+    let what = match b {
+        b'\n' => "a line feed",
+        b'\r' => "a carriage return",
+        0 => "a NUL byte",
+        0x7f => "a DEL",
+        _ => "a control byte",
+    };
+    Some(format!("contains {what} (0x{b:02X}) at byte {at}"))
+}
+
 /// Whether `name` belongs to the connection or the request framing
 /// ([`CONNECTION_HEADERS`], or a `Proxy-*` name).
 pub fn is_connection(name: &str) -> bool {

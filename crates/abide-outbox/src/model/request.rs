@@ -51,6 +51,25 @@ pub fn parse_method(name: &str) -> Result<http::Method, Error> {
     }
 }
 
+/// Methods no provider call is made with: `CONNECT` asks for a tunnel (RFC 9110 §9.3.6),
+/// `TRACE` for an echo of the request itself (§9.3.8), credentials included.
+pub(crate) const REFUSED_METHODS: &[&str] = &["CONNECT", "TRACE"];
+
+/// `method` is one a provider call can be made with (not one of [`REFUSED_METHODS`]).
+///
+/// # Errors
+/// [`Error::InvalidRequest`] naming the method and why.
+pub(crate) fn check_sendable_method(method: &http::Method) -> Result<(), Error> {
+    if REFUSED_METHODS.contains(&method.as_str()) {
+        return Err(Error::InvalidRequest(format!(
+            "method {} is not one a provider call is made with (CONNECT opens a tunnel, TRACE \
+             echoes the request); use GET, POST, PUT, PATCH, DELETE, ...",
+            method.as_str()
+        )));
+    }
+    Ok(())
+}
+
 /// [`Request::method`] as its name.
 mod method_name {
     use serde::{Deserialize, Deserializer, Serializer};
@@ -110,7 +129,7 @@ impl Request {
     /// [`Error::InvalidRequest`] naming the problem: a path broken by a rule of
     /// [`crate::transport::http::path`] (an absolute URL, `//host`, a dot segment in any spelling, a
     /// backslash, `%2F`, control characters, ...; the message names the rule), a method
-    /// over [`MAX_METHOD_LEN`] bytes or not one, a header name over [`MAX_HEADER_NAME_LEN`]
+    /// over [`MAX_METHOD_LEN`] bytes, not one, or `CONNECT` or `TRACE`, a header name over [`MAX_HEADER_NAME_LEN`]
     /// or a value over [`MAX_HEADER_VALUE_LEN`] bytes, a bad header, a credential header
     /// ([`headers::is_credential`]), `Idempotency-Key` (abide sets it from the item's key)
     /// or a header of the connection ([`headers::CONNECTION_HEADERS`], `Proxy-*`), or a body over
@@ -120,6 +139,7 @@ impl Request {
         let bad = |why: String| Err(Error::InvalidRequest(why));
         crate::transport::http::path::check(&self.path)?;
         parse_method(self.method.as_str())?;
+        check_sendable_method(&self.method)?;
         if self.headers.len() > MAX_HEADERS {
             return bad(format!("more than {MAX_HEADERS} headers"));
         }
@@ -138,6 +158,9 @@ impl Request {
                     "header {name:?}: value is {} bytes; the limit is {MAX_HEADER_VALUE_LEN}",
                     value.len()
                 ));
+            }
+            if let Some(fault) = headers::value_fault(value) {
+                return bad(format!("header {name:?}: the value {fault}"));
             }
             if http::HeaderValue::from_str(value).is_err() {
                 return bad(format!("header {name:?} has an invalid value"));

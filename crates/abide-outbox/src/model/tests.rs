@@ -255,3 +255,53 @@ fn ms_round_trip() {
     let t = UNIX_EPOCH + Duration::from_millis(1_750_000_000_123);
     assert_eq!(from_ms(to_ms(t)), t);
 }
+
+#[test]
+fn tunnel_and_echo_methods_are_refused_for_a_provider_call() {
+    for m in ["CONNECT", "TRACE"] {
+        let mut r = req("/m");
+        r.method = http::Method::from_bytes(m.as_bytes()).unwrap();
+        let err = r.validate().unwrap_err().to_string();
+        assert!(err.contains(&format!("method {m} is not one")), "{err}");
+    }
+    for m in ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"] {
+        let mut r = req("/m");
+        r.method = http::Method::from_bytes(m.as_bytes()).unwrap();
+        assert!(r.validate().is_ok(), "{m}");
+    }
+}
+
+#[test]
+fn a_bad_header_value_names_the_byte_and_where_never_the_value() {
+    use crate::model::headers::value_fault;
+    assert_eq!(
+        value_fault("Bearer sk-1\n").as_deref(),
+        Some("contains a line feed (0x0A) at byte 11")
+    );
+    assert_eq!(
+        value_fault("a\rb").as_deref(),
+        Some("contains a carriage return (0x0D) at byte 1")
+    );
+    assert_eq!(
+        value_fault("\u{0}").as_deref(),
+        Some("contains a NUL byte (0x00) at byte 0")
+    );
+    assert_eq!(
+        value_fault("x\u{7f}").as_deref(),
+        Some("contains a DEL (0x7F) at byte 1")
+    );
+    assert_eq!(
+        value_fault("x\u{1b}").as_deref(),
+        Some("contains a control byte (0x1B) at byte 1")
+    );
+    assert_eq!(value_fault("tab\tand space ok"), None);
+    let mut r = req("/m");
+    r.headers
+        .insert("X-Trace-Id".into(), "abc\r\nX-Evil: 1".into());
+    let err = r.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("\"X-Trace-Id\"") && err.contains("carriage return (0x0D) at byte 3"),
+        "{err}"
+    );
+    assert!(!err.contains("abc") && !err.contains("Evil"), "{err}");
+}

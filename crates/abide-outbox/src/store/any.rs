@@ -230,6 +230,7 @@ delegate! {
     ) -> Result<u64>;
     fn requeue_deferred(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64>;
     fn requeue_failed(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64>;
+    fn cancel(&self, id: &str, now: SystemTime) -> Result<()>;
     fn reason_counts(&self, state: Option<State>) -> Result<Vec<(State, String, u64)>>;
     fn list(&self, filter: &ListFilter) -> Result<Vec<Item>>;
     fn fail_over(

@@ -225,6 +225,17 @@ pub trait Store: Clone + Send + Sync + 'static {
         now: SystemTime,
     ) -> impl Future<Output = Result<u64>> + Send;
 
+    /// A person's cancel of one item: `QUEUED`, `PENDING` or `DEFERRED` → `FAILED` with the
+    /// reason [`crate::CANCELLED_REASON`], in one statement conditioned on those states, so
+    /// an item a sender claims at the same moment is either cancelled before the claim or
+    /// refused. Nothing is sent for it afterwards; its attempts rows are kept.
+    ///
+    /// # Errors
+    /// [`Error::IllegalTransition`](crate::Error::IllegalTransition) (event
+    /// [`Cancel`](crate::Event::Cancel)) for an item `IN_FLIGHT` (a request may be on the
+    /// wire) or already final, [`Error::NotFound`](crate::Error::NotFound), database errors.
+    fn cancel(&self, id: &str, now: SystemTime) -> impl Future<Output = Result<()>> + Send;
+
     /// Fail-over: waiting (`QUEUED` or `PENDING`) items currently targeting `from` whose
     /// window started at or before `pending_since_before` move to `to` (the original provider stays
     /// recorded in [`Item::provider`]), become due at once and start a new attempt window

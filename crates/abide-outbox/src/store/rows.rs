@@ -199,6 +199,21 @@ pub(crate) fn refused(
     }
 }
 
+/// Why [`super::Store::cancel`] touched nothing: the item is gone, or in a state it cannot
+/// be cancelled from (`IN_FLIGHT`, or final), as its current state says.
+pub(crate) fn refused_cancel(id: &str, row: Option<(String, Option<String>)>) -> Error {
+    match row {
+        None => Error::NotFound(id.to_owned()),
+        Some((state, _)) => match state.parse::<State>() {
+            Err(e) => Error::Corrupt(format!("item {id}: state: {e}")),
+            Ok(from) => Error::IllegalTransition(IllegalTransition {
+                from,
+                event: Event::Cancel,
+            }),
+        },
+    }
+}
+
 /// Why [`super::SqlStore::requeue`] touched nothing: the item is gone, or in a state from
 /// which a person's requeue is illegal (or it changed in between, which is reported the
 /// same way as its current state says).

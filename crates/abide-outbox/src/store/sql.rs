@@ -115,6 +115,10 @@ pub(crate) const RECLAIM_ALL_LOST: &str = "SELECT id, current_provider, idempote
 pub(crate) const DEFER_ONE: &str = "UPDATE items SET state = $1, reason = $2, \
     updated_at_ms = $3 WHERE id = $4 AND state = $5";
 
+/// `$5`, `$6`, `$7` are the states an item may be cancelled from (never `IN_FLIGHT`).
+pub(crate) const CANCEL_ONE: &str = "UPDATE items SET state = $1, reason = $2, \
+    updated_at_ms = $3 WHERE id = $4 AND state IN ($5, $6, $7)";
+
 pub(crate) const DEFER_OLD: &str = "UPDATE items SET state = $1, reason = $2, \
     updated_at_ms = $3 WHERE current_provider = $4 AND state = $5 AND window_start_ms <= $6";
 

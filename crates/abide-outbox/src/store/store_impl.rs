@@ -7,7 +7,7 @@ use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
 
 use super::backend::SqlBackend;
 use super::batch::{mark_answers, mark_statements};
-use super::rows::{count_code, duration_ms, RawAttempt, RawItem};
+use super::rows::{count_code, duration_ms, refused_cancel, RawAttempt, RawItem};
 use super::sql;
 use super::sql_store::{begin, settle, SqlStore};
 use super::Store;
@@ -246,6 +246,28 @@ where
 
     async fn requeue_failed(&self, filter: &RequeueFilter, now: SystemTime) -> Result<u64> {
         self.requeue_from(State::Failed, filter, now).await
+    }
+
+    async fn cancel(&self, id: &str, now: SystemTime) -> Result<()> {
+        let to = transition(State::Queued, Event::Cancel)?;
+        let r = sqlx::query(sql::CANCEL_ONE)
+            .bind(to.as_str())
+            .bind(crate::state::CANCELLED_REASON)
+            .bind(to_ms(now))
+            .bind(id)
+            .bind(State::Queued.as_str())
+            .bind(State::Pending.as_str())
+            .bind(State::Deferred.as_str())
+            .execute(&self.writes)
+            .await?;
+        if DB::rows_affected(&r) == 1 {
+            return Ok(());
+        }
+        let cur: Option<(String, Option<String>)> = sqlx::query_as(sql::STATE_OF)
+            .bind(id)
+            .fetch_optional(&self.writes)
+            .await?;
+        Err(refused_cancel(id, cur))
     }
 
     async fn fail_over(

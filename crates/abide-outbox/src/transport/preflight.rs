@@ -55,8 +55,8 @@ pub enum Preflight {
         variable: String,
         /// The header it would go in (`authorization`, or the provider's `auth_header`).
         header: String,
-        /// What is wrong with it, never what it is.
-        why: &'static str,
+        /// What is wrong with it (which byte, where), never what it is.
+        why: String,
     },
     /// The provider's request cannot be built (its URL, a configured header).
     #[error("provider {provider:?}: its request cannot be built: {why}")]

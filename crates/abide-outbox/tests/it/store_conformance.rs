@@ -138,6 +138,7 @@ pub async fn matrix<S: ByHand>(s: S) {
                 }
                 Event::Defer => Some(s.defer(&id, "by hand", t1).await),
                 Event::Requeue => Some(s.requeue(&id, t1).await),
+                Event::Cancel => Some(s.cancel(&id, t1).await),
                 Event::FailOver => {
                     s.fail_over(&p, "backup", t1, t1).await.unwrap();
                     None
@@ -149,6 +150,15 @@ pub async fn matrix<S: ByHand>(s: S) {
                     assert_eq!(got.state, to, "{from} --{event:?}--> expected {to}");
                     if let Some(r) = single {
                         assert!(r.is_ok(), "{from} {event:?}: {r:?}");
+                    }
+                    if event == Event::Cancel {
+                        assert_eq!(got.reason.as_deref(), Some(abide_outbox::CANCELLED_REASON));
+                        // Cancelled means never sent again: no claim takes it.
+                        assert!(s
+                            .claim(&p, "o3", t1 + HOUR, LEASE, 10)
+                            .await
+                            .unwrap()
+                            .is_empty());
                     }
                     if event == Event::FailOver {
                         assert_eq!(got.current_provider, "backup");

@@ -53,7 +53,7 @@ pub(crate) struct Args {
     pub(crate) input: Option<String>,
     /// The lease `abide send` will run with: each provider's timeout_secs + 2 s must fit in
     /// it. A number with a unit: e.g. 30s, 2m.
-    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = parse_lease)]
+    #[arg(long, default_value = "30s", value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_lease)]
     pub(crate) lease: Duration,
     /// Print the result as one JSON object on stdout.
     #[arg(long)]

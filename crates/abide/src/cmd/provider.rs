@@ -209,7 +209,7 @@ pub(crate) struct Args {
     #[arg(long = "smpp-account", value_name = "SYSTEM_ID:PASSWORD[:ACCOUNT]")]
     smpp_accounts: Vec<String>,
     /// Time from an accepted submit_sm to its delivery receipt [default: 500ms].
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     receipt_delay: Option<String>,
     /// Which accepted messages get a receipt: requested (registered_delivery asks),
     /// always, never [default: requested].
@@ -255,22 +255,22 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N")]
     delay_burst: Option<u32>,
     /// In delay mode, the longest a request is held [default: 500ms].
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     max_delay: Option<String>,
     /// A concurrency slot not released by then is freed [default: 30s].
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     lease: Option<String>,
     /// Processing time of each accepted message (holds its concurrency slot) [default: 0ms].
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     latency: Option<String>,
     /// Throttled requests within --abuse-window that suspend a key; 0 = off [default: 0].
     #[arg(long, value_name = "N")]
     abuse_threshold: Option<u32>,
     /// Window for --abuse-threshold [default: 60s].
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     abuse_window: Option<String>,
     /// Suspension length [default: 1h].
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     suspend_for: Option<String>,
     /// Answer to a suspended key: `retry-after` (403 with the remaining suspension as
     /// Retry-After) or `bare-403` (no Retry-After) [default: retry-after].

@@ -42,6 +42,13 @@ WAITING
   that says it was not acted on (429, 503 + Retry-After, a refused connection); after a
   timeout or 502/504 the client gets 502/504 saying it may have been acted on.
 
+LISTENER
+  A request head must arrive within 10 s (an idle connection is closed after as long); a
+  body slower than --min-body-rate bytes/s on average (after a 10 s grace) is answered 408.
+  At most --max-connections are open: at the cap a new connection closes the one idle
+  longest, and is refused while every open one has a request in progress (a warning says
+  so, at most every 10 s) - the rule `abide serve` follows.
+
 CREDENTIALS
   A provider's credentials_env is added upstream; without it the client's Authorization
   passes through. A listener that is not loopback needs --token-env: clients then send
@@ -69,7 +76,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "VAR")]
     token_env: Option<String>,
     /// Longest single wait of a request without `Abide-Max-Wait`.
-    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", value_name = "DURATION", allow_hyphen_values = true, value_parser = args::parse_duration)]
     max_wait: Duration,
     /// Requests per provider inside the proxy before new ones get 429.
     #[arg(long, default_value_t = 10_000, value_name = "N",
@@ -81,6 +88,16 @@ pub(crate) struct Args {
     /// Bytes of request bodies held at once, all providers together; beyond, 429.
     #[arg(long, default_value_t = 256 << 20, value_name = "BYTES")]
     max_buffered_total: usize,
+    /// Most open connections; at the cap a new one closes the connection idle longest
+    /// (one with a request in progress never), and is refused while all are busy.
+    #[arg(long, default_value_t = abide_proxy::cap::DEFAULT_MAX_CONNECTIONS, value_name = "N",
+        value_parser = crate::cmd::serve::flags::parse_max_connections)]
+    max_connections: usize,
+    /// Slowest request body accepted, in bytes per second on average after a 10 s grace;
+    /// a slower one is answered 408. 0: no minimum (the grace still bounds a body that stops).
+    #[arg(long, default_value_t = abide_proxy::MinBodyRate::default().bytes_per_sec,
+        value_name = "BYTES_PER_SEC")]
+    min_body_rate: u64,
     /// Share each provider's limit with other proxies and nodes on this Redis; wins over
     /// `[coordination] redis_url`. Shown redacted everywhere.
     #[arg(long, value_name = "URL", env = "ABIDE_REDIS_URL", hide_env_values = true,
@@ -117,6 +134,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_waiting: args.max_waiting as usize,
         max_buffered_body: args.max_buffered_body,
         max_buffered_total: args.max_buffered_total,
+        max_connections: args.max_connections,
+        min_body_rate: abide_proxy::MinBodyRate {
+            bytes_per_sec: args.min_body_rate,
+            ..abide_proxy::MinBodyRate::default()
+        },
         token_digest,
         coordination: Some(coordination),
         ..ProxyOptions::default()

@@ -440,6 +440,26 @@ mod tests {
     }
 
     #[test]
+    fn a_method_no_provider_call_is_made_with_is_refused_naming_line_and_field() {
+        let cfg = Config::from_toml_str(
+            "[[provider]]\nname = \"sms\"\nbase_url = \"http://127.0.0.1:9/api\"",
+        )
+        .unwrap();
+        let known = configured(&cfg);
+        let text = "{\"provider\":\"sms\",\"path\":\"/m\"}\n{\"provider\":\"sms\",\"path\":\"/m\",\"method\":\"CONNECT\"}\n{\"provider\":\"sms\",\"path\":\"/m\",\"method\":\"TRACE\"}";
+        let e = parse_batch(text, &known).unwrap_err();
+        let shown = e.to_string();
+        assert!(
+            shown.contains("line 2: invalid request: method CONNECT is not one"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("line 3: invalid request: method TRACE is not one"),
+            "{shown}"
+        );
+    }
+
+    #[test]
     fn error_list_is_bounded() {
         let text = "x\n".repeat(50);
         let e = parse_batch(&text, &any).unwrap_err();

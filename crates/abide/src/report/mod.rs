@@ -111,10 +111,13 @@ impl Snapshot {
             self.oldest_pending_age_secs
                 .map_or_else(|| "-".to_owned(), |a| human(Duration::from_secs_f64(a)))
         );
+        // One column of numbers under the states': label and count end where theirs do.
+        let _ = writeln!(s, "  what the remote said (answers per attempt)");
+        let _ = writeln!(s, "    {:<12} {:>7}", "attempts", self.attempts);
         let _ = writeln!(
             s,
-            "  what the remote said ({} attempts; throttles per item {:.3}: 429, 0x58, 0x14)",
-            self.attempts, self.throttle_answers_per_item
+            "    {:<12} {:>7}   {:.3} per item (429, 0x58, 0x14)",
+            "throttled", self.throttle_answers, self.throttle_answers_per_item
         );
         if self.remote_counts.is_empty() {
             let _ = writeln!(s, "    (no attempts yet)");
@@ -237,6 +240,55 @@ mod tests {
         );
         let v = serde_json::to_value(&snap).unwrap();
         assert_eq!(v["in_flight_expired"], 3, "{v}");
+    }
+
+    /// What the remote said is a block of its own: a heading, then attempts, throttles and
+    /// each status on a line, every count ending in the column the states' counts end in.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn what_the_remote_said_is_an_aligned_block() {
+        let snap = Snapshot {
+            counts: Counts {
+                submitted: 1200,
+                pending: 3,
+                ..Counts::default()
+            },
+            in_flight_expired: 0,
+            items: 1203,
+            oldest_pending_age_secs: None,
+            attempts: 1240,
+            http_429: 34,
+            http_429_per_item: ratio(34, 1203),
+            throttle_answers: 34,
+            throttle_answers_per_item: ratio(34, 1203),
+            remote_counts: [
+                ("http_202".to_owned(), 1200),
+                ("http_429".to_owned(), 34),
+                ("no_response".to_owned(), 6),
+            ]
+            .into_iter()
+            .collect(),
+            receipts: ReceiptCounts::default(),
+        };
+        let table = snap.render_table("abide.db");
+        let block: Vec<&str> = table
+            .lines()
+            .skip_while(|l| !l.starts_with("  what the remote said"))
+            .collect();
+        assert_eq!(
+            block[..6],
+            [
+                "  what the remote said (answers per attempt)",
+                "    attempts        1240",
+                "    throttled         34   0.028 per item (429, 0x58, 0x14)",
+                "    http_202        1200",
+                "    http_429          34",
+                "    no_response        6",
+            ],
+            "{table}"
+        );
+        let submitted = table.lines().find(|l| l.contains("SUBMITTED")).unwrap();
+        assert_eq!(submitted.len(), block[1].len(), "{table}");
     }
 
     /// "raise `concurrency`" only when the senders were outnumbered: one item, or a host

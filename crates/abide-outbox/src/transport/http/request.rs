@@ -17,8 +17,8 @@ pub(crate) enum Unbuildable {
     Credential {
         /// The header it would go in.
         header: String,
-        /// What is wrong.
-        why: &'static str,
+        /// What is wrong (which byte, where; never the value).
+        why: String,
     },
     /// Another header (the item's own, its idempotency key) or the URL.
     Other(String),
@@ -55,25 +55,28 @@ pub(crate) fn credential_header(
         why,
     };
     let t = token.expose();
-    if t.ends_with(['\n', '\r']) {
-        return Err(unfit(
-            "it ends with a line break (\\n or \\r), as read from a file",
-        ));
+    if let Some(fault) = crate::model::headers::value_fault(t) {
+        let from_file = if t.ends_with(['\n', '\r']) {
+            " (a line break at the end, as read from a file)"
+        } else {
+            ""
+        };
+        return Err(unfit(format!("it {fault}{from_file}")));
     }
-    if t.bytes().any(|b| b < 0x20 || b == 0x7f) {
-        return Err(unfit("it contains a control byte"));
+    if let Some(at) = t.find('\t') {
+        return Err(unfit(format!("it contains a tab (0x09) at byte {at}")));
     }
     if t.trim().is_empty() {
-        return Err(unfit("it is blank"));
+        return Err(unfit("it is blank".into()));
     }
     if t.trim() != t {
-        return Err(unfit("it begins or ends with a space"));
+        return Err(unfit("it begins or ends with a space".into()));
     }
     let value = match &cfg.auth_header {
         Some(_) => HeaderValue::from_str(t),
         None => HeaderValue::from_str(&format!("Bearer {t}")),
     };
-    let mut value = value.map_err(|_| unfit("it is not a valid header value"))?;
+    let mut value = value.map_err(|_| unfit("it is not a valid header value".into()))?;
     value.set_sensitive(true);
     Ok((name, value))
 }
@@ -98,8 +101,11 @@ pub(crate) fn build(
     for (k, v) in &request.headers {
         let name = HeaderName::from_bytes(k.as_bytes())
             .map_err(|_| Unbuildable::Other(format!("header name {k:?} is not valid")))?;
-        let value = HeaderValue::from_str(v)
-            .map_err(|_| Unbuildable::Other(format!("header {k:?}: the value is not valid")))?;
+        let value = HeaderValue::from_str(v).map_err(|_| {
+            let fault = crate::model::headers::value_fault(v);
+            let fault = fault.as_deref().unwrap_or("is not valid");
+            Unbuildable::Other(format!("header {k:?}: the value {fault}"))
+        })?;
         h.append(name, value);
     }
     let key = HeaderValue::from_str(key).map_err(|_| {
@@ -203,6 +209,13 @@ mod tests {
                     shown.contains("credentials_env") && shown.contains("P_TOKEN"),
                     "{shown}"
                 );
+                if bad == format!("{SECRET}\n") {
+                    let at = SECRET.len();
+                    assert!(
+                        shown.contains(&format!("line feed (0x0A) at byte {at}")),
+                        "{shown}"
+                    );
+                }
                 assert!(!shown.contains(SECRET), "{shown}");
                 // A transport made anyway refuses to send without it, before any request.
                 let t =

@@ -157,6 +157,9 @@ impl<S: Store> Store for StillStore<S> {
     ) -> impl Future<Output = R<u64>> + Send {
         still(self.0.requeue_failed(filter, now))
     }
+    fn cancel(&self, id: &str, now: SystemTime) -> impl Future<Output = R<()>> + Send {
+        still(self.0.cancel(id, now))
+    }
     fn fail_over(
         &self,
         from: &str,

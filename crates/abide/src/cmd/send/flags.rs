@@ -81,7 +81,7 @@ pub(crate) struct Args {
     /// Lease on a claimed item: a sender that hangs longer loses it and the item is retried
     /// (same idempotency key). At least every provider's timeout_secs + 2 s. A number with
     /// a unit: e.g. 30s, 2m, 1m30s (a bare number is refused).
-    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = crate::args::parse_lease)]
+    #[arg(long, default_value = "30s", value_name = "DURATION", allow_hyphen_values = true, value_parser = crate::args::parse_lease)]
     pub(crate) lease: Duration,
     /// Print the final report as JSON.
     #[arg(long)]
@@ -100,14 +100,14 @@ pub(crate) struct Args {
     /// After draining, keep SMPP binds up this long (at most) for the delivery receipts of
     /// SUBMITTED items, storing them as they come; a number with a unit, e.g. 10s, 2m.
     /// Receipts that come later are delivered by the SMSC at the next bind.
-    #[arg(long, default_value = "0s", value_name = "DURATION", value_parser = parse_wait)]
+    #[arg(long, default_value = "0s", value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_wait)]
     pub(crate) receipt_wait: Duration,
     /// Stop (exit 5) when a provider has not answered once this long after its first
     /// failed attempt (a wrong base_url, a host that is down), naming its URL and the
     /// error; its items wait for the next run. A provider that answered earlier in the run
     /// and then went down is waited for as any outage. `0s` waits for ever (up to each
     /// item's max_age_secs). A number with a unit, at most 1h.
-    #[arg(long, default_value = "2m", value_name = "DURATION", value_parser = parse_wait)]
+    #[arg(long, default_value = "2m", value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_wait)]
     pub(crate) unreachable_after: Duration,
     #[command(flatten)]
     pub(crate) logs: crate::logs::LogArgs,

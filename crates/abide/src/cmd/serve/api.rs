@@ -32,6 +32,7 @@ pub(crate) fn router(api: Api) -> Router {
     let authed = Router::new()
         .route("/v1/items", post(enqueue).get(list))
         .route("/v1/items/{id}", get(item))
+        .route("/v1/items/{id}/cancel", post(cancel))
         .route("/v1/stats", get(stats))
         .route("/v1/requeue", post(requeue));
     // The dashboard's data is as open as /metrics (counts, provider state, ids and reasons
@@ -296,6 +297,13 @@ async fn item(State(api): State<Api>, Path(id): Path<String>) -> Response {
     }
 }
 
+/// `POST /v1/items/{id}/cancel`: [`super::cancel::cancel_item`].
+async fn cancel(State(api): State<Api>, Path(id): Path<String>) -> Response {
+    super::cancel::cancel_item(&api.store, &id, api.clock.now())
+        .await
+        .unwrap_or_else(store_error)
+}
+
 /// `GET /v1/stats`: the database view plus the dispatcher's live per-provider view.
 async fn stats(State(api): State<Api>) -> Response {
     match stats_value(&api).await {
@@ -531,7 +539,10 @@ mod tests {
     /// axum's `{id}` captures as OpenAPI spells them.
     fn routes_in(src: &str) -> std::collections::BTreeSet<(String, String)> {
         let mut out = std::collections::BTreeSet::new();
-        for part in src.split(".route(\"").skip(1) {
+        for part in src.split(".route(").skip(1) {
+            let Some(part) = part.trim_start().strip_prefix('"') else {
+                continue;
+            };
             let Some((path, rest)) = part.split_once('"') else {
                 continue;
             };
@@ -571,10 +582,24 @@ mod tests {
                 described.insert((method.to_ascii_uppercase(), path.clone()));
             }
         }
-        let src = include_str!("api.rs");
-        let router = &src[..src.find("#[cfg(test)]").unwrap()];
-        let routed = routes_in(router);
-        assert!(routed.contains(&("GET".to_owned(), "/v1/items/{id}".to_owned())));
+        // Every file that routes: the API, the dashboard's page, files and data.
+        let mut routed = std::collections::BTreeSet::new();
+        for src in [include_str!("api.rs"), include_str!("dashboard.rs")] {
+            let router = &src[..src.find("#[cfg(test)]").unwrap_or(src.len())];
+            routed.extend(routes_in(router));
+        }
+        for (method, path) in [
+            ("GET", "/v1/items/{id}"),
+            ("POST", "/v1/items/{id}/cancel"),
+            ("GET", "/"),
+            ("GET", "/dashboard/state.json"),
+            ("GET", "/assets/dashboard.js"),
+        ] {
+            assert!(
+                routed.contains(&(method.to_owned(), path.to_owned())),
+                "{path}"
+            );
+        }
         assert_eq!(described, routed);
         // Every reference resolves to a schema of the document.
         let text = OPENAPI;

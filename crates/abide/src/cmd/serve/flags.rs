@@ -110,7 +110,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub(crate) workers: Option<u16>,
     /// Lease on a claimed item (see `abide send --help`).
-    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = crate::args::parse_lease)]
+    #[arg(long, default_value = "30s", value_name = "DURATION", allow_hyphen_values = true, value_parser = crate::args::parse_lease)]
     pub(crate) lease: Duration,
     #[command(flatten)]
     pub(crate) redis: RedisArgs,
@@ -118,7 +118,7 @@ pub(crate) struct Args {
     pub(crate) logs: crate::logs::LogArgs,
 }
 
-fn parse_max_connections(s: &str) -> Result<usize, String> {
+pub(crate) fn parse_max_connections(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if (1..=65_536).contains(&n) => Ok(n),
         _ => Err("must be 1..=65536".into()),

@@ -2,9 +2,10 @@
 //! dispatcher runs in the same process.
 
 pub(crate) mod api;
-mod flags;
+pub(crate) mod flags;
 pub(crate) use self::flags::Args;
 
+mod cancel;
 pub(crate) mod conn;
 pub(crate) mod dashboard;
 pub(crate) mod metrics;
