@@ -389,12 +389,17 @@ fn decide(
                 .gates
                 .check_delayed(&id.key, id.account.as_deref(), trace, now)
                 .map(|adm| {
-                    let (h, d) = (adm.headers(), adm.delay());
-                    (h, Guard::Local(adm.into_guard(Arc::clone(&app.gates))), d)
+                    let (h, d, st) = (adm.headers(), adm.delay(), adm.statuses());
+                    (
+                        h,
+                        Guard::Local(adm.into_guard(Arc::clone(&app.gates))),
+                        d,
+                        st,
+                    )
                 }),
             Some(Shared::Admitted(a)) => {
                 let (h, g, d) = *a;
-                Ok((h, Guard::Shared(Box::new(g)), d))
+                Ok((h, Guard::Shared(Box::new(g)), d, Vec::new()))
             }
             Some(Shared::Refused(rej)) => Err(rej),
             Some(Shared::Unavailable) => {
@@ -424,11 +429,11 @@ fn decide(
                 tracing::info!(gate = rej.category(), %caller, status = status.as_u16(), "request throttled");
                 return Err(res);
             }
-            Ok((h, g, d)) => {
+            Ok((h, g, d, statuses)) => {
                 extra = h;
                 delay = d;
                 if let Some(style) = app.cfg.headers {
-                    restyle(&mut extra, style, wall);
+                    restyle(&mut extra, style, wall, &statuses);
                 }
                 guard = Some(g);
             }
@@ -560,7 +565,7 @@ fn throttle(
         // in whatever form the behaviour says (or none).
         let mut h = rej.headers();
         h.remove(header::RETRY_AFTER);
-        restyle(&mut h, style, wall);
+        restyle(&mut h, style, wall, rej.rejected());
         res.headers_mut().extend(h);
         if let Some(v) = retry_after_value(b.retry_after, rej, wall) {
             if let Ok(v) = HeaderValue::from_str(&v) {
