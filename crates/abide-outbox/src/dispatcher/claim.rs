@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
+use super::inner::{sleep_or_stop, Inner};
 use super::runtime::ProviderRuntime;
-use super::{sleep_or_stop, Inner};
 use crate::model::Item;
 use crate::store::Store;
 

@@ -5,75 +5,13 @@
 //! the item's lease ends, it is claimed again and sent again (a 5 s disk-full once caused
 //! 8,066 duplicates for 3,000 messages). So every write the run depends on (the
 //! writer's results, the marks written before each request goes out) goes through
-//! [`persist`], which reports each failure here; claimers and senders wait while it is
+//! the writer's `persist`, which reports each failure here; claimers and senders wait while it is
 //! failing; the first successful write clears it.
 
-use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
-
-use super::Inner;
-use crate::error::Result;
-use crate::store::Store;
-
-/// Run the write `op` (one transaction on `items` items), retrying with backoff (200 ms
-/// doubling to 5 s) while the store fails; nothing new is claimed or sent meanwhile. After
-/// `store_fault_limit` of failures it stops the run and returns `None`.
-pub(super) async fn persist<S: Store, T, F, Fut>(
-    inner: &Inner<S>,
-    what: &str,
-    items: usize,
-    mut op: F,
-) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T>>,
-{
-    let mut wait = Duration::from_millis(200);
-    loop {
-        match op().await {
-            Ok(r) => {
-                if let Some(lasted) = inner.health.recovered(inner.clock.monotonic()) {
-                    tracing::warn!(
-                        after_ms = lasted.as_millis() as u64,
-                        "the database accepts writes again; claiming and sending resume"
-                    );
-                }
-                return Some(r);
-            }
-            Err(e) => {
-                let (lasted, began) = inner.health.failed(inner.clock.monotonic(), &e.to_string());
-                if began {
-                    tracing::error!(error = %e, items, "{what} failed; no item is claimed or \
-                        sent until the database accepts writes again");
-                }
-                if inner.health.gave_up().is_some() || lasted >= inner.opts.store_fault_limit {
-                    // Leases end and their items are resent with the same keys.
-                    tracing::error!(error = %e, items, seconds = lasted.as_secs(),
-                        "{what}: giving up, stopping the run");
-                    inner.health.give_up(lasted);
-                    return None;
-                }
-                if inner.health.stopping() {
-                    // Asked to stop: waiting for the database would hold the stop for up
-                    // to the limit. Leases end and their items are resent with the same keys.
-                    tracing::error!(error = %e, items, seconds = lasted.as_secs(),
-                        "{what}: stopping as asked while the database refuses writes");
-                    inner.health.give_up_on_stop(lasted);
-                    return None;
-                }
-                let at = inner.clock.monotonic() + wait;
-                wait = (wait * 2).min(Duration::from_secs(5));
-                tokio::select! {
-                    () = inner.sleeper.sleep_until(at) => {}
-                    () = inner.health.stopped() => {}
-                }
-            }
-        }
-    }
-}
 
 #[derive(Debug)]
 pub(super) struct StoreHealth {
@@ -178,7 +116,7 @@ impl StoreHealth {
     }
 
     /// Resolves once the run is asked to stop.
-    async fn stopped(&self) {
+    pub(super) async fn stopped(&self) {
         let mut rx = self.stop.subscribe();
         let _ = rx.wait_for(|v| *v).await;
     }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::{sleep_or_stop, Inner};
+use super::inner::{sleep_or_stop, Inner};
 use crate::store::Store;
 
 /// Periodic sweeps: reclaim expired leases, defer items past their maximum age, fail over.

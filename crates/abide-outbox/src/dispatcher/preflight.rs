@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use abide_core::Clock;
 
-use super::{DispatcherOptions, MIN_LEASE_MARGIN};
+use super::options::{DispatcherOptions, MIN_LEASE_MARGIN};
 use crate::config::{Config, ProviderConfig};
 use crate::credentials::{CredentialSource, EnvCredentials};
 use crate::error::Result;

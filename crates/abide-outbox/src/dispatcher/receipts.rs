@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use super::inner::Inner;
 use super::runtime::ProviderRuntime;
-use super::Inner;
 use crate::receipt::Receipt;
 use crate::receipt::ReceiptInbox;
 use crate::store::Store;

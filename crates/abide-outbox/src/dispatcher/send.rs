@@ -10,9 +10,9 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use tokio::sync::{mpsc, watch, Mutex};
 
+use super::inner::{sleep_or_stop, Done, Inner};
 use super::mark::{mark_sent, Marks};
 use super::runtime::{budget_role, ProviderRuntime};
-use super::{sleep_or_stop, Done, Inner};
 use crate::model::{AttemptRecord, Completion, Item, Outcome};
 use crate::progress::Stats;
 use crate::store::Store;

@@ -10,13 +10,16 @@
 //! commit and each commit carried half as much. A sender's result never waits for a
 //! commit: it is handed over and the sender goes on to its next item's mark.
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::inner::{Done, Inner};
 use super::mark::MarkRequest;
-use super::{Done, Inner};
+use crate::error::Result;
 use crate::model::{Completion, SendMark};
 use crate::progress::Stats;
 use crate::state::State;
@@ -85,7 +88,7 @@ pub(super) async fn writer<S: Store>(
             (true, false) => "writing results",
             _ => "writing results and marking requests as sent",
         };
-        let written = super::health::persist(&inner, what, marks.len() + completions.len(), || {
+        let written = persist(&inner, what, marks.len() + completions.len(), || {
             inner
                 .store
                 .mark_and_complete(&marks, &completions, inner.clock.now())
@@ -149,6 +152,63 @@ fn count_results<S: Store>(
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(item = %c.id, error = %e, "result refused by the store"),
+        }
+    }
+}
+
+/// Run the write `op` (one transaction on `items` items), retrying with backoff (200 ms
+/// doubling to 5 s) while the store fails; nothing new is claimed or sent meanwhile. After
+/// `store_fault_limit` of failures it stops the run and returns `None`.
+async fn persist<S: Store, T, F, Fut>(
+    inner: &Inner<S>,
+    what: &str,
+    items: usize,
+    mut op: F,
+) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let mut wait = Duration::from_millis(200);
+    loop {
+        match op().await {
+            Ok(r) => {
+                if let Some(lasted) = inner.health.recovered(inner.clock.monotonic()) {
+                    tracing::warn!(
+                        after_ms = lasted.as_millis() as u64,
+                        "the database accepts writes again; claiming and sending resume"
+                    );
+                }
+                return Some(r);
+            }
+            Err(e) => {
+                let (lasted, began) = inner.health.failed(inner.clock.monotonic(), &e.to_string());
+                if began {
+                    tracing::error!(error = %e, items, "{what} failed; no item is claimed or \
+                        sent until the database accepts writes again");
+                }
+                if inner.health.gave_up().is_some() || lasted >= inner.opts.store_fault_limit {
+                    // Leases end and their items are resent with the same keys.
+                    tracing::error!(error = %e, items, seconds = lasted.as_secs(),
+                        "{what}: giving up, stopping the run");
+                    inner.health.give_up(lasted);
+                    return None;
+                }
+                if inner.health.stopping() {
+                    // Asked to stop: waiting for the database would hold the stop for up
+                    // to the limit. Leases end and their items are resent with the same keys.
+                    tracing::error!(error = %e, items, seconds = lasted.as_secs(),
+                        "{what}: stopping as asked while the database refuses writes");
+                    inner.health.give_up_on_stop(lasted);
+                    return None;
+                }
+                let at = inner.clock.monotonic() + wait;
+                wait = (wait * 2).min(Duration::from_secs(5));
+                tokio::select! {
+                    () = inner.sleeper.sleep_until(at) => {}
+                    () = inner.health.stopped() => {}
+                }
+            }
         }
     }
 }

@@ -39,6 +39,14 @@ pub trait SqlBackend: Database + sealed::Sealed {
     /// write transaction already excludes every other writer).
     #[doc(hidden)]
     const LOCK_ROWS: &'static str;
+    /// Appended to an `INSERT … SELECT` joining `items` inside a write transaction that
+    /// updates those item rows next (empty where no other writer can come between).
+    #[doc(hidden)]
+    const LOCK_JOINED_ITEMS: &'static str;
+    /// Whether one query may hold several statements with their parameters (SQLite
+    /// through sqlx; Postgres' extended protocol takes one statement per query).
+    #[doc(hidden)]
+    const MULTI_STATEMENT: bool;
 
     /// Rows an `INSERT`, `UPDATE` or `DELETE` touched (sqlx has no trait method for it).
     #[doc(hidden)]
@@ -54,6 +62,8 @@ impl SqlBackend for Sqlite {
     const BEGIN_WRITE: Option<&'static str> = Some("BEGIN IMMEDIATE");
     // BEGIN IMMEDIATE already holds the one write lock.
     const LOCK_ROWS: &'static str = "";
+    const LOCK_JOINED_ITEMS: &'static str = "";
+    const MULTI_STATEMENT: bool = true;
 
     fn rows_affected(result: &Self::QueryResult) -> u64 {
         result.rows_affected()
@@ -66,6 +76,8 @@ impl SqlBackend for Postgres {
     const PLACEHOLDERS: Placeholders = Placeholders::Numbered;
     const BEGIN_WRITE: Option<&'static str> = None;
     const LOCK_ROWS: &'static str = " FOR UPDATE";
+    const LOCK_JOINED_ITEMS: &'static str = " FOR UPDATE OF items";
+    const MULTI_STATEMENT: bool = false;
 
     fn rows_affected(result: &Self::QueryResult) -> u64 {
         result.rows_affected()

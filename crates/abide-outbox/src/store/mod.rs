@@ -37,6 +37,7 @@ use crate::state::State;
 mod any;
 mod backend;
 mod batch;
+mod blind;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod existing;
 mod plan;

@@ -230,7 +230,7 @@ pub enum Placeholders {
 }
 
 impl Placeholders {
-    fn push(self, sql: &mut String, n: usize) {
+    pub(crate) fn push(self, sql: &mut String, n: usize) {
         match self {
             Placeholders::Numbered => {
                 sql.push('$');
@@ -285,12 +285,15 @@ pub(crate) fn complete_sql(rows: usize, ph: Placeholders) -> String {
     ph.push(&mut sql, n + 1);
     sql.push_str(" FROM v WHERE items.id = v.id AND items.state = ");
     ph.push(&mut sql, n + 2);
-    sql.push_str(
-        " AND items.lease_owner = v.owner \
-         RETURNING items.id, items.attempts, items.idempotency_key",
-    );
+    sql.push_str(" AND items.lease_owner = v.owner");
+    sql.push_str(COMPLETE_RETURNING);
     sql
 }
+
+/// The end of [`complete_sql`]: without it the statement moves the same rows and returns
+/// none.
+pub(crate) const COMPLETE_RETURNING: &str =
+    " RETURNING items.id, items.attempts, items.idempotency_key";
 
 /// One request each of `rows` items goes on the wire: bind, per item, its id and lease
 /// owner; then the source state (`IN_FLIGHT`). One statement (atomic on its own, no
