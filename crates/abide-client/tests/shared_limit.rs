@@ -6,10 +6,10 @@
 //! `ABIDE_SHARED_LIMIT_CHILD` is set) with a policy pacing the host at [`RATE`] requests
 //! per second. The fake enforces [`FAKE_LIMIT`] per second (GCRA, burst 2): between the
 //! rate both share and the rate they would send apart (2 × [`RATE`]), so the counts tell
-//! them apart: shared, every request is accepted and none is refused; apart, the fake
-//! refuses some (checked by hand with the coordination left out: 3 refusals, the first
-//! within a second, before each pacer slowed down). A slow machine only sends slower,
-//! never faster, so the counts do not depend on its load; a process that falls back while
+//! them apart: shared, at most one refusal (a late wake-up); apart, the fake refuses 3
+//! (checked by hand with the coordination left out, 6 runs of 6, the first within a
+//! second, before each pacer slowed down). A slow machine sends slower, and at most a
+//! late slot meets the next one; a process that falls back while
 //! Redis is slow sends half the rate beside the other's whole shared rate, 1.5 × [`RATE`],
 //! still under the limit. Both children wait for one "go" so that they send at the same
 //! time, and each reports having seen the other in Redis.
@@ -126,11 +126,15 @@ fn two_processes_share_one_limit() -> bool {
                 "{reports:?}"
             );
         }
-        // Shared, the two never exceeded the limit: every request was accepted once, none
-        // refused, none retried.
-        assert_eq!(stats.rejected, 0, "{stats:?}");
+        // Shared, the two kept to one rate: at most one refusal, every message accepted
+        // once. Apart they are refused 3 times in every run (6 of 6 checked by hand with the
+        // coordination left out), before each pacer slows down. The one refusal allowed is a
+        // late wake-up, not a second rate: a slot a starved process uses up to 25 ms late can
+        // meet the other's next one inside the fake's burst of 2 (seen once, 1 in 61, in a
+        // loaded full-workspace run).
+        assert!(stats.rejected <= 1, "{stats:?}");
         assert_eq!(stats.accepted, 2 * PER_CHILD, "{stats:?}");
-        assert_eq!(stats.requests, 2 * PER_CHILD, "{stats:?}");
+        assert_eq!(stats.requests, stats.accepted + stats.rejected, "{stats:?}");
         fake.shutdown().await.unwrap();
     });
     true
