@@ -3,8 +3,9 @@
 // Starts `abide provider` (10/s per key, Retry-After as an HTTP-date, so the raw value is
 // recognisable) and `abide serve` with two senders on that key, one ignoring the rate-limit
 // headers (a throttle phase), and one allowed a single attempt per item (its throttled items
-// end DEFERRED), then
-// drives Debian's chromium with playwright-core. Screenshots go to $ABIDE_CI_OUT (default .ci/out, gitignored).
+// end DEFERRED), then drives Debian's chromium with playwright-core; at the end a second tab
+// checks that the charts start from serve's history. Screenshots go to $ABIDE_CI_OUT (default
+// .ci/out, gitignored).
 //
 // Env: ABIDE_BIN (default target/debug/abide), CHROMIUM (default /usr/bin/chromium).
 
@@ -212,5 +213,27 @@ max_attempts = 1
   // The page never put the token in the URL or the DOM outside the password field.
   assert.ok(!page.url().includes(TOKEN));
   assert.ok(!(await page.textContent("body")).includes(TOKEN));
+
+  // A tab opened now (or a reload) draws the charts from serve's history at once. Its live
+  // polls are a minute apart, so more points than polls can only come from the history.
+  let samples = 0;
+  for (const deadline = Date.now() + WAIT_MS; samples < 3 && Date.now() < deadline;) {
+    const h = await api(base, "GET", "/dashboard/history.json");
+    assert.equal(h.status, 200);
+    samples = h.body.providers.some((p) => p.name === "sms") ? h.body.t.length : 0;
+    if (samples < 3) await new Promise((ok) => setTimeout(ok, 500));
+  }
+  assert.ok(samples >= 3, `3 samples with sms in serve's history, got ${samples}`);
+  const later = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  later.on("pageerror", (e) => errors.push(String(e)));
+  await later.goto(`${base}/?interval_ms=60000`);
+  await until(later, "the history and a first poll", () => Number(document.body.getAttribute("data-history-points")) >= 3 && Number(document.body.getAttribute("data-updates")) >= 1, null);
+  const polled = Number(await later.getAttribute("body", "data-updates"));
+  const statePoints = Number(await later.getAttribute("#chart-states", "data-points"));
+  assert.ok(statePoints >= 3 + polled, `${statePoints} points on the states chart after ${polled} poll(s)`);
+  const laterPace = later.locator('.chart[data-provider="sms"]');
+  assert.ok(Number(await laterPace.getAttribute("data-points")) >= 3 + polled, "the sms pace chart starts from the history");
+  assert.match(await later.textContent("#chart-states-caption"), /loaded from the server on opening/);
+  await later.screenshot({ path: join(OUT, "dashboard-reopened.png"), fullPage: true });
   assert.deepEqual(errors, [], "no script errors, no CSP violations");
 });

@@ -1,5 +1,6 @@
-// abide serve dashboard: polls /dashboard/state.json, keeps a short history in the page and
-// draws it with uPlot. Everything from the server is written with textContent (never as
+// abide serve dashboard: loads the server's chart history (/dashboard/history.json: the
+// last hour, a sample every 5 s) once, then polls /dashboard/state.json, appends each answer
+// to that history in the page and draws it with uPlot. Everything from the server is written with textContent (never as
 // markup). Actions send the token the operator typed (sessionStorage, this tab only).
 (function () {
   "use strict";
@@ -8,7 +9,9 @@
   // Colours readable on white (contrast >= 4.5:1) and told apart by dash pattern too.
   var COLOURS = ["#1f5fbf", "#b3261e", "#1b6e35", "#8a4b00", "#6a1b9a", "#333333"];
   var DASHES = [[], [8, 4], [2, 3], [10, 3, 2, 3], [4, 4], [1, 2]];
+  // Live points kept beyond those loaded from the server's history.
   var MAX_POINTS = 600;
+  var maxPoints = MAX_POINTS;
   var TOKEN_KEY = "abide-token";
 
   var params = new URLSearchParams(location.search);
@@ -40,7 +43,43 @@
 
   function push(arr, v) {
     arr.push(v === undefined ? null : v);
-    if (arr.length > MAX_POINTS) arr.shift();
+    if (arr.length > maxPoints) arr.shift();
+  }
+
+  function last(a) { return a.length ? a[a.length - 1] : null; }
+
+  // `a` as `n` points: what is missing is null (a gap on the chart).
+  function column(a, n) {
+    var out = (a || []).slice(0, n);
+    while (out.length < n) out.push(null);
+    return out;
+  }
+
+  // The server's samples (columns aligned with `t`, Unix seconds) as the start of the page's
+  // history; returns how many points it holds.
+  function loadHistory(h) {
+    var n = (h.t || []).length;
+    if (!n) return 0;
+    maxPoints = n + MAX_POINTS;
+    hist.t = h.t.slice();
+    STATES.forEach(function (s) { hist.states[s] = column((h.counts || {})[s], n); });
+    hist.age = column(h.oldest_pending_age_secs, n);
+    (h.providers || []).forEach(function (p) {
+      hist.providers[p.name] = {
+        pace: column(p.pace_per_sec, n),
+        ceiling: column(p.ceiling_per_sec, n),
+        advertised: column(p.advertised_rate_per_sec, n),
+        target: column(p.target_rate_per_sec, n),
+        throttle: column(p.throttle_rate, n),
+      };
+    });
+    return n;
+  }
+
+  // The server's time of a state (its `now`), so live points line up with its history.
+  function serverTime(d) {
+    var t = d.now ? Date.parse(d.now) / 1000 : NaN;
+    return Number.isFinite(t) ? t : Date.now() / 1000;
   }
 
   function width(el) {
@@ -238,21 +277,16 @@
     while (tbody.rows.length > rows.length) tbody.removeChild(tbody.rows[rows.length]);
   }
 
-  function update(d) {
-    var now = Date.now() / 1000;
+  // Appends a state to the history; uPlot needs increasing times, so a state whose time is
+  // not after the last point (the server's clock stepped back) is not charted.
+  function append(d) {
+    var now = serverTime(d);
+    if (hist.t.length && now <= last(hist.t)) return;
     push(hist.t, now);
-    STATES.forEach(function (s) {
-      var n = d.counts ? d.counts[s] : null;
-      push(hist.states[s], n);
-      var el = $("count-" + s);
-      if (el) el.textContent = fmt(n);
-    });
+    STATES.forEach(function (s) { push(hist.states[s], d.counts ? d.counts[s] : null); });
     push(hist.age, d.oldest_pending_age_secs);
-    $("oldest-age").textContent = fmt(d.oldest_pending_age_secs);
-
-    var providers = d.providers || [];
     var seen = {};
-    providers.forEach(function (p) {
+    (d.providers || []).forEach(function (p) {
       seen[p.name] = true;
       var h = providerHist(p.name);
       push(h.pace, p.pace_per_sec);
@@ -267,18 +301,20 @@
         Object.keys(h).forEach(function (k) { push(h[k], null); });
       }
     });
+  }
 
+  var fromServer = 0;
+  function draw() {
     setChart("chart-states", [hist.t].concat(STATES.map(function (s) { return hist.states[s]; })),
-      "Now: " + STATES.map(function (s) { return s + " " + fmt(d.counts ? d.counts[s] : null); }).join(", ") +
-      " (" + hist.t.length + " points)");
+      "Now: " + STATES.map(function (s) { return s + " " + fmt(last(hist.states[s])); }).join(", ") +
+      " (" + hist.t.length + " points" + (fromServer ? ", " + fromServer + " loaded from the server on opening" : "") + ")");
     setChart("chart-age", [hist.t, hist.age],
-      "Now: oldest waiting item " + fmt(d.oldest_pending_age_secs, 1) + " s");
+      "Now: oldest waiting item " + fmt(last(hist.age), 1) + " s");
 
     var names = Object.keys(hist.providers);
     names.forEach(function (name, i) {
       var id = ensureProviderChart(i, name);
       var h = hist.providers[name];
-      var last = function (a) { return a[a.length - 1]; };
       setChart(id, [hist.t, h.pace, h.ceiling, h.advertised, h.target],
         name + " now: pace " + fmt(last(h.pace)) + "/s, learned ceiling " + fmt(last(h.ceiling)) +
         "/s, advertised " + fmt(last(h.advertised)) + "/s, target " + fmt(last(h.target)) + "/s");
@@ -290,25 +326,53 @@
       charts["chart-throttle"] = makeChart(el, "Throttled fraction of responses", names, "ratio");
     }
     setChart("chart-throttle", [hist.t].concat(names.map(function (n) { return hist.providers[n].throttle; })),
-      "Now: " + providers.map(function (p) { return p.name + " " + fmt(p.throttle_rate, 3); }).join(", "));
+      "Now: " + names.map(function (n) { return n + " " + fmt(last(hist.providers[n].throttle), 3); }).join(", "));
+  }
 
-    fillProviders(providers);
+  function update(d) {
+    append(d);
+    STATES.forEach(function (s) {
+      var el = $("count-" + s);
+      if (el) el.textContent = fmt(d.counts ? d.counts[s] : null);
+    });
+    $("oldest-age").textContent = fmt(d.oldest_pending_age_secs);
+    draw();
+    fillProviders(d.providers || []);
     fillRemote(d.remote_counts);
     fillRecent(d.recent || []);
+  }
+
+  // The JSON at `path`; null when the server needs the token first.
+  function getJson(path) {
+    return fetch(path, { headers: authHeaders(), cache: "no-store" }).then(function (r) {
+      if (r.status === 401) {
+        status("This server needs the API token to show data (--metrics-auth): enter it above.");
+        return null;
+      }
+      if (!r.ok) throw new Error("HTTP " + r.status + " from " + path);
+      return r.json();
+    });
+  }
+
+  // The history once (retried with the polls until it arrives), then the state.
+  var historyLoaded = false;
+  function loadOnce() {
+    if (historyLoaded) return Promise.resolve(true);
+    return getJson("/dashboard/history.json").then(function (h) {
+      if (!h) return false;
+      historyLoaded = true;
+      fromServer = loadHistory(h);
+      document.body.setAttribute("data-history-points", String(fromServer));
+      if (fromServer) draw();
+      return true;
+    });
   }
 
   var failures = 0;
   var polls = 0;
   function poll() {
-    fetch("/dashboard/state.json", { headers: authHeaders(), cache: "no-store" })
-      .then(function (r) {
-        if (r.status === 401) {
-          status("This server needs the API token to show data (--metrics-auth): enter it above.");
-          return null;
-        }
-        if (!r.ok) throw new Error("HTTP " + r.status);
-        return r.json();
-      })
+    loadOnce()
+      .then(function (ok) { return ok ? getJson("/dashboard/state.json") : null; })
       .then(function (d) {
         if (!d) return;
         update(d);

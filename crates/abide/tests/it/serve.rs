@@ -352,6 +352,59 @@ async fn serve_enqueues_delivers_and_reports() {
     assert!(d["recent"].as_array().unwrap().is_empty(), "{d}");
     assert!(!d.to_string().contains("s3cret"));
 
+    // The charts' history is kept by serve: a client that never polled before (a new tab, a
+    // reload) gets the samples taken since the start, oldest first, up to the delivered 200.
+    let fresh = reqwest::Client::new();
+    let history = || async {
+        let r = fresh
+            .get(format!("{base}/dashboard/history.json"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.json::<Value>().await.unwrap()
+    };
+    let delivered_in = |h: &Value| {
+        h["counts"]["submitted"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == 200)
+    };
+    let mut h = history().await;
+    // Bounded wait for the next sample (one every 5 s), not a timing claim.
+    let deadline = tokio::time::Instant::now() + RUN_BOUND;
+    while !delivered_in(&h) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no sample with the 200 delivered: {h}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        h = history().await;
+    }
+    assert_eq!(h["every_secs"], 5.0, "{h}");
+    assert_eq!(h["keep"], 720, "{h}");
+    let t: Vec<f64> = h["t"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert!(
+        t.len() >= 2,
+        "the first sample at the start, one later: {h}"
+    );
+    assert!(t.windows(2).all(|w| w[0] < w[1]), "oldest first: {h}");
+    assert_eq!(h["counts"]["queued"].as_array().unwrap().len(), t.len());
+    assert_eq!(h["providers"][0]["name"], "sms", "{h}");
+    let pace = h["providers"][0]["pace_per_sec"].as_array().unwrap();
+    assert_eq!(pace.len(), t.len(), "{h}");
+    assert!(
+        pace.iter().any(|v| v.as_f64().is_some_and(|x| x > 0.0)),
+        "{h}"
+    );
+    assert!(!h.to_string().contains("s3cret"));
+
     assert_eq!(p.stats().duplicates, 0);
     // SIGTERM: graceful stop (the client still holds keep-alive connections), exit 0.
     sigterm(&child);

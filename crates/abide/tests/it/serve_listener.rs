@@ -1,6 +1,6 @@
 //! `abide serve`'s listener under hostile clients: idle connections beyond the cap are
 //! closed and `/healthz` still answers; a loopback listener answers only its own `Host`
-//! (DNS rebinding); `--metrics-auth` covers the dashboard's data.
+//! (DNS rebinding); `--metrics-auth` covers the dashboard's data and history.
 
 #![allow(clippy::unwrap_used)]
 
@@ -114,22 +114,26 @@ async fn a_loopback_listener_answers_only_its_own_host() {
             .await
             .unwrap();
         assert_eq!(r.status().as_u16(), want, "Host: {host}");
-        // A rebinding page cannot read the dashboard's data either.
+        // A rebinding page cannot read the dashboard's data (nor its history) either.
+        for path in ["state.json", "history.json"] {
+            let r = c
+                .get(format!("{base}/dashboard/{path}"))
+                .header("host", &host)
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), want, "{path}, Host: {host}");
+        }
+    }
+    // --metrics-auth: the dashboard's data and history need the token too.
+    for path in ["state.json", "history.json"] {
         let r = c
-            .get(format!("{base}/dashboard/state.json"))
-            .header("host", &host)
-            .bearer_auth(TOKEN)
+            .get(format!("{base}/dashboard/{path}"))
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status().as_u16(), want, "state.json, Host: {host}");
+        assert_eq!(r.status(), 401, "{path}");
     }
-    // --metrics-auth: the dashboard's data needs the token too.
-    let r = c
-        .get(format!("{base}/dashboard/state.json"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 401);
     stop(child).await;
 }

@@ -1,6 +1,8 @@
 //! The dashboard `abide serve` shows at `/`: server-rendered HTML with the numbers of the
 //! moment (readable without JavaScript), then live charts drawn by the vendored uPlot
-//! (`assets/uplot/`, no CDN: it works offline) from `/dashboard/state.json`, polled.
+//! (`assets/uplot/`, no CDN: it works offline) from `/dashboard/state.json`, polled. On
+//! opening, the page first loads `/dashboard/history.json` (the last hour, sampled by serve
+//! every 5 s: [`super::history`]), so a new tab or a reload does not start the charts empty.
 //!
 //! Read-only without the token: the page and its data carry counts, provider state and the
 //! ids and reasons of recent `FAILED`/`DEFERRED` items, never request bodies or headers.
@@ -18,6 +20,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
+use super::history::{unix_secs, ProviderSample, Sample};
 use super::state::{stats_value, Api};
 
 /// Recent items of each of `FAILED` and `DEFERRED` shown on the page.
@@ -62,7 +65,9 @@ pub(crate) fn page_routes() -> Router<Api> {
 
 /// The page's data (open unless `--metrics-auth`, like `/metrics`).
 pub(crate) fn data_routes() -> Router<Api> {
-    Router::new().route("/dashboard/state.json", get(data))
+    Router::new()
+        .route("/dashboard/state.json", get(data))
+        .route("/dashboard/history.json", get(history))
 }
 
 async fn asset(content_type: &'static str, body: &'static str) -> Response {
@@ -128,6 +133,35 @@ async fn data(State(api): State<Api>) -> Response {
                 .into_response()
         }
     }
+}
+
+/// What the charts show now, for the history: counts, oldest waiting age and each
+/// provider's pace, limits and throttled fraction (the dispatcher's latest snapshot).
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn sample(api: &Api) -> anyhow::Result<Sample> {
+    let now = api.clock.now();
+    let counts = api.store.counts_by_state(None).await?;
+    let age = api.store.oldest_pending_age(now).await?;
+    let providers = api
+        .live()
+        .map(|p| p.providers.iter().map(ProviderSample::of).collect())
+        .unwrap_or_default();
+    Ok(Sample {
+        at_secs: unix_secs(now),
+        counts,
+        oldest_pending_age_secs: age.map(|d| d.as_secs_f64()),
+        providers,
+    })
+}
+
+/// `GET /dashboard/history.json`: the samples kept, oldest first (no database read).
+async fn history(State(api): State<Api>) -> Response {
+    let mut r = Json(api.history.to_json()).into_response();
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
 }
 
 /// HTML-escape text for element content and quoted attribute values.

@@ -8,6 +8,7 @@ pub(crate) use self::flags::Args;
 mod cancel;
 pub(crate) mod conn;
 pub(crate) mod dashboard;
+pub(crate) mod history;
 pub(crate) mod metrics;
 pub(crate) mod state;
 
@@ -122,6 +123,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             progress: Arc::clone(&progress),
             metrics,
             metrics_auth: args.metrics_auth,
+            history: Arc::new(history::History::new(history::KEEP, history::EVERY)),
         };
         let (listener, addr) = crate::cmd::listen(args.listen).await?;
         tracing::info!(%addr, "abide serve listening");
@@ -149,6 +151,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             })
         };
+        let sampler = {
+            let api = api.clone();
+            tokio::spawn(async move {
+                let ticks = history::interval(history::EVERY);
+                history::keep(&api.history, ticks, || dashboard::sample(&api)).await;
+            })
+        };
         let app = api::router(api).layer(axum::middleware::from_fn_with_state(
             conn::allowed_hosts(addr),
             conn::host_check,
@@ -162,6 +171,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         let dispatcher = d.run_until(stopped(stop_rx));
         let (served, delivered) = tokio::join!(server, dispatcher);
         refresher.abort();
+        sampler.abort();
         served.context("HTTP server")?;
         let p = match delivered {
             Ok(p) => p,

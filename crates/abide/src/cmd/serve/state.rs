@@ -10,6 +10,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use super::history::History;
 use crate::report::Snapshot;
 
 /// Shared by every request. `Clone` shares everything.
@@ -28,6 +29,8 @@ pub(crate) struct Api {
     /// How long results have been failing to be written, and why (the dispatcher's
     /// store breaker): `/healthz` answers 503 meanwhile.
     pub(crate) store_fault: Arc<dyn Fn() -> Option<(Duration, String)> + Send + Sync>,
+    /// What the dashboard's charts showed lately, sampled by a background task.
+    pub(crate) history: Arc<History>,
 }
 
 impl Api {
