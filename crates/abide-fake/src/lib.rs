@@ -42,10 +42,12 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod app;
 pub mod config;
 mod dates;
 mod error;
 mod export;
+mod idempotency;
 mod server;
 mod shared;
 pub mod smpp;
@@ -81,7 +83,7 @@ impl ProviderConfig {
     /// # Errors
     /// [`Error::Config`] or [`Error::Gate`] naming the broken value.
     pub fn validate(&self) -> Result<(), Error> {
-        server::App::new(self.clone(), Arc::new(abide_core::SystemClock)).map(drop)
+        app::App::new(self.clone(), Arc::new(abide_core::SystemClock)).map(drop)
     }
 }
 
@@ -141,8 +143,8 @@ pub async fn spawn_listeners(
     }
     let redis = config.redis_url.clone();
     let prefix = config.redis_prefix.clone();
-    let mut app = server::App::new(config, clock)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut app =
+        app::App::new(config, clock).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     if let Some(url) = redis {
         let store = abide_gate::RedisGates::connect(&url.0, Arc::clone(&app.gates), &prefix)
             .await
@@ -150,7 +152,9 @@ pub async fn spawn_listeners(
         app.redis = Some(store);
     }
     let smsc = listeners.smpp.map(|_| Arc::new(smpp::Smsc::new(&app)));
-    app.smsc.clone_from(&smsc);
+    app.smpp_stats = smsc
+        .clone()
+        .map(|s| -> app::SmppStatsReader { Arc::new(move || s.stats()) });
     let app = Arc::new(app);
     let smpp = match (smsc, listeners.smpp) {
         (Some(smsc), Some(addr)) => Some(smpp::Listener::start(smsc, addr).await?),
@@ -187,7 +191,7 @@ pub async fn spawn_listeners(
 pub struct RunningProvider {
     http_addr: Option<SocketAddr>,
     smpp: Option<smpp::Listener>,
-    app: Arc<server::App>,
+    app: Arc<app::App>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<io::Result<()>>>,
 }

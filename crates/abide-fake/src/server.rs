@@ -1,14 +1,11 @@
 //! The HTTP side: routes, the message handler and the throttle styles.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::fmt;
-use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use abide_core::retry_after::RetryAfter;
 use abide_core::Clock;
-use abide_gate::{safe_trace, BearerKeys, Gate, GateSet, RateQuota, Rejection, Scope};
+use abide_gate::{safe_trace, Rejection};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -16,163 +13,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
-use crate::config::{
-    Behaviour, GateMode, HeaderStyle, Rate, RetryAfterStyle, SuspensionStyle, ThrottleStyle,
-};
+use crate::app::{App, Inner, GRACE_MEMORY, IDEMPOTENCY_MEMORY};
+use crate::config::{Behaviour, HeaderStyle, RetryAfterStyle, SuspensionStyle, ThrottleStyle};
 use crate::dates;
+use crate::idempotency::idempotency_key;
 use crate::shared::{self, Guard, Shared};
-use crate::stats::{KeyCounts, Stats, StatsSnapshot};
 use crate::styles::restyle;
-use crate::{Error, ProviderConfig};
-
-/// Idempotency answers remembered (oldest forgotten first).
-const IDEMPOTENCY_MEMORY: usize = 100_000;
-
-/// Longest accepted `Idempotency-Key`, in bytes (as the outbox's own limit).
-pub(crate) const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
 /// Largest accepted message body, in bytes; larger ones get 413.
 pub(crate) const MAX_BODY_BYTES: usize = 2 << 20;
-
-/// Throttled idempotency keys remembered for a grace pass; when full, the set is cleared
-/// (those retries are then judged by the limits again).
-const GRACE_MEMORY: usize = 100_000;
-
-pub(crate) struct App {
-    pub(crate) cfg: ProviderConfig,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) start: Instant,
-    pub(crate) gates: Arc<GateSet>,
-    pub(crate) keys: BearerKeys,
-    /// The same gates shared through Redis (`--redis`); `None`: in memory.
-    pub(crate) redis: Option<abide_gate::RedisGates>,
-    /// The SMPP listener's state, when it runs (its counters join `/_stats`).
-    pub(crate) smsc: Option<Arc<crate::smpp::Smsc>>,
-    inner: Mutex<Inner>,
-}
-
-impl fmt::Debug for App {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("App")
-            .field("cfg", &self.cfg)
-            .field("gates", &self.gates)
-            .finish_non_exhaustive()
-    }
-}
-
-#[derive(Default)]
-struct Inner {
-    stats: Stats,
-    seq: u64,
-    /// (API key, idempotency key) -> message id.
-    answers: HashMap<(String, String), String>,
-    answer_order: VecDeque<(String, String)>,
-    /// Throttled during grace: the next attempt is let through.
-    grace_pending: HashSet<(String, String)>,
-    /// Recent limit rejections per API key.
-    abuse: HashMap<String, VecDeque<Instant>>,
-    suspended: HashMap<String, Instant>,
-    acc_503: f64,
-    acc_throttle: f64,
-}
-
-fn gate_set(cfg: &ProviderConfig) -> Result<GateSet, Error> {
-    let l = &cfg.limits;
-    let nz = |n: u32, what: &str| {
-        NonZeroU32::new(n).ok_or_else(|| Error::Config(format!("{what} must be at least 1")))
-    };
-    let quota = |r: Rate, burst: Option<u32>, what: &str| -> Result<RateQuota, Error> {
-        let q = RateQuota::new(nz(r.count, what)?, r.per).map_err(Error::Gate)?;
-        Ok(q.with_burst(nz(burst.unwrap_or(r.count), what)?)
-            .with_algorithm(l.algorithm))
-    };
-    let lease = Duration::from_secs(l.lease_secs.max(1));
-    let delay = |g: Gate| -> Result<Gate, Error> {
-        Ok(match l.gate_mode {
-            GateMode::Refuse => g,
-            GateMode::Delay => g.with_delay(
-                nz(l.delay_burst, "delay burst")?,
-                Duration::from_millis(l.max_delay_ms),
-            ),
-        })
-    };
-    let mut b = GateSet::builder();
-    if let Some(r) = l.key_rate {
-        let q = quota(r, l.key_burst, "key burst")?;
-        b = b.with_gate(delay(Gate::rate("key", "key_rate", Scope::Key, q))?);
-    }
-    if let Some(r) = l.account_rate {
-        let q = quota(r, l.account_burst, "account burst")?;
-        b = b.with_gate(delay(Gate::rate(
-            "account",
-            "account_rate",
-            Scope::Account,
-            q,
-        ))?);
-    }
-    if let Some(n) = l.key_concurrency {
-        let n = nz(n, "key concurrency")?;
-        b = b.with_gate(Gate::concurrency(
-            "conc",
-            "concurrency",
-            Scope::Key,
-            n,
-            lease,
-        ));
-    }
-    if let Some(n) = l.account_concurrency {
-        let n = nz(n, "account concurrency")?;
-        b = b.with_gate(Gate::concurrency(
-            "account-conc",
-            "account_concurrency",
-            Scope::Account,
-            n,
-            lease,
-        ));
-    }
-    b.build().map_err(Error::Gate)
-}
-
-impl App {
-    pub(crate) fn new(cfg: ProviderConfig, clock: Arc<dyn Clock>) -> Result<Self, Error> {
-        if cfg.api_keys.is_empty() {
-            return Err(Error::Config("at least one API key is needed".into()));
-        }
-        cfg.check_values()?;
-        let gates = Arc::new(gate_set(&cfg)?);
-        let keys = cfg.api_keys.iter().fold(BearerKeys::new(), |k, a| {
-            k.with_key(&a.key, a.account.as_deref())
-        });
-        Ok(Self {
-            start: clock.monotonic(),
-            cfg,
-            clock,
-            gates,
-            keys,
-            redis: None,
-            smsc: None,
-            inner: Mutex::new(Inner::default()),
-        })
-    }
-
-    pub(crate) fn stats(&self) -> StatsSnapshot {
-        let mut s = self.lock().stats.snapshot();
-        s.smpp = self.smsc.as_ref().map(|m| m.stats());
-        s
-    }
-
-    pub(crate) fn key_counts(&self) -> KeyCounts {
-        self.lock().stats.key_counts()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn behaviour(&self, elapsed: Duration, request: u64) -> Behaviour {
-        self.cfg.behaviour_at(elapsed, request)
-    }
-}
 
 pub(crate) fn router(app: Arc<App>) -> Router {
     Router::new()
@@ -455,39 +304,6 @@ fn decide(
     st.stats.snap.in_flight += 1;
     Ok((msg_id, guard, extra, delay))
 }
-
-/// The `Idempotency-Key` header: `Ok(None)` when absent, `Err` when empty, longer than
-/// [`MAX_IDEMPOTENCY_KEY_LEN`] bytes or repeated. Bytes outside printable ASCII (obs-text,
-/// RFC 9110 §5.5) and `\` are written `\xNN`, so distinct keys stay distinct.
-pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ()> {
-    let mut values = headers.get_all("idempotency-key").iter();
-    let Some(v) = values.next() else {
-        return Ok(None);
-    };
-    if values.next().is_some() {
-        return Err(());
-    }
-    escape_key(v.as_bytes()).map(Some)
-}
-
-/// An idempotency key's bytes as a string: `Err` when empty or longer than
-/// [`MAX_IDEMPOTENCY_KEY_LEN`] bytes. Bytes outside printable ASCII and `\` are written
-/// `\xNN`, so distinct keys stay distinct.
-pub(crate) fn escape_key(b: &[u8]) -> Result<String, ()> {
-    if b.is_empty() || b.len() > MAX_IDEMPOTENCY_KEY_LEN {
-        return Err(());
-    }
-    let mut key = String::with_capacity(b.len());
-    for &c in b {
-        if c == b' ' || (c.is_ascii_graphic() && c != b'\\') {
-            key.push(char::from(c));
-        } else {
-            key.push_str(&format!("\\x{c:02x}"));
-        }
-    }
-    Ok(key)
-}
-
 fn note_abuse(app: &App, st: &mut Inner, key: &str, caller: &str, now: Instant) {
     let a = &app.cfg.abuse;
     if a.threshold == 0 {

@@ -11,7 +11,8 @@ use abide_gate::{LeaseGuard, Rejection, SharedLeaseGuard};
 use axum::http::HeaderMap;
 use std::time::Duration;
 
-use crate::server::{idempotency_key, App};
+use crate::app::App;
+use crate::idempotency::idempotency_key;
 
 /// What the shared gates said, decided before the handler takes its lock.
 pub(crate) enum Shared {

@@ -42,8 +42,9 @@ use rusmpp::CommandStatus;
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
+use crate::app::App;
 use crate::config::{Behaviour, ProviderConfig, ReceiptState};
-use crate::server::{escape_key, App};
+use crate::idempotency::escape_key;
 use crate::shared::{self, Guard, Shared};
 pub(crate) use listen::Listener;
 use receipt::{Receipt, Receipts};
