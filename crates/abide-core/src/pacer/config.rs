@@ -3,7 +3,12 @@
 
 use std::time::Duration;
 
-use super::{MAX_PAUSE, MAX_RATE, MIN_RATE};
+/// Lowest rate ever used: one request per hour (requests per second).
+pub const MIN_RATE: f64 = 1.0 / 3600.0;
+/// Highest rate ever used (requests per second).
+pub const MAX_RATE: f64 = 1_000_000.0;
+/// Longest pause a remote can impose through one `Retry-After` or rate-limit reset.
+pub const MAX_PAUSE: Duration = Duration::from_secs(600);
 
 /// Shortest own pause after a throttle without a server delay (`throttle_pause` floor).
 const MIN_THROTTLE_PAUSE: Duration = Duration::from_millis(100);

@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
+use super::config::{PacerConfig, MAX_PAUSE};
 use super::noise::{self, Cut, Judged, Noise, Segment};
 use super::pauses::Pauses;
 use super::schedule::Schedule;
-use super::{fraction, PacerConfig, MAX_PAUSE};
 use crate::budget::Buckets;
 use crate::classify::Verdict;
 
@@ -641,5 +641,15 @@ impl Estimate {
         }
         // This node's part of what the host accepted, scaled to the whole.
         Some(total.saturating_sub(throttles) as f64 / open.as_secs_f64() / self.share)
+    }
+}
+
+/// `part` of `total` (0 when nothing was counted).
+#[allow(clippy::cast_precision_loss)] // counts in one window stay far below 2^53
+pub(super) fn fraction(part: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        part as f64 / total as f64
     }
 }

@@ -28,19 +28,12 @@ use std::time::{Duration, Instant};
 
 use crate::classify::{Verdict, VerdictClass};
 
-pub use config::PacerConfig;
-use estimate::Estimate;
+pub use config::{PacerConfig, MAX_PAUSE, MAX_RATE, MIN_RATE};
+use estimate::{fraction, Estimate};
 use pauses::Pauses;
-use quota::Quota;
+use quota::{Grant, Quota};
 use schedule::Schedule;
 pub use schedule::SlotCounts;
-
-/// Lowest rate ever used: one request per hour (requests per second).
-pub const MIN_RATE: f64 = 1.0 / 3600.0;
-/// Highest rate ever used (requests per second).
-pub const MAX_RATE: f64 = 1_000_000.0;
-/// Longest pause a remote can impose through one `Retry-After` or rate-limit reset.
-pub const MAX_PAUSE: Duration = Duration::from_secs(600);
 
 /// A per-host pacer. Methods take `&self`; share one pacer per remote host between all
 /// workers with `Arc`.
@@ -420,12 +413,46 @@ fn slot_horizon(rate: f64, target: bool) -> Duration {
         })
 }
 
-#[allow(clippy::cast_precision_loss)] // counts in one window stay far below 2^53
-fn fraction(part: u64, total: u64) -> f64 {
-    if total == 0 {
-        0.0
-    } else {
-        part as f64 / total as f64
+impl State {
+    /// The slot a reservation at `now` gets, taken (`take`) or only looked at.
+    pub(super) fn slot(&mut self, cfg: &PacerConfig, now: Instant, take: bool) -> Instant {
+        let pause_end = self.pauses.end();
+        let rate = self.estimate.rate;
+        let grant = if take {
+            self.quota.grant(now)
+        } else {
+            self.quota.peek(now)
+        };
+        let at = match grant {
+            Some(Grant::Now) => {
+                // The server's count bounds the burst; the user's hard cap still spaces it
+                // (a count is input: `remaining = 10^9` must not mean "as fast as possible").
+                let at = pause_end
+                    .map_or(now, |p| p.max(now))
+                    .max(self.schedule.cap_next());
+                if take {
+                    self.schedule.take_at(now, at, rate, cfg.max_rate);
+                }
+                at
+            }
+            Some(Grant::After(bound)) => {
+                let not_before = match (pause_end, bound) {
+                    (Some(p), Some(b)) => Some(p.max(b)),
+                    (p, b) => p.or(b),
+                };
+                if take {
+                    self.schedule.reserve(now, rate, cfg.burst, not_before)
+                } else {
+                    self.schedule.peek(now, rate, cfg.burst, not_before)
+                }
+            }
+            None if take => self.schedule.reserve(now, rate, cfg.burst, pause_end),
+            None => self.schedule.peek(now, rate, cfg.burst, pause_end),
+        };
+        if take {
+            self.quota.record(now, at);
+        }
+        at
     }
 }
 

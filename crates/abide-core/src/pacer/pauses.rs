@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::PacerConfig;
+use super::config::PacerConfig;
 use crate::backoff::capped_doubling;
 
 /// Every pause of one host.

@@ -34,7 +34,6 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{PacerConfig, State};
 use crate::ratelimit::RateLimitInfo;
 
 /// Added to a reset before the next window's first slot: the two clocks' disagreement over
@@ -275,47 +274,4 @@ impl Quota {
 /// One interval at `limit` per `window`.
 fn interval(limit: u64, window: Duration) -> Duration {
     window / u32::try_from(limit.max(1)).unwrap_or(u32::MAX)
-}
-
-impl State {
-    /// The slot a reservation at `now` gets, taken (`take`) or only looked at.
-    pub(super) fn slot(&mut self, cfg: &PacerConfig, now: Instant, take: bool) -> Instant {
-        let pause_end = self.pauses.end();
-        let rate = self.estimate.rate;
-        let grant = if take {
-            self.quota.grant(now)
-        } else {
-            self.quota.peek(now)
-        };
-        let at = match grant {
-            Some(Grant::Now) => {
-                // The server's count bounds the burst; the user's hard cap still spaces it
-                // (a count is input: `remaining = 10^9` must not mean "as fast as possible").
-                let at = pause_end
-                    .map_or(now, |p| p.max(now))
-                    .max(self.schedule.cap_next());
-                if take {
-                    self.schedule.take_at(now, at, rate, cfg.max_rate);
-                }
-                at
-            }
-            Some(Grant::After(bound)) => {
-                let not_before = match (pause_end, bound) {
-                    (Some(p), Some(b)) => Some(p.max(b)),
-                    (p, b) => p.or(b),
-                };
-                if take {
-                    self.schedule.reserve(now, rate, cfg.burst, not_before)
-                } else {
-                    self.schedule.peek(now, rate, cfg.burst, not_before)
-                }
-            }
-            None if take => self.schedule.reserve(now, rate, cfg.burst, pause_end),
-            None => self.schedule.peek(now, rate, cfg.burst, pause_end),
-        };
-        if take {
-            self.quota.record(now, at);
-        }
-        at
-    }
 }
