@@ -114,6 +114,29 @@ pub(crate) fn connect(example: Option<&str>) -> Response<Body> {
     )
 }
 
+/// `405` for a method the proxy does not forward ([`crate::route::FORWARDED_METHODS`]),
+/// with `Allow` listing those it does (RFC 9110 §15.5.6).
+pub(crate) fn method(m: &http::Method) -> Response<Body> {
+    let allow = crate::route::FORWARDED_METHODS
+        .iter()
+        .map(http::Method::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let why = if *m == http::Method::TRACE {
+        " (TRACE echoes the request, and with it the credential the proxy adds)"
+    } else {
+        ""
+    };
+    let mut res = text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("abide proxy: method {m} is not forwarded{why}; forwarded: {allow}"),
+    );
+    if let Ok(v) = http::HeaderValue::from_str(&allow) {
+        res.headers_mut().insert(http::header::ALLOW, v);
+    }
+    stopped(res, "method_not_forwarded")
+}
+
 /// `400`: a path refused by a confinement rule (the error names the rule).
 pub(crate) fn refused(why: &str) -> Response<Body> {
     stopped(

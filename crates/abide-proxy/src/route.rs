@@ -29,6 +29,9 @@ pub(crate) enum Target {
     },
     /// A `CONNECT`: a TLS tunnel, inside which nothing can be seen.
     Connect,
+    /// A method outside [`FORWARDED_METHODS`] (`TRACE` echoes the request, credential
+    /// included; `TRACK` and extension methods are not API calls).
+    Method(Method),
     /// No provider by that name (or no provider at that origin, for an absolute form).
     Unknown(String),
     /// The path is refused by a confinement rule.
@@ -45,10 +48,26 @@ pub(crate) trait Bases {
     fn base(&self, i: usize) -> &reqwest::Url;
 }
 
+/// The methods forwarded to a provider: those an API call is made with (RFC 9110 §9.3 less
+/// `CONNECT` and `TRACE`, plus `PATCH`, RFC 5789). Any other is refused, never sent with the
+/// credential the proxy adds: `TRACE` would echo it back to the caller.
+pub(crate) const FORWARDED_METHODS: &[Method] = &[
+    Method::GET,
+    Method::HEAD,
+    Method::POST,
+    Method::PUT,
+    Method::PATCH,
+    Method::DELETE,
+    Method::OPTIONS,
+];
+
 /// Route one request.
 pub(crate) fn route(method: &Method, uri: &Uri, bases: &dyn Bases) -> Target {
     if method == Method::CONNECT {
         return Target::Connect;
+    }
+    if !FORWARDED_METHODS.contains(method) {
+        return Target::Method(method.clone());
     }
     if uri.scheme().is_some() && uri.authority().is_some() {
         return absolute(uri, bases);
@@ -173,6 +192,10 @@ mod tests {
         );
         assert_eq!(at(Method::GET, "/nope/x"), Target::Unknown("nope".into()));
         assert_eq!(at(Method::CONNECT, "mail.example:443"), Target::Connect);
+        for m in ["TRACE", "TRACK", "PROPFIND"] {
+            let m = Method::from_bytes(m.as_bytes()).unwrap();
+            assert_eq!(at(m.clone(), "/sms/v1/x"), Target::Method(m));
+        }
     }
 
     #[test]

@@ -147,6 +147,7 @@ async fn handle(State(l): State<Arc<Listening>>, req: Request<Body>) -> Response
     match route(req.method(), req.uri(), proxy) {
         Target::Own(name) => own(proxy, &name),
         Target::Connect => answer::connect(proxy.providers.first().map(|p| p.name.as_str())),
+        Target::Method(m) => answer::method(&m),
         Target::Unknown(asked) => answer::unknown(&asked, &proxy.provider_names()),
         Target::Refused(e) => answer::refused(&e.to_string()),
         Target::Provider { index, url, path } => {

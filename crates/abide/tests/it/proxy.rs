@@ -228,6 +228,19 @@ async fn escaping_paths_unknown_providers_pages_and_connect_are_refused_saying_w
         .await
         .unwrap();
     assert_eq!(rebound.status(), 421);
+    // TRACE would echo the request back, the credential the proxy adds included: refused,
+    // as is any method an API call is not made with.
+    for m in ["TRACE", "TRACK"] {
+        let m = reqwest::Method::from_bytes(m.as_bytes()).unwrap();
+        let r = c
+            .request(m.clone(), format!("{}/sms/v1/messages", px.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 405, "{m}");
+        assert_eq!(r.headers()["abide-stopped"], "method_not_forwarded");
+        assert!(r.headers()["allow"].to_str().unwrap().contains("POST"));
+    }
     assert_eq!(p.stats().requests, 0);
     // CONNECT through the proxy: 501, and the reverse route named.
     let tunnel = reqwest::Client::builder()
