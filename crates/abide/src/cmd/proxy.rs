@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use abide_outbox::EnvCredentials;
-use abide_proxy::{Proxy, ProxyOptions};
+use abide_proxy::{Proxy, ProxyError, ProxyOptions};
 use anyhow::{bail, Context};
 
 use crate::cmd::serve::state::digest;
@@ -150,8 +150,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         if let Some(url) = args::redis_url(args.redis.as_deref(), &cfg) {
             args::check_redis(args.redis.as_deref(), &args.config, &url).await?;
         }
-        let proxy = Proxy::new(&cfg, &EnvCredentials, opts)
-            .with_context(|| format!("{}", args.config.display()))?;
+        let proxy = Proxy::new(&cfg, &EnvCredentials, opts).map_err(|e| match e {
+            // An option comes from a flag, not from the providers file.
+            ProxyError::Option { option, problem } => {
+                anyhow::anyhow!("--{}: {problem}", option.replace('_', "-"))
+            }
+            e => anyhow::Error::new(e).context(format!("{}", args.config.display())),
+        })?;
         let (listener, addr) = crate::cmd::listen(args.listen).await?;
         tracing::info!(%addr, providers = ?proxy.provider_names(), "abide proxy listening");
         let shutdown = async move {

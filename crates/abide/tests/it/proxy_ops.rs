@@ -253,6 +253,37 @@ async fn without_credentials_env_the_client_s_authorization_passes_through() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_memory_bound_below_one_kept_body_is_refused_at_start_naming_the_flag() {
+    // With 0 bytes (or fewer than one kept body) every request would be answered 429
+    // `queue_full` for ever, and clients would retry without end.
+    let p = start_provider(provider_config(100, 100)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "providers.toml",
+        &provider_toml("sms", &p.url(), "", ""),
+    );
+    let cfg = cfg.to_str().unwrap();
+    for total in ["0", "1000"] {
+        let o = run(abide(&[
+            "proxy",
+            "--config",
+            cfg,
+            "--listen",
+            "127.0.0.1:0",
+            "--max-buffered-total",
+            total,
+        ]))
+        .await;
+        assert_ne!(o.status.code(), Some(0), "{}", show(&o));
+        let text = show(&o);
+        assert!(text.contains("--max-buffered-total"), "{text}");
+        assert!(!text.contains("providers.toml: --max"), "{text}");
+    }
+    assert_eq!(p.stats().requests, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listener_beyond_loopback_needs_a_token_sent_as_proxy_authorization() {
     let p = start_provider(provider_config(100, 100)).await;
     let dir = tempfile::tempdir().unwrap();
