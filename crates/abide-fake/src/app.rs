@@ -11,6 +11,7 @@ use abide_core::Clock;
 use abide_gate::{BearerKeys, Gate, GateSet, RateQuota, Scope};
 
 use crate::config::{Behaviour, GateMode, Rate};
+use crate::noise::Picker;
 use crate::smpp::stats::SmppStats;
 use crate::stats::{KeyCounts, Stats, StatsSnapshot};
 use crate::{Error, ProviderConfig};
@@ -61,7 +62,8 @@ pub(crate) struct Inner {
     pub(crate) abuse: HashMap<String, VecDeque<Instant>>,
     pub(crate) suspended: HashMap<String, Instant>,
     pub(crate) acc_503: f64,
-    pub(crate) acc_throttle: f64,
+    /// Which requests are refused whatever the rate.
+    pub(crate) noise: Picker,
 }
 
 fn gate_set(cfg: &ProviderConfig) -> Result<GateSet, Error> {

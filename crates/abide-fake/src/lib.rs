@@ -48,6 +48,7 @@ mod dates;
 mod error;
 mod export;
 mod idempotency;
+mod noise;
 mod server;
 mod shared;
 pub mod smpp;
@@ -66,7 +67,7 @@ use tokio::task::JoinHandle;
 pub use abide_gate::Algorithm;
 pub use config::{
     parse_duration, Abuse, ApiKey, Behaviour, GateMode, HeaderStyle, Limits, ProviderConfig, Rate,
-    ReceiptState, RedisUrl, RetryAfterStyle, ScheduleEntry, SuspensionStyle, ThrottleStyle,
+    ReceiptState, RedisUrl, RetryAfterStyle, ScheduleEntry, Spread, SuspensionStyle, ThrottleStyle,
     DEMO_KEY, MAX_SLOW_MS, MAX_SUSPEND_SECS,
 };
 pub use error::Error;

@@ -208,20 +208,16 @@ fn decide(
         }
     }
 
-    if b.throttle_fraction > 0.0 {
-        // Throttles that do not follow the pace: whatever the rate, this share is refused.
-        st.acc_throttle += b.throttle_fraction;
-        if st.acc_throttle >= 1.0 - 1e-9 {
-            st.acc_throttle -= 1.0;
-            st.stats.reject(sec, "noise", 429, true);
-            let mut res = json(
-                StatusCode::TOO_MANY_REQUESTS,
-                serde_json::json!({"error": "rate_limited", "reason": "noise"}),
-            );
-            res.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return Err(res);
-        }
+    // Throttles that do not follow the pace: whatever the rate, this share is refused.
+    if st.noise.picks(&b) {
+        st.stats.reject(sec, "noise", 429, true);
+        let mut res = json(
+            StatusCode::TOO_MANY_REQUESTS,
+            serde_json::json!({"error": "rate_limited", "reason": "noise"}),
+        );
+        res.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return Err(res);
     }
 
     let grace_pass = b.grace && idem.as_ref().is_some_and(|k| st.grace_pending.remove(k));

@@ -327,3 +327,45 @@ async fn throttle_fraction_refuses_that_share_whatever_the_rate() {
     let e = bad.validate().unwrap_err().to_string();
     assert!(e.contains("throttle_fraction"), "{e}");
 }
+
+#[tokio::test]
+async fn throttle_fraction_at_random_is_seeded_and_keeps_its_share() {
+    // The same seed refuses the same requests; the share is near 10 %, not every 10th.
+    async fn refused(seed: u64) -> Vec<u32> {
+        let clock = clock();
+        let p = start(
+            &format!(
+                "[limits]\nkey_rate = \"100000/s\"\naccount_rate = \"100000/s\"\n\
+                 [behaviour]\nthrottle_fraction = 0.1\nthrottle_spread = \"random\"\n\
+                 throttle_seed = {seed}"
+            ),
+            &clock,
+        )
+        .await;
+        let c = Client::new();
+        let mut refused = Vec::new();
+        for i in 1..=400 {
+            let r = send(&c, &p, Some(&format!("k{i}"))).await;
+            if r.status() == StatusCode::TOO_MANY_REQUESTS {
+                assert_eq!(header(&r, "retry-after").as_deref(), Some("1"));
+                refused.push(i);
+            } else {
+                assert_eq!(r.status(), StatusCode::ACCEPTED, "request {i}");
+            }
+        }
+        let n = u64::try_from(refused.len()).unwrap();
+        assert_eq!(p.stats().rejected_by_reason["noise"], n);
+        refused
+    }
+    let a = refused(3).await;
+    // 40 expected, standard deviation 6.
+    assert!((22..=58).contains(&a.len()), "{} of 400", a.len());
+    assert_ne!(
+        a,
+        (1..=a.len())
+            .map(|i| 10 * u32::try_from(i).unwrap())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(refused(3).await, a);
+    assert_ne!(refused(4).await, a);
+}

@@ -357,6 +357,37 @@ async fn over_the_rate_is_0x58_then_0x14_after_the_phase_changes() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn throttle_fraction_at_random_answers_0x58_whatever_the_rate() {
+    // No limit in reach: a share of submits is answered ESME_RTHROTTLED all the same, at
+    // random from the seed, and the same seed picks the same submits.
+    async fn refused(seed: u64) -> Vec<u32> {
+        let p = start(&format!(
+            "{OPEN}\n[[schedule]]\nthrottle_fraction = 0.1\nthrottle_spread = \"random\"\n\
+             throttle_seed = {seed}\n"
+        ))
+        .await;
+        let mut e = Esme::bound(&p, Bind::Tx).await;
+        let mut refused = Vec::new();
+        for i in 1..=300 {
+            let (status, _) = e.submit_wait(Some(&format!("k{i}")), "x").await;
+            match status {
+                CommandStatus::EsmeRthrottled => refused.push(i),
+                s => assert_eq!(s, CommandStatus::EsmeRok, "submit {i}"),
+            }
+        }
+        let s = stats(&p);
+        assert_eq!(s.throttled, u64::try_from(refused.len()).unwrap());
+        assert_eq!(s.accepted + s.throttled, 300);
+        refused
+    }
+    let a = refused(5).await;
+    // 30 expected, standard deviation 5.2.
+    assert!((15..=45).contains(&a.len()), "{} of 300", a.len());
+    assert_eq!(refused(5).await, a);
+    assert_ne!(refused(6).await, a);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_window_over_the_concurrency_limit_gets_queue_full() {
     let p = start(
         r#"

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{parse_duration, Behaviour, ReceiptState, RetryAfterStyle, ThrottleStyle, MAX_SLOW_MS};
+use super::{
+    parse_duration, Behaviour, ReceiptState, RetryAfterStyle, Spread, ThrottleStyle, MAX_SLOW_MS,
+};
 use crate::Error;
 
 /// A behaviour change and when it happens. Written on the command line as
@@ -29,6 +31,10 @@ pub struct ScheduleEntry {
     pub fail_503: Option<f64>,
     /// New fraction of requests throttled whatever the rate.
     pub throttle_fraction: Option<f64>,
+    /// How that fraction is spread (evenly or at random).
+    pub throttle_spread: Option<Spread>,
+    /// New seed of the random spread.
+    pub throttle_seed: Option<u64>,
     /// Grace on or off.
     pub grace: Option<bool>,
     /// SMPP binds refused (`true`) or accepted again (`false`).
@@ -70,6 +76,12 @@ impl ScheduleEntry {
         if let Some(v) = self.throttle_fraction {
             b.throttle_fraction = v;
         }
+        if let Some(v) = self.throttle_spread {
+            b.throttle_spread = v;
+        }
+        if let Some(v) = self.throttle_seed {
+            b.throttle_seed = v;
+        }
         if let Some(v) = self.grace {
             b.grace = v;
         }
@@ -95,7 +107,8 @@ impl FromStr for ScheduleEntry {
     type Err = Error;
 
     /// `FACET=VALUE[@WHEN]`. Facets: `retry-after`, `throttle`, `smpp-status`, `fail-503`,
-    /// `throttle-fraction` (a fraction answered `429` whatever the rate), `grace`
+    /// `throttle-fraction` (`F`, `random:F` or `random:F:SEED`: a fraction refused whatever
+    /// the rate, evenly spread or at random; HTTP and SMPP), `grace`
     /// (`on`/`off`); SMPP: `throttle=smpp-0x58|smpp-0x14` (sets `smpp-status`),
     /// `bind` (`refuse`/`accept`), `drop-after` (N PDUs or `off`), `drop` (`all`, an event),
     /// `slow` (a duration), `congestion` (a fraction), `receipt` (`delivered`,
@@ -140,7 +153,23 @@ impl FromStr for ScheduleEntry {
             }
             "fail-503" => e.fail_503 = Some(fraction(s, "fail-503", value)?),
             "throttle-fraction" => {
-                e.throttle_fraction = Some(fraction(s, "throttle-fraction", value)?);
+                let (spread, rest) = match value.strip_prefix("random:") {
+                    Some(rest) => (Spread::Random, rest),
+                    None => (Spread::Even, value),
+                };
+                let (f, seed) = match rest.split_once(':') {
+                    Some((f, seed)) if spread == Spread::Random => (f, Some(seed)),
+                    _ => (rest, None),
+                };
+                e.throttle_fraction = Some(fraction(s, "throttle-fraction", f)?);
+                e.throttle_spread = Some(spread);
+                if let Some(seed) = seed {
+                    e.throttle_seed = Some(seed.parse().map_err(|_| {
+                        Error::Config(format!(
+                            "behaviour {s:?}: the seed of throttle-fraction=random:F:SEED must be a whole number"
+                        ))
+                    })?);
+                }
             }
             "congestion" => e.congestion = Some(fraction(s, "congestion", value)?),
             "receipt" => e.receipt_state = Some(value.parse()?),
@@ -223,7 +252,28 @@ mod tests {
         assert!("fail-503=2".parse::<ScheduleEntry>().is_err());
         let e: ScheduleEntry = "throttle-fraction=0.05@10s".parse().unwrap();
         assert_eq!((e.throttle_fraction, e.at_secs), (Some(0.05), Some(10.0)));
+        assert_eq!(e.throttle_spread, Some(Spread::Even));
         assert!("throttle-fraction=-0.1".parse::<ScheduleEntry>().is_err());
+        let e: ScheduleEntry = "throttle-fraction=random:0.05".parse().unwrap();
+        assert_eq!(
+            (e.throttle_fraction, e.throttle_spread, e.throttle_seed),
+            (Some(0.05), Some(Spread::Random), None)
+        );
+        let e: ScheduleEntry = "throttle-fraction=random:0.05:7@#100".parse().unwrap();
+        assert_eq!(
+            (e.throttle_spread, e.throttle_seed, e.at_request),
+            (Some(Spread::Random), Some(7), Some(100))
+        );
+        let mut b = Behaviour::default();
+        e.apply(&mut b);
+        assert_eq!((b.throttle_fraction, b.throttle_seed), (0.05, 7));
+        for bad in [
+            "throttle-fraction=random:x",
+            "throttle-fraction=random:0.1:-3",
+            "throttle-fraction=0.1:3",
+        ] {
+            assert!(bad.parse::<ScheduleEntry>().is_err(), "{bad}");
+        }
         assert!("colour=red".parse::<ScheduleEntry>().is_err());
     }
 

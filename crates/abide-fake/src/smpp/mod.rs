@@ -45,6 +45,7 @@ use tokio_util::sync::CancellationToken;
 use crate::app::App;
 use crate::config::{Behaviour, ProviderConfig, ReceiptState};
 use crate::idempotency::escape_key;
+use crate::noise::Picker;
 use crate::shared::{self, Guard, Shared};
 pub(crate) use listen::Listener;
 use receipt::{Receipt, Receipts};
@@ -96,6 +97,8 @@ struct State {
     content_order: VecDeque<u64>,
     receipts: Receipts,
     acc_congestion: f64,
+    /// Which `submit_sm` are refused whatever the rate.
+    noise: Picker,
     /// `drop_connections` schedule entries already fired.
     drops_fired: Vec<bool>,
 }
@@ -247,6 +250,11 @@ impl Smsc {
                 st.stats.throttled += 1;
                 return Submitted::Refused(CommandStatus::from(b.smpp_status));
             }
+        }
+        // Throttles that do not follow the pace: whatever the rate, this share is refused.
+        if st.noise.picks(&b) {
+            st.stats.throttled += 1;
+            return Submitted::Refused(CommandStatus::from(b.smpp_status));
         }
         let trace = idem.as_ref().map(|k| k.1.as_str());
         let verdict = match shared {

@@ -95,10 +95,12 @@ BEHAVIOURS: --behaviour FACET=VALUE[@WHEN] (repeatable, applied in order)
   fail-503=F         Answer a fraction F (0..1) of message requests 503 before any limit,
                      evenly spread (0.25 = every 4th). A 503 burst is fail-503=1@10s followed
                      by fail-503=0@20s.
-  throttle-fraction=F
+  throttle-fraction=F | random:F[:SEED]
                      Answer a fraction F (0..1) of message requests 429 with Retry-After: 1
-                     whatever the rate, evenly spread (0.05 = every 20th): throttles that do
-                     not follow the pace.
+                     whatever the rate (throttles that do not follow the pace), evenly
+                     spread (0.05 = every 20th) or at random from a stream seeded with SEED
+                     (default 0; the same seed refuses the same requests). The SMSC answers
+                     such a submit_sm with smpp-status (0x58 by default).
   grace=on|off       Grace period: throttled requests still get a 429, but the next attempt
                      with the same Idempotency-Key is accepted (counted as grace_passes).
                      Turn it off on a schedule to start enforcing (grace=off@#100).
@@ -176,7 +178,8 @@ CONFIG FILE (--config provider.toml)
   threshold = 20           # window_secs = 60, suspend_secs = 3600,
   suspension = \"retry-after\"  # or \"bare-403\"
   [behaviour]
-  retry_after = \"seconds\"  # throttle, smpp_status, fail_503, grace
+  retry_after = \"seconds\"  # throttle, smpp_status, fail_503, grace, throttle_fraction,
+                           # throttle_spread = \"random\", throttle_seed
   [[schedule]]
   at_secs = 60             # or at_request = 100
   retry_after = \"imf-fixdate\"  # SMPP: bind_refusal, drop_after_pdus, slow_ms,
