@@ -30,8 +30,8 @@ pub(crate) async fn cancel_item(
         }
         Err(Error::IllegalTransition(t)) => {
             let why = if t.from == ItemState::InFlight {
-                "a sender holds it and a request may be on the wire; its answer decides \
-                 (see GET /v1/items/{id})"
+                "a sender has claimed it (senders claim a little ahead of the wire, so a \
+                 request may or may not be out); its answer decides (see GET /v1/items/{id})"
             } else {
                 "it is already final"
             };
@@ -110,7 +110,10 @@ mod tests {
         assert_eq!(s, StatusCode::CONFLICT, "{v}");
         assert_eq!(v["state"], "IN_FLIGHT", "{v}");
         assert!(
-            v["message"].as_str().unwrap().contains("on the wire"),
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains("a sender has claimed it"),
             "{v}"
         );
         assert_eq!(

@@ -42,6 +42,10 @@ HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
                            and per provider: pace, learned target, pause left, throttle rate,
                            counts and this process's totals; \"suspended\": why it sends
                            nothing this run (an SMPP bind refused for good), else null.
+  POST /v1/items/{id}/cancel
+                           QUEUED, PENDING or DEFERRED -> FAILED (reason cancelled): 200 with
+                           the item; 409 when final or IN_FLIGHT (claimed by a sender, which
+                           claims a little ahead of the wire: its answer decides); 404.
   POST /v1/requeue         DEFERRED -> QUEUED; body {} or {\"provider\":\"sms\",\"ids\":[...]}.
                            At most 10000 ids (413 beyond). 200 {\"requeued\": N}.
   GET  /metrics            Prometheus text: abide_items{state}, abide_oldest_pending_age_seconds,
@@ -62,7 +66,9 @@ HTTP API (JSON; every /v1 route needs `Authorization: Bearer <token>`)
                            items per state, oldest waiting item, per provider pace / learned
                            ceiling / advertised limit, throttles, the last pause with its raw
                            Retry-After, attempts per remote status, recent FAILED/DEFERRED
-                           items with a requeue button. Data: GET /dashboard/state.json.
+                           items with a requeue button. Data: GET /dashboard/state.json, and
+                           the charts' last hour (a sample every 5 s, kept by serve in
+                           memory): GET /dashboard/history.json.
   GET  /healthz            ok, or 503 while results cannot be written (open).
 
 CONNECTIONS
