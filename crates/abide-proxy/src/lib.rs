@@ -161,7 +161,7 @@ impl Proxy {
     /// # Errors
     /// [`ProxyError`] naming the provider or option: a provider that is not HTTP or is
     /// named `_abide` (the proxy's own routes), a `credentials_env` that is unset, session rules abide-client refuses, `max_waiting`
-    /// or `max_wait` zero, `max_buffered_total` below `max_buffered_body` (or zero).
+    /// or `max_wait` zero, `max_buffered_total` zero.
     pub fn new(
         config: &Config,
         credentials: &dyn CredentialSource,
@@ -173,14 +173,10 @@ impl Proxy {
                 problem: "must be at least 1".into(),
             });
         }
-        if opts.max_buffered_total == 0 || opts.max_buffered_total < opts.max_buffered_body {
+        if opts.max_buffered_total == 0 {
             return Err(ProxyError::Option {
                 option: "max_buffered_total",
-                problem: format!(
-                    "{} bytes: must be at least max_buffered_body ({} bytes), or every \
-                     body that may be kept for resending is refused",
-                    opts.max_buffered_total, opts.max_buffered_body
-                ),
+                problem: "must be at least 1 byte: with 0 every request is refused".into(),
             });
         }
         if opts.max_wait.is_zero() {
