@@ -134,7 +134,9 @@ impl ClassifyOverrides {
 /// `Retry-After` throttle; 408, 425, 500, 502, 503, 504 and other 5xx retry; 400, 403, 404,
 /// 405, 409, 410, 422 and other 4xx terminal, **except** that a 4xx (but 401) carrying
 /// `Retry-After` (any value, even `0` or garbage) or an exhausted rate-limit header is a
-/// throttle; 1xx, 3xx and anything outside 100–599 unknown. With the `github` dialect (given
+/// throttle; 3xx terminal (a redirect is not followed, and the same request would get the
+/// same answer: a `304` to a conditional `GET` is the answer itself); 1xx and anything outside
+/// 100–599 unknown. With the `github` dialect (given
 /// or detected), a 403 or 429 whose body says "secondary rate limit" is a throttle that waits
 /// at least a minute. Otherwise a vendor's error shape recognised by structure decides (a
 /// GraphQL `200` that says `THROTTLED`, a `403` `REQUEST_LIMIT_EXCEEDED`, a `503` S3
@@ -431,6 +433,7 @@ fn http_default(code: u16, has_retry_after: bool, exhausted: bool) -> (VerdictCl
     };
     match code {
         200..=299 => plain(Success),
+        300..=399 => plain(Terminal),
         401 => plain(RefreshCredentials),
         429 => plain(Throttle),
         400..=499 => upgraded().unwrap_or_else(|| match code {

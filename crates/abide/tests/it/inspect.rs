@@ -314,3 +314,14 @@ fn a_saturated_retry_after_says_so_and_a_bad_now_says_it_once() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.matches("could not be parsed").count(), 1, "{err}");
 }
+
+#[test]
+fn a_redirect_is_the_answer_not_a_reason_to_resend() {
+    // Redirects are not followed; resending the same request would get the same answer (a
+    // 304 to a conditional GET is the answer itself), so none is retried.
+    for status in ["301", "304", "307", "308"] {
+        let v = inspect(&["--status", status]);
+        assert_eq!(v["verdict"], "terminal", "{status}: {v}");
+        assert_eq!(v["reason"], format!("http_{status}"), "{v}");
+    }
+}
