@@ -5,11 +5,13 @@
 use std::time::{Duration, Instant};
 
 use super::config::{PacerConfig, MAX_PAUSE};
-use super::noise::{self, Cut, Judged, Noise, Segment};
+use super::noise::{Cut, Judged, Noise, Segment};
 use super::pauses::Pauses;
 use super::schedule::Schedule;
 use crate::budget::Buckets;
 use crate::classify::Verdict;
+
+mod noise_hold;
 
 /// Clean-time credit per success, at most.
 const MAX_CREDIT: Duration = Duration::from_secs(1);
@@ -265,35 +267,8 @@ impl Estimate {
     ) {
         self.decide.add(now, 1, 1);
         let (total, throttles) = self.decide.sums(now);
-        if let Some(n) = self.noise {
-            if !n.exceeded(cfg.throttle_threshold, total, throttles) {
-                // Within the noise: the item retries, the rate stays.
-                return;
-            }
-            if fraction(throttles, total) >= noise::MOST {
-                // Refusing, not metering: an outage or a fallen limit, decided as before.
-                self.noise = None;
-            } else {
-                // Clearly more than the noise: the limit is near. One cut to what the host
-                // accepted (the noise is known, so no halving and no judging), then the noise
-                // is held again from there.
-                let accepted = self.measured(cfg, now, Counter::Window, pauses, schedule);
-                self.decrease(cfg, now, pauses, schedule);
-                if let Some(a) = accepted.filter(|a| a * cfg.decrease_factor > self.rate) {
-                    let cap = self.target.unwrap_or(cfg.max_rate).min(cfg.max_rate);
-                    self.ceiling = Some(a.clamp(cfg.min_rate, cfg.max_rate));
-                    self.anchor = a;
-                    self.rate =
-                        (a * cfg.decrease_factor).clamp(cfg.min_rate, cap.max(cfg.min_rate));
-                    self.base = self.rate;
-                }
-                self.held = None;
-                self.noise = Some(Noise {
-                    floor: self.rate,
-                    ..n
-                });
-                return;
-            }
+        if self.throttle_in_known_noise(cfg, now, (total, throttles), pauses, schedule) {
+            return;
         }
         let probing = self.ceiling.is_none_or(|c| self.rate > c);
         // A small share judged before this throttle, and a small one since: perhaps noise.
@@ -323,39 +298,6 @@ impl Estimate {
                 .map_or(Duration::ZERO, |ra| ra.delay.min(MAX_PAUSE));
             self.decrease(cfg, now, pauses, schedule);
         }
-    }
-
-    /// A share judged at `before.rate` stayed where it was at the lower `after.rate`: the
-    /// throttles are noise. Hold a floor, at the flat of the curve. The floor is what the host was accepting over the window (`accepted`, requests per
-    /// second, pauses left out), never above the higher of the two rates: a rate the host
-    /// was seen to take whatever it refused at random.
-    fn hold_noise(&mut self, cfg: &PacerConfig, before: Cut, after: Cut, accepted: Option<f64>) {
-        let cap = self.target.unwrap_or(cfg.max_rate).min(cfg.max_rate);
-        let higher = before.rate.max(self.rate);
-        let floor = accepted
-            .map_or(before.rate.min(self.rate), |a| a.min(higher))
-            .clamp(cfg.min_rate, cap.max(cfg.min_rate));
-        self.noise = Some(Noise {
-            fraction: before.fraction.max(after.fraction),
-            floor,
-        });
-        self.held = None;
-        self.last_cut = None;
-        self.ceiling = Some(floor);
-        self.anchor = floor;
-        self.base = floor;
-        self.rate = floor;
-        self.probe = Duration::from_secs_f64(self.k_secs(cfg));
-    }
-
-    /// Is a throttle arriving now within the noise (see `noise.rs`): one that sends only its
-    /// own item back and does not pause the host?
-    pub(super) fn within_noise(&mut self, cfg: &PacerConfig, now: Instant) -> bool {
-        let Some(n) = self.noise else {
-            return false;
-        };
-        let (total, throttles) = self.decide.sums(now);
-        !n.exceeded(cfg.throttle_threshold, total + 1, throttles + 1)
     }
 
     /// A success for a request spaced at the current rate: credit clean time and follow the

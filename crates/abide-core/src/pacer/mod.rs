@@ -8,6 +8,7 @@
 //! - `schedule.rs`: spacing (GCRA) and the queue of reserved slots.
 //! - `pauses.rs`: pauses of the host, the pacer's own after a throttle without a delay.
 //! - `estimate.rs`: the ceiling estimate, cubic recovery and slow start: the rate.
+//! - `estimate/noise_hold.rs`: the estimate under known noise: a floor held, not cut.
 //! - `noise.rs`: throttles that do not follow the rate, told from a limit by what a cut does.
 //! - `quota.rs`: an advertised count of units left, spent at once, and the wait for its reset.
 //! - `tests.rs`, `search_tests.rs`: unit tests; the latter runs senders against model
