@@ -6,8 +6,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{SinkExt, StreamExt};
-use rusmpp::pdus::{BindReceiverResp, BindTransceiverResp, BindTransmitterResp, SubmitSmResp};
+use futures::{Sink, SinkExt, StreamExt};
+use rusmpp::pdus::{
+    BindReceiverResp, BindTransceiverResp, BindTransmitterResp, DeliverSm, SubmitSmResp,
+};
 use rusmpp::types::COctetString;
 use rusmpp::values::InterfaceVersion;
 use rusmpp::{Command, CommandId, CommandStatus, Pdu};
@@ -51,6 +53,7 @@ impl Kind {
     }
 }
 
+#[derive(Default)]
 struct Conn {
     bound: Option<(Kind, Login)>,
     /// PDUs received.
@@ -110,7 +113,10 @@ enum Next {
 
 type Io = Framed<TcpStream, PduCodec>;
 
-async fn send(smsc: &Smsc, io: &mut Io, cmd: Command) -> std::io::Result<()> {
+async fn send<S>(smsc: &Smsc, io: &mut S, cmd: Command) -> std::io::Result<()>
+where
+    S: Sink<Command, Error = std::io::Error> + Unpin,
+{
     let response = cmd.id().is_response() || cmd.id() == CommandId::GenericNack;
     smsc.with_stats(|s| s.sent(cmd.id(), cmd.status(), response));
     io.send(cmd).await
@@ -124,16 +130,7 @@ pub(super) async fn serve(smsc: Arc<Smsc>, stream: TcpStream, peer: SocketAddr) 
     let (tx, mut rx) = mpsc::channel::<Command>(cap);
     let mut drops = smsc.drops.subscribe();
     drops.mark_unchanged();
-    let mut c = Conn {
-        bound: None,
-        pdus: 0,
-        outstanding: 0,
-        invalid: 0,
-        next_seq: 0,
-        receipts_out: HashMap::new(),
-        recent: VecDeque::new(),
-        recent_set: HashSet::new(),
-    };
+    let mut c = Conn::default();
     let opened = Instant::now();
     let mut last_heard = opened;
     let why: Option<&'static str> = loop {
@@ -184,30 +181,49 @@ pub(super) async fn serve(smsc: Arc<Smsc>, stream: TcpStream, peer: SocketAddr) 
         smsc.with_stats(|s| s.dropped(why));
         tracing::info!(%peer, reason = why, "smpp connection closed by the SMSC");
     }
-    // Receipts sent and not acknowledged go back to the queue for the next bind.
-    if let Some((_, login)) = &c.bound {
-        let mut st = smsc.lock();
-        let now = Instant::now();
-        for (_, r) in c.receipts_out.drain() {
-            st.receipts.requeue(&login.system_id, now, r);
-        }
-        drop(st);
-        smsc.receipts_queued.notify_waiters();
-    }
+    requeue_unacknowledged(&smsc, &mut c);
 }
 
-async fn send_receipts(smsc: &Smsc, io: &mut Io, c: &mut Conn) -> std::io::Result<()> {
+/// Receipts sent (or taken to be sent) and not acknowledged go back to the queue for the
+/// next bind.
+fn requeue_unacknowledged(smsc: &Smsc, c: &mut Conn) {
+    let Some((_, login)) = &c.bound else {
+        return;
+    };
+    let mut st = smsc.lock();
+    let now = Instant::now();
+    for (_, r) in c.receipts_out.drain() {
+        st.receipts.requeue(&login.system_id, now, r);
+    }
+    drop(st);
+    smsc.receipts_queued.notify_waiters();
+}
+
+/// Send the receipts due now, as many as the receipt window has room for. Each is in
+/// `receipts_out` before the first is written: a write that fails part-way (the peer is
+/// gone) leaves the rest of the batch there to be requeued, not dropped.
+async fn send_receipts<S>(smsc: &Smsc, io: &mut S, c: &mut Conn) -> std::io::Result<()>
+where
+    S: Sink<Command, Error = std::io::Error> + Unpin,
+{
     let Some(sys) = c.receiver().map(str::to_owned) else {
         return Ok(());
     };
     let room = RECEIPT_WINDOW.saturating_sub(c.receipts_out.len());
     let due = smsc.lock().receipts.take_due(&sys, Instant::now(), room);
-    for r in due {
-        let seq = c.seq();
-        let pdu = r.to_pdu(smsc.clock.now());
-        c.receipts_out.insert(seq, r);
-        smsc.with_stats(|s| s.receipts_sent += 1);
+    let now = smsc.clock.now();
+    let batch: Vec<(u32, DeliverSm)> = due
+        .into_iter()
+        .map(|r| {
+            let seq = c.seq();
+            let pdu = r.to_pdu(now);
+            c.receipts_out.insert(seq, r);
+            (seq, pdu)
+        })
+        .collect();
+    for (seq, pdu) in batch {
         send(smsc, io, Command::new(CommandStatus::EsmeRok, seq, pdu)).await?;
+        smsc.with_stats(|s| s.receipts_sent += 1);
     }
     Ok(())
 }
@@ -423,4 +439,58 @@ fn bind(
         Kind::Receiver => resp(status, seq, BindReceiverResp::new(id, v)),
         Kind::Transceiver => resp(status, seq, BindTransceiverResp::new(id, v)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::App;
+    use crate::ProviderConfig;
+    use abide_core::SystemClock;
+
+    /// The peer is gone after the first receipt of a batch of five: the write of the
+    /// second fails, and all five are back in the queue when the connection ends (before,
+    /// the three not yet written were dropped, and their items never got a receipt).
+    #[tokio::test]
+    async fn a_write_that_fails_mid_batch_requeues_the_whole_batch() {
+        let app = App::new(ProviderConfig::default(), Arc::new(SystemClock)).unwrap();
+        let smsc = Smsc::new(&app);
+        let now = Instant::now();
+        for i in 0..5 {
+            let r = Receipt::example(&format!("{i:010}"));
+            assert!(smsc.lock().receipts.push("abide", now, r));
+        }
+        let mut c = Conn {
+            bound: Some((
+                Kind::Receiver,
+                Login {
+                    system_id: "abide".into(),
+                    account: None,
+                },
+            )),
+            ..Conn::default()
+        };
+        let sink = futures::sink::unfold(0u32, |written, _: Command| async move {
+            if written == 1 {
+                Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+            } else {
+                Ok(written + 1)
+            }
+        });
+        futures::pin_mut!(sink);
+        assert!(send_receipts(&smsc, &mut sink, &mut c).await.is_err());
+        assert_eq!(smsc.stats().receipts_sent, 1);
+        requeue_unacknowledged(&smsc, &mut c);
+        let mut back: Vec<String> = smsc
+            .lock()
+            .receipts
+            .take_due("abide", now + Duration::from_secs(1), 100)
+            .into_iter()
+            .map(|r| r.message_id)
+            .collect();
+        back.sort();
+        let want: Vec<String> = (0..5).map(|i| format!("{i:010}")).collect();
+        assert_eq!(back, want);
+        assert_eq!(smsc.stats().receipts_pending, 5);
+    }
 }

@@ -52,6 +52,23 @@ impl ReceiptState {
 }
 
 impl Receipt {
+    /// A delivered receipt for a message to 15550100 from `ABIDE`.
+    #[cfg(test)]
+    pub(crate) fn example(id: &str) -> Self {
+        Self {
+            message_id: id.to_owned(),
+            from: COctetString::from_string("15550100".into()).unwrap(),
+            from_ton: Ton::International,
+            from_npi: Npi::Isdn,
+            to: COctetString::from_string("ABIDE".into()).unwrap(),
+            to_ton: Ton::Alphanumeric,
+            to_npi: Npi::Unknown,
+            submitted: std::time::UNIX_EPOCH + std::time::Duration::from_secs(784_111_777),
+            text: b"Hello from abide, a long text".to_vec(),
+            state: ReceiptState::Delivered,
+        }
+    }
+
     /// `id:… sub:001 dlvr:001 submit date:YYMMDDhhmm done date:YYMMDDhhmm stat:DELIVRD
     /// err:000 text:…` (the first 20 octets of the message; `dlvr:000` unless delivered).
     pub(crate) fn text(&self, done: SystemTime) -> Vec<u8> {
@@ -174,26 +191,11 @@ impl Receipts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, UNIX_EPOCH};
-
-    fn receipt(id: &str) -> Receipt {
-        Receipt {
-            message_id: id.to_owned(),
-            from: COctetString::from_string("15550100".into()).unwrap(),
-            from_ton: Ton::International,
-            from_npi: Npi::Isdn,
-            to: COctetString::from_string("ABIDE".into()).unwrap(),
-            to_ton: Ton::Alphanumeric,
-            to_npi: Npi::Unknown,
-            submitted: UNIX_EPOCH + Duration::from_secs(784_111_777),
-            text: b"Hello from abide, a long text".to_vec(),
-            state: ReceiptState::Delivered,
-        }
-    }
+    use std::time::Duration;
 
     #[test]
     fn the_standard_receipt_text() {
-        let r = receipt("0000000042");
+        let r = Receipt::example("0000000042");
         let done = r.submitted + Duration::from_secs(120);
         assert_eq!(
             String::from_utf8(r.text(done)).unwrap(),
@@ -219,8 +221,8 @@ mod tests {
     fn due_order_and_requeue() {
         let mut q = Receipts::default();
         let t0 = Instant::now();
-        assert!(q.push("a", t0 + Duration::from_secs(2), receipt("2")));
-        assert!(q.push("a", t0 + Duration::from_secs(1), receipt("1")));
+        assert!(q.push("a", t0 + Duration::from_secs(2), Receipt::example("2")));
+        assert!(q.push("a", t0 + Duration::from_secs(1), Receipt::example("1")));
         assert_eq!(q.next_due("a"), Some(t0 + Duration::from_secs(1)));
         assert!(q.take_due("a", t0, 10).is_empty());
         let got = q.take_due("a", t0 + Duration::from_secs(5), 10);
