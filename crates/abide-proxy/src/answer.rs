@@ -153,6 +153,14 @@ pub(crate) fn bad_header(name: &str, why: &str) -> Response<Body> {
     )
 }
 
+/// `400`: the request itself is malformed (`why` says how).
+pub(crate) fn bad_request(why: &str) -> Response<Body> {
+    stopped(
+        text(StatusCode::BAD_REQUEST, format!("abide proxy: {why}")),
+        "bad_request",
+    )
+}
+
 /// `403`: a browser's request (it names its page): the proxy adds credentials, and serves
 /// programs, not pages (see `origin.rs`).
 pub(crate) fn from_a_browser() -> Response<Body> {

@@ -68,7 +68,7 @@ pub use answer::ABIDE_STOPPED;
 pub use error::ProxyError;
 pub use forward::{MAX_WAIT_CAP, MAX_WAIT_HEADER};
 pub use metrics::names as metric_names;
-pub use origin::loopback_hosts;
+pub use origin::{host_field_problem, loopback_hosts};
 pub use rate::MinBodyRate;
 pub use route::OWN_PREFIX;
 pub use serve::serve;

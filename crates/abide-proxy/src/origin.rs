@@ -9,11 +9,14 @@
 //!   must name the listener or `localhost` ([`loopback_hosts`]), else `421` (RFC 9110
 //!   §15.5.20). An absolute-form request (`HTTP_PROXY`) names the upstream's origin in its
 //!   `Host`, as it must, and is routed by that origin.
+//! - **Ambiguous `Host`**: two `Host` lines, or an HTTP/1.1 request with none, is `400` on
+//!   every listener ([`host_field_problem`], RFC 9112 §3.2): an intermediary in front may
+//!   have read the other line.
 
 use std::net::SocketAddr;
 
 use axum::body::Body;
-use http::{header, HeaderValue, Request, Response, StatusCode};
+use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode, Version};
 
 use crate::answer;
 
@@ -37,10 +40,27 @@ pub fn loopback_hosts(addr: SocketAddr) -> Option<Vec<String>> {
     Some(hosts)
 }
 
+/// What is wrong with a request's `Host` field lines, if anything: more than one line, or
+/// none in an HTTP/1.1 request. RFC 9112 §3.2 makes either a `400 Bad Request`. The rule of
+/// every abide listener (`abide serve` too).
+pub fn host_field_problem(headers: &HeaderMap, version: Version) -> Option<&'static str> {
+    let mut lines = headers.get_all(header::HOST).iter();
+    match (lines.next(), lines.next()) {
+        (Some(_), Some(_)) => Some("more than one Host header line (RFC 9112 §3.2)"),
+        (None, _) if version == Version::HTTP_11 => {
+            Some("an HTTP/1.1 request without a Host header (RFC 9112 §3.2)")
+        }
+        _ => None,
+    }
+}
+
 /// The answer to a request the proxy will not forward for a page or a foreign `Host`, or
 /// `None` to go on.
 pub(crate) fn refuse(req: &Request<Body>, hosts: Option<&[String]>) -> Option<Response<Body>> {
     let h = req.headers();
+    if let Some(why) = host_field_problem(h, req.version()) {
+        return Some(answer::bad_request(why));
+    }
     if h.contains_key(header::ORIGIN) || h.contains_key("sec-fetch-site") {
         return Some(answer::from_a_browser());
     }
@@ -73,7 +93,8 @@ mod tests {
     use super::*;
 
     fn req(uri: &str, headers: &[(&str, &str)]) -> Request<Body> {
-        let mut b = Request::post(uri);
+        // HTTP/1.0 unless a test says otherwise: no Host is required there.
+        let mut b = Request::post(uri).version(Version::HTTP_10);
         for (k, v) in headers {
             b = b.header(*k, *v);
         }
@@ -118,6 +139,29 @@ mod tests {
         assert_eq!(
             refuse(&req("/sms/v1", &page), None).map(|r| r.status()),
             Some(StatusCode::FORBIDDEN)
+        );
+    }
+
+    #[test]
+    fn two_host_lines_or_none_in_http_1_1_are_a_bad_request() {
+        let hosts = loopback_hosts("127.0.0.1:8788".parse().unwrap()).unwrap();
+        for listener in [Some(hosts.as_slice()), None] {
+            let two = [("host", "127.0.0.1:8788"), ("host", "evil.example")];
+            let r = refuse(&req("/sms/v1", &two), listener).unwrap();
+            assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+            let mut none = req("/sms/v1", &[]);
+            *none.version_mut() = Version::HTTP_11;
+            assert_eq!(
+                refuse(&none, listener).map(|r| r.status()),
+                Some(StatusCode::BAD_REQUEST)
+            );
+        }
+        let mut one = req("/sms/v1", &[("host", "127.0.0.1:8788")]);
+        *one.version_mut() = Version::HTTP_11;
+        assert_eq!(host_field_problem(one.headers(), one.version()), None);
+        assert_eq!(
+            refuse(&one, Some(hosts.as_slice())).map(|r| r.status()),
+            None
         );
     }
 }

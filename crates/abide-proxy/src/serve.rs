@@ -120,16 +120,26 @@ fn ct_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Whether `req` carries the proxy's token (or none is required).
-fn authorized(proxy: &Proxy, req: &Request<Body>) -> bool {
+/// Whether `req` carries the proxy's token in `field` (or none is required).
+fn authorized(proxy: &Proxy, req: &Request<Body>, field: header::HeaderName) -> bool {
     let Some(want) = &proxy.opts.token_digest else {
         return true;
     };
     req.headers()
-        .get(header::PROXY_AUTHORIZATION)
+        .get(field)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .is_some_and(|t| ct_eq(&Sha256::digest(t.trim().as_bytes()).into(), want))
+}
+
+/// Whether `req` may read the proxy's own `name` route: `healthz` always (load balancers);
+/// `metrics` and `stats`, which name providers, paces and pauses, only with the token when
+/// one is set, in `Proxy-Authorization` or in `Authorization` (what a Prometheus scrape
+/// config's `authorization` sends; no provider request is made, so nothing is passed on).
+fn may_read_own(proxy: &Proxy, req: &Request<Body>, name: &str) -> bool {
+    name == "healthz"
+        || authorized(proxy, req, header::PROXY_AUTHORIZATION)
+        || authorized(proxy, req, header::AUTHORIZATION)
 }
 
 /// The proxy and what its listener answers.
@@ -145,13 +155,14 @@ async fn handle(State(l): State<Arc<Listening>>, req: Request<Body>) -> Response
     }
     let proxy = &l.proxy;
     match route(req.method(), req.uri(), proxy) {
+        Target::Own(name) if !may_read_own(proxy, &req, &name) => answer::unauthorized(),
         Target::Own(name) => own(proxy, &name),
         Target::Connect => answer::connect(proxy.providers.first().map(|p| p.name.as_str())),
         Target::Method(m) => answer::method(&m),
         Target::Unknown(asked) => answer::unknown(&asked, &proxy.provider_names()),
         Target::Refused(e) => answer::refused(&e.to_string()),
         Target::Provider { index, url, path } => {
-            if !authorized(proxy, &req) {
+            if !authorized(proxy, &req, header::PROXY_AUTHORIZATION) {
                 return answer::unauthorized();
             }
             let p = Arc::clone(&proxy.providers[index]);

@@ -52,7 +52,9 @@ LISTENER
 CREDENTIALS
   A provider's credentials_env is added upstream; without it the client's Authorization
   passes through. A listener that is not loopback needs --token-env: clients then send
-  `Proxy-Authorization: Bearer <token>` (compared in constant time, never logged).
+  `Proxy-Authorization: Bearer <token>` (compared in constant time, never logged), and
+  /_abide/metrics and /_abide/stats need it too (there `Authorization` also works, as a
+  Prometheus scrape sends it); /_abide/healthz stays open.
 
 EXAMPLE
   abide proxy --config examples/providers.toml --listen 127.0.0.1:8788

@@ -331,6 +331,23 @@ async fn a_listener_beyond_loopback_needs_a_token_sent_as_proxy_authorization() 
         .unwrap();
     assert_eq!(r.status(), 202);
     assert_eq!(p.stats().requests, 1);
+    // The proxy's own routes: health for anyone; metrics and stats (provider names, paces,
+    // pauses) with the token, in either header.
+    let own = |route: &str| format!("http://127.0.0.1:{port}/_abide/{route}");
+    assert_eq!(c.get(own("healthz")).send().await.unwrap().status(), 200);
+    for route in ["metrics", "stats"] {
+        let r = c.get(own(route)).send().await.unwrap();
+        assert_eq!(r.status(), 401, "{route}");
+        for field in ["proxy-authorization", "authorization"] {
+            let r = c
+                .get(own(route))
+                .header(field, "Bearer s3cret-proxy-token")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200, "{route} with {field}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -126,6 +126,21 @@ async fn a_loopback_listener_answers_only_its_own_host() {
             assert_eq!(r.status().as_u16(), want, "{path}, Host: {host}");
         }
     }
+    // RFC 9112 §3.2: two Host lines, or none in HTTP/1.1, are a bad request; an
+    // absolute-form target is the host (§3.2.2), whatever Host says.
+    let addr = base.strip_prefix("http://").unwrap();
+    for (head, want) in [
+        (format!("Host: {addr}\r\nHost: evil.example"), 400),
+        ("Accept: */*".to_owned(), 400),
+        (format!("Host: {addr}"), 200),
+    ] {
+        let status = raw_status(addr, &format!("GET /healthz HTTP/1.1\r\n{head}")).await;
+        assert_eq!(status, want, "{head}");
+    }
+    let absolute = format!("GET http://evil.example/healthz HTTP/1.1\r\nHost: {addr}");
+    assert_eq!(raw_status(addr, &absolute).await, 421);
+    let absolute = format!("GET http://{addr}/healthz HTTP/1.1\r\nHost: {addr}");
+    assert_eq!(raw_status(addr, &absolute).await, 200);
     // --metrics-auth: the dashboard's data and history need the token too.
     for path in ["state.json", "history.json"] {
         let r = c
@@ -136,4 +151,21 @@ async fn a_loopback_listener_answers_only_its_own_host() {
         assert_eq!(r.status(), 401, "{path}");
     }
     stop(child).await;
+}
+
+/// The status code of the answer to `head` (a request line and header lines, without the
+/// final blank line) sent on a fresh connection to `addr`.
+async fn raw_status(addr: &str, head: &str) -> u16 {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("{head}\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {answer:?}"))
 }

@@ -165,21 +165,34 @@ pub(crate) fn allowed_hosts(addr: SocketAddr) -> Option<Arc<Vec<String>>> {
     abide_proxy::loopback_hosts(addr).map(Arc::new)
 }
 
-/// Middleware: on a loopback listener, a `Host` other than the listener's own or
-/// `localhost` is answered `421 Misdirected Request` (RFC 9110 §15.5.20).
+/// Middleware: two `Host` lines, or an HTTP/1.1 request with none, is `400` on every
+/// listener (RFC 9112 §3.2). On a loopback listener, a host other than the listener's own
+/// or `localhost` is answered `421 Misdirected Request` (RFC 9110 §15.5.20); the host is
+/// the request target's authority when it has one (absolute-form, RFC 9112 §3.2.2), else
+/// `Host`.
 pub(crate) async fn host_check(
     State(allowed): State<Option<Arc<Vec<String>>>>,
     req: Request,
     next: Next,
 ) -> Response {
+    if let Some(why) = abide_proxy::host_field_problem(req.headers(), req.version()) {
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(serde_json::json!({ "error": "bad_request", "message": why })),
+        )
+            .into_response();
+    }
     let Some(allowed) = allowed else {
         return next.run(req).await;
     };
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_ascii_lowercase);
+    let host = match req.uri().authority() {
+        Some(a) => Some(a.as_str().to_ascii_lowercase()),
+        None => req
+            .headers()
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_ascii_lowercase),
+    };
     if host
         .as_deref()
         .is_some_and(|h| allowed.iter().any(|a| a == h))
