@@ -238,6 +238,20 @@ async fn serve_enqueues_delivers_and_reports() {
     assert_eq!(r.status(), 200);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["openapi"], "3.1.0", "{v}");
+    // No such route, or not this method: a body that says so and points at the list.
+    let r = c.get(format!("{base}/v1/itemz")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"], "not_found", "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("GET \"/v1/itemz\""),
+        "{v}"
+    );
+    let r = c.delete(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), 405);
+    assert!(r.headers()["allow"].to_str().unwrap().contains("GET"));
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"], "method_not_allowed", "{v}");
 
     let r = auth(c.post(format!("{base}/v1/requeue")).json(&json!({})))
         .send()

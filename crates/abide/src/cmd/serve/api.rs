@@ -50,8 +50,35 @@ pub(crate) fn router(api: Api) -> Router {
         .merge(dashboard::page_routes())
         .route("/healthz", get(healthz))
         .route("/v1/openapi.json", get(openapi))
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(api)
+}
+
+/// `404` with a body that says what was asked and where the routes are listed.
+async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!(
+            "no route {method} {}; the routes are listed in GET /v1/openapi.json",
+            echo::clip(uri.path())
+        ),
+    )
+}
+
+/// `405` for a route that exists under other methods (axum adds `Allow`).
+async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{} does not answer {method}; the methods it answers are in Allow and in GET \
+             /v1/openapi.json",
+            echo::clip(uri.path())
+        ),
+    )
 }
 
 /// `ok`, or 503 while results cannot be written (nothing is sent meanwhile).
