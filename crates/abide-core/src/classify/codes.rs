@@ -57,18 +57,19 @@ impl<'de> de::Deserialize<'de> for Code {
     }
 }
 
+/// The entries as `T` keys; a key `T` cannot hold is refused with `what` it must be. Which
+/// values of `T` are meaningful is the validator's rule ([`super::ClassifyOverrides::validate`]), so
+/// that one message says it for every spelling.
 fn narrow<T: TryFrom<u64> + Ord, E: de::Error>(
     entries: Vec<(u64, VerdictClass)>,
-    ok: impl Fn(&T) -> bool,
+    what: &str,
 ) -> Result<BTreeMap<T, VerdictClass>, E> {
     entries
         .into_iter()
         .map(|(k, v)| {
             T::try_from(k)
-                .ok()
-                .filter(&ok)
                 .map(|k| (k, v))
-                .ok_or_else(|| E::custom(format!("code {k} out of range")))
+                .map_err(|_| E::custom(format!("code {k}: {what}")))
         })
         .collect()
 }
@@ -76,15 +77,19 @@ fn narrow<T: TryFrom<u64> + Ord, E: de::Error>(
 pub(super) fn de_http<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<BTreeMap<u16, VerdictClass>, D::Error> {
-    narrow(d.deserialize_map(CodeMap)?, |s: &u16| {
-        (100..=999).contains(s)
-    })
+    narrow(
+        d.deserialize_map(CodeMap)?,
+        "not an HTTP status code (100-599)",
+    )
 }
 
 pub(super) fn de_smpp<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<BTreeMap<u32, VerdictClass>, D::Error> {
-    narrow(d.deserialize_map(CodeMap)?, |_: &u32| true)
+    narrow(
+        d.deserialize_map(CodeMap)?,
+        "not an SMPP command_status (32 bits)",
+    )
 }
 
 pub(super) fn ser_http<S: Serializer>(

@@ -233,7 +233,18 @@ fn overrides_deserialise_from_string_keys() {
 
     assert!(overrides(&[("abc", "retry")], &[]).is_err());
     assert!(overrides(&[("70000", "retry")], &[]).is_err());
-    assert!(overrides(&[("42", "retry")], &[]).is_err());
+    let e = overrides(&[("70000", "retry")], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not an HTTP status code (100-599)"), "{e}");
+    // A u16 outside 100-599 parses, and the validator refuses it naming the setting, as
+    // it does 999.
+    let o = overrides(&[("42", "retry")], &[]).unwrap();
+    let e = o.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("classify.http.42") && e.contains("100-599"),
+        "{e}"
+    );
     assert!(overrides(&[("409", "maybe")], &[]).is_err());
     assert!(overrides(&[], &[("0xZZ", "retry")]).is_err());
 }

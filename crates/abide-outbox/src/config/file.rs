@@ -146,6 +146,7 @@ pub(super) fn toml_error(text: &str, span: Option<Span>, message: &str) -> Error
         &echo::redact_text(message.trim_end()),
         echo::MAX_MESSAGE_BYTES,
     );
+    let key_at = span.as_ref().map(|s| s.start);
     let (line, column) = match span {
         Some(span) => {
             let before = text.get(..span.start).unwrap_or("");
@@ -155,11 +156,32 @@ pub(super) fn toml_error(text: &str, span: Option<Span>, message: &str) -> Error
         }
         None => (None, None),
     };
+    // The key of the offending line, when the parser's message does not name it ("number
+    // too large to fit in target type" says nothing of where): a bare key only, never
+    // the value.
+    let key = key_at
+        .and_then(|at| line_key(text, at))
+        .filter(|k| !message.contains(k.as_str()));
+    let message = match key {
+        Some(k) => format!("{k}: {message}"),
+        None => message,
+    };
     Error::Toml {
         line,
         column,
         message,
     }
+}
+
+/// The key of the `key = value` line holding byte `at` of `text`, if it is a bare or
+/// dotted key of at most 64 bytes (TOML 1.0 §Keys: `A-Za-z0-9_-` and `.`).
+fn line_key(text: &str, at: usize) -> Option<String> {
+    let start = text.get(..at)?.rfind('\n').map_or(0, |i| i + 1);
+    let line = text.get(start..)?.split('\n').next()?;
+    let (key, _) = line.split_once('=')?;
+    let key = key.trim();
+    let bare = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    (!key.is_empty() && key.len() <= 64 && key.chars().all(bare)).then(|| key.to_owned())
 }
 
 /// The transport `p` names (`http` when it names none).

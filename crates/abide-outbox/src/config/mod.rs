@@ -519,6 +519,28 @@ concurrency = 2
     }
 
     #[test]
+    fn a_toml_error_names_the_key_of_its_line_never_the_value() {
+        let huge = format!("1{}", "0".repeat(308));
+        let text = GOOD.replace("rate_hint = 50.0", &format!("rate_hint = {huge}"));
+        let e = Config::from_toml_str(&text).unwrap_err().to_string();
+        assert!(e.contains("line 6") && e.contains("rate_hint: "), "{e}");
+        assert!(!e.contains(&huge), "{e}");
+        // A message that names its key already is left as it is.
+        let e = Config::from_toml_str(&GOOD.replace("rate_hint", "rate_hnit"))
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("rate_hnit: "), "{e}");
+        assert!(e.contains("rate_hnit"), "{e}");
+        // A line whose key is no bare key (a quoted one may hold anything): nothing quoted.
+        let text = GOOD.replace(
+            "rate_hint = 50.0",
+            &format!("\"https://u:s3cret@x\" = {huge}"),
+        );
+        let e = Config::from_toml_str(&text).unwrap_err().to_string();
+        assert!(!e.contains("s3cret"), "{e}");
+    }
+
+    #[test]
     fn a_fail_over_cycle_is_refused_naming_it() {
         let provider = |name: &str, to: Option<&str>| {
             let failover = to.map_or(String::new(), |to| {
@@ -587,6 +609,22 @@ concurrency = 2
                 GOOD.replace("409 = \"retry\"", "200 = \"terminal\""),
                 "a",
                 "classify.http.200",
+            ),
+            // Below 100: the same rule and wording as 999 (it was a bare "out of range").
+            (
+                GOOD.replace("409 = \"retry\"", "42 = \"retry\""),
+                "a",
+                "classify.http.42",
+            ),
+            // auth_header set to the idempotency key's default header: the field the
+            // user wrote is named, not the default they did not.
+            (
+                GOOD.replace(
+                    "rate_hint = 50.0",
+                    "rate_hint = 50.0\nauth_header = \"Idempotency-Key\"",
+                ),
+                "a",
+                "auth_header",
             ),
             (
                 GOOD.replace("name = \"b\"", "name = \"A\"")

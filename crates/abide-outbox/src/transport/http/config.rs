@@ -139,11 +139,21 @@ fn read(n: &str, keys: &Keys) -> std::result::Result<HttpConfig, TableError> {
         .auth_header
         .map(|h| header("auth_header", &h))
         .transpose()?;
+    let idem_set = f.idempotency_key_header.is_some();
     let idem = f
         .idempotency_key_header
         .unwrap_or_else(|| DEFAULT_IDEMPOTENCY_KEY_HEADER.to_owned());
     let idempotency_key_header = header("idempotency_key_header", &idem)?;
     let field = "idempotency_key_header";
+    if auth_header.as_ref() == Some(&idempotency_key_header) && !idem_set {
+        // The user named only auth_header: name that one, and the default it meets.
+        let why = format!(
+            "{} is the header the idempotency key goes in (idempotency_key_header's \
+             default); use another, or set idempotency_key_header",
+            clip(&idem)
+        );
+        return Err(Error::config(n, "auth_header", why).into());
+    }
     if auth_header.as_ref() == Some(&idempotency_key_header)
         || (auth_header.is_none() && idempotency_key_header == http::header::AUTHORIZATION)
     {
