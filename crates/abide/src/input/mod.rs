@@ -7,6 +7,7 @@
 //! `abide_outbox::keys`).
 
 pub(crate) mod stream;
+mod unique;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -61,9 +62,9 @@ pub(crate) struct Line {
     path: String,
     #[serde(default)]
     method: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique::headers")]
     headers: BTreeMap<String, String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique::body")]
     body: Option<serde_json::Value>,
     #[serde(default)]
     text: Option<String>,
