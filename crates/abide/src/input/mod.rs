@@ -264,20 +264,6 @@ impl Collector {
     }
 }
 
-/// One item from a JSON value in the line format (used by `serve`). No key is derived:
-/// without `idempotency_key` the store uses the new item's id.
-///
-/// # Errors
-/// What is wrong with it, as text.
-pub(crate) fn item_from_value(v: serde_json::Value, check: Check<'_>) -> Result<NewItem, String> {
-    if !v.is_object() {
-        return Err(not_an_object(&v));
-    }
-    serde_json::from_value::<Line>(v)
-        .map_err(|e| json_error(&e))
-        .and_then(|l| l.into_item(check))
-}
-
 /// "not a JSON object" naming what was there instead.
 fn not_an_object(v: &serde_json::Value) -> String {
     let kind = match v {
@@ -291,8 +277,10 @@ fn not_an_object(v: &serde_json::Value) -> String {
     format!("not a JSON object (found {kind}); each line is one item object")
 }
 
-/// One line: an item object, or an error saying why not.
-fn parse_line(raw: &str, check: Check<'_>) -> Result<NewItem, String> {
+/// One item object as JSON text (a line of `send`'s input, an element of serve's batch), or
+/// an error saying why not. From the text, not a parsed `Value`: a `Value` keeps only the
+/// last of two same-named keys, and such an item is refused ([`unique`]).
+pub(crate) fn parse_line(raw: &str, check: Check<'_>) -> Result<NewItem, String> {
     if !raw.starts_with('{') {
         // Valid JSON of another kind gets a plain answer, not serde's type talk.
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(raw) {
@@ -530,11 +518,10 @@ mod tests {
             "{e}"
         );
         assert!(e.errors[1].message.contains("found a number"), "{e}");
-        let v = item_from_value(serde_json::json!([{"provider": "sms"}]), &any).unwrap_err();
+        let v = parse_line(r#"[{"provider": "sms"}]"#, &any).unwrap_err();
         assert!(v.starts_with("not a JSON object"), "{v}");
         assert!(!v.contains("Line"), "{v}");
-        let v =
-            item_from_value(serde_json::json!({"provider": "sms", "path": 3}), &any).unwrap_err();
+        let v = parse_line(r#"{"provider": "sms", "path": 3}"#, &any).unwrap_err();
         assert!(!v.contains("struct Line"), "{v}");
     }
 }

@@ -73,6 +73,47 @@ async fn serve_enqueues_delivers_and_reports() {
     .await;
     assert_eq!(status, 422);
     assert_eq!(v["errors"][0]["index"], 1, "{v}");
+    // A repeated key (serde_json's `Value` would keep the last): refused as `send` refuses
+    // it, naming where, in a batch and alone; the top-level fields likewise.
+    let raw_post = |body: &'static str| {
+        let r = auth(c.post(format!("{base}/v1/items")))
+            .header("content-type", "application/json")
+            .body(body)
+            .send();
+        async move {
+            let r = r.await.unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        }
+    };
+    for (body, index, says) in [
+        (
+            r#"[{"provider":"sms","path":"/v1/messages","body":{"to":"+1"}},
+                {"provider":"sms","path":"/v1/messages","body":{"a":[{"b":1,"b":2}]}}]"#,
+            1,
+            "\"body.a[0].b\" given twice",
+        ),
+        (
+            r#"{"provider":"sms","path":"/v1/messages","body":{"to":"+1","to":"+2"}}"#,
+            0,
+            "\"body.to\" given twice",
+        ),
+        (
+            r#"{"provider":"nope","provider":"sms","path":"/v1/messages"}"#,
+            0,
+            "duplicate field `provider`",
+        ),
+        (
+            r#"{"provider":"sms","path":"/v1/messages","headers":{"X-Tag":"a","X-Tag":"b"}}"#,
+            0,
+            "given twice",
+        ),
+    ] {
+        let (status, v) = raw_post(body).await;
+        assert_eq!(status, 422, "{body}: {v}");
+        assert_eq!(v["errors"][0]["index"], index, "{v}");
+        let message = v["errors"][0]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{body}: {v}");
+    }
     // One idempotency key on two different messages: the second would never be sent.
     let (status, v) = post(json!([
         {"provider": "sms", "path": "/v1/messages", "body": {"to": "+1"}, "idempotency_key": "k"},
@@ -247,6 +288,15 @@ async fn serve_enqueues_delivers_and_reports() {
         v["message"].as_str().unwrap().contains("GET \"/v1/itemz\""),
         "{v}"
     );
+    // A method of any length is accepted by hyper; the answer does not reflect it whole.
+    let long = reqwest::Method::from_bytes("A".repeat(5000).as_bytes()).unwrap();
+    let r = c
+        .request(long, format!("{base}/nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert!(r.text().await.unwrap().len() < 1000);
     let r = c.delete(format!("{base}/healthz")).send().await.unwrap();
     assert_eq!(r.status(), 405);
     assert!(r.headers()["allow"].to_str().unwrap().contains("GET"));

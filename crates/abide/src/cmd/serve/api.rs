@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use super::state::{ct_eq, digest, stats_value, Api};
@@ -62,10 +63,20 @@ async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> Response 
         StatusCode::NOT_FOUND,
         "not_found",
         format!(
-            "no route {method} {}; the routes are listed in GET /v1/openapi.json",
+            "no route {} {}; the routes are listed in GET /v1/openapi.json",
+            short_method(&method),
             echo::clip(uri.path())
         ),
     )
+}
+
+/// A method as written when it is short (a token: no control or quote characters), else
+/// clipped: hyper accepts a method of any length, and the answer must not reflect it.
+fn short_method(m: &axum::http::Method) -> String {
+    match m.as_str() {
+        s if s.len() <= 32 => s.to_owned(),
+        s => echo::clip_to(s, 32),
+    }
 }
 
 /// `405` for a route that exists under other methods (axum adds `Allow`).
@@ -74,9 +85,10 @@ async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> Respo
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
         format!(
-            "{} does not answer {method}; the methods it answers are in Allow and in GET \
+            "{} does not answer {}; the methods it answers are in Allow and in GET \
              /v1/openapi.json",
-            echo::clip(uri.path())
+            echo::clip(uri.path()),
+            short_method(&method)
         ),
     )
 }
@@ -197,13 +209,18 @@ async fn enqueue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
         Ok(b) => b,
         Err(e) => return body_error(&e),
     };
-    let value: Value = match serde_json::from_slice(&body) {
+    // Each item is read from its own text (a `Value` would keep only the last of two
+    // same-named keys, which an item may not have).
+    let raw: &RawValue = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", bounded(&e)),
     };
-    let (values, single) = match value {
-        Value::Array(a) => (a, false),
-        v @ Value::Object(_) => (vec![v], true),
+    let (values, single): (Vec<&RawValue>, bool) = match raw.get().as_bytes().first() {
+        Some(b'[') => match serde_json::from_str(raw.get()) {
+            Ok(a) => (a, false),
+            Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", bounded(&e)),
+        },
+        Some(b'{') => (vec![raw], true),
         _ => {
             return error(
                 StatusCode::BAD_REQUEST,
@@ -222,7 +239,7 @@ async fn enqueue(State(api): State<Api>, body: Result<Bytes, BytesRejection>) ->
     let check = input::configured(&api.config);
     let mut batch = input::Collector::new("index");
     for (i, v) in values.into_iter().enumerate() {
-        batch.push(i, input::item_from_value(v, &check));
+        batch.push(i, input::parse_line(v.get(), &check));
     }
     let items = match batch.finish() {
         Ok(items) => items,
