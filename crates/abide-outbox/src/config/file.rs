@@ -143,7 +143,7 @@ fn not_for(n: &str, field: &str, transport: &str) -> Error {
 /// password in a URL included).
 pub(super) fn toml_error(text: &str, span: Option<Span>, message: &str) -> Error {
     let message = echo::truncate(
-        &echo::redact_text(message.trim_end()),
+        &echo::redact_text(&without_quoted_value(message.trim_end())),
         echo::MAX_MESSAGE_BYTES,
     );
     let key_at = span.as_ref().map(|s| s.start);
@@ -173,15 +173,51 @@ pub(super) fn toml_error(text: &str, span: Option<Span>, message: &str) -> Error
     }
 }
 
-/// The key of the `key = value` line holding byte `at` of `text`, if it is a bare or
-/// dotted key of at most 64 bytes (TOML 1.0 §Keys: `A-Za-z0-9_-` and `.`).
+/// The key whose value starts at byte `at` of `text`, if the line reads plainly `key =`
+/// right before it (whitespace and an opening `[` aside), the key is a bare or dotted one
+/// of at most 64 bytes (TOML 1.0 §Keys: `A-Za-z0-9_-` and `.`), only whitespace, `{` or
+/// `,` precede the key on its line (an inline table's key is named alone), and `at` is
+/// not inside a multi-line string. Anything less plain names nothing: a key is shown,
+/// never a value.
 fn line_key(text: &str, at: usize) -> Option<String> {
-    let start = text.get(..at)?.rfind('\n').map_or(0, |i| i + 1);
-    let line = text.get(start..)?.split('\n').next()?;
-    let (key, _) = line.split_once('=')?;
-    let key = key.trim();
+    let before = text.get(..at)?;
+    if before.matches("\"\"\"").count() % 2 == 1 || before.matches("\'\'\'").count() % 2 == 1 {
+        return None;
+    }
+    let line = &before[before.rfind('\n').map_or(0, |i| i + 1)..];
+    let (head, after) = line.rsplit_once('=')?;
+    if !after.chars().all(|c| c.is_whitespace() || c == '[') {
+        return None;
+    }
+    let head = head.trim_end();
     let bare = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
-    (!key.is_empty() && key.len() <= 64 && key.chars().all(bare)).then(|| key.to_owned())
+    let start = head.rfind(|c: char| !bare(c)).map_or(0, |i| i + 1);
+    let (lead, key) = head.split_at(start);
+    let lead = lead.trim();
+    let plain = lead.is_empty() || lead.ends_with('{') || lead.ends_with(',');
+    (plain && !key.is_empty() && key.len() <= 64).then(|| key.to_owned())
+}
+
+/// The parser's message without a value it quotes: serde's `invalid type: string "…",
+/// expected …` names what the file holds (a secret, perhaps, on the wrong key); the kind
+/// of value is kept, its text is not.
+fn without_quoted_value(message: &str) -> String {
+    for lead in ["invalid type: string \"", "invalid value: string \""] {
+        if let Some(i) = message.find(lead) {
+            if let Some(end) = message.rfind("\", expected") {
+                if end >= i + lead.len() - 1 {
+                    let kind = &lead[..lead.len() - 1];
+                    return format!(
+                        "{}{}{}",
+                        &message[..i],
+                        kind.trim_end(),
+                        &message[end + 1..]
+                    );
+                }
+            }
+        }
+    }
+    message.to_owned()
 }
 
 /// The transport `p` names (`http` when it names none).

@@ -538,6 +538,30 @@ concurrency = 2
         );
         let e = Config::from_toml_str(&text).unwrap_err().to_string();
         assert!(!e.contains("s3cret"), "{e}");
+        // Text inside a multi-line string, before the bad value on its line, is no key.
+        for bad in [
+            format!("rate_hint = [ \"\"\"\nsk_live_s3cret=x\"\"\", {huge} ]"),
+            format!("headers = {{ a = \"\"\"\ns3cret_token=1\"\"\", b = {huge} }}"),
+        ] {
+            let text = GOOD.replace("rate_hint = 50.0", &bad);
+            let e = Config::from_toml_str(&text).unwrap_err().to_string();
+            assert!(!e.contains("s3cret"), "{e}");
+        }
+        // An inline table's key is named, not the table's.
+        let text = GOOD.replace(
+            "concurrency = 20",
+            &format!("concurrency = 20\nbudget = {{ min_per_sec = {huge} }}"),
+        );
+        let e = Config::from_toml_str(&text).unwrap_err().to_string();
+        assert!(e.contains("min_per_sec: "), "{e}");
+        // A string where a number belongs: the kind is said, the text is not.
+        let text = GOOD.replace("concurrency = 20", "concurrency = \"s3cretvalue\"");
+        let e = Config::from_toml_str(&text).unwrap_err().to_string();
+        assert!(
+            e.contains("invalid type: string") && e.contains("expected"),
+            "{e}"
+        );
+        assert!(!e.contains("s3cret"), "{e}");
     }
 
     #[test]

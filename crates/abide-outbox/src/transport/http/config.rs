@@ -157,7 +157,10 @@ fn read(n: &str, keys: &Keys) -> std::result::Result<HttpConfig, TableError> {
     if auth_header.as_ref() == Some(&idempotency_key_header)
         || (auth_header.is_none() && idempotency_key_header == http::header::AUTHORIZATION)
     {
-        let why = "is the header the credential goes in; use another";
+        let why = format!(
+            "{} is the header the credential goes in; use another",
+            clip(&idem)
+        );
         return Err(Error::config(n, field, why).into());
     }
     if headers::is_credential(idempotency_key_header.as_str()) {
