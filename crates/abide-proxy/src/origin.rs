@@ -16,7 +16,8 @@
 use std::net::SocketAddr;
 
 use axum::body::Body;
-use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode, Version};
+use http::uri::Authority;
+use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, Version};
 
 use crate::answer;
 
@@ -40,25 +41,51 @@ pub fn loopback_hosts(addr: SocketAddr) -> Option<Vec<String>> {
     Some(hosts)
 }
 
-/// What is wrong with a request's `Host` field lines, if anything: more than one line, or
-/// none in an HTTP/1.1 request. RFC 9112 §3.2 makes either a `400 Bad Request`. The rule of
-/// every abide listener (`abide serve` too).
-pub fn host_field_problem(headers: &HeaderMap, version: Version) -> Option<&'static str> {
+/// What is wrong with a request's target authority or `Host` field lines, if anything:
+/// more than one `Host` line, none in an HTTP/1.1 request, or one that is not
+/// `host[:port]` (RFC 9112 §3.2 makes each a `400 Bad Request`; an empty value is allowed
+/// there), or userinfo (`user:pass@`) in an absolute-form target (RFC 9110 §4.2.4: an
+/// error). The rule of every abide listener (`abide serve` too).
+pub fn host_field_problem(
+    uri: &Uri,
+    headers: &HeaderMap,
+    version: Version,
+) -> Option<&'static str> {
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Some("userinfo (user:password@) in the request target (RFC 9110 §4.2.4)");
+    }
     let mut lines = headers.get_all(header::HOST).iter();
     match (lines.next(), lines.next()) {
         (Some(_), Some(_)) => Some("more than one Host header line (RFC 9112 §3.2)"),
         (None, _) if version == Version::HTTP_11 => {
             Some("an HTTP/1.1 request without a Host header (RFC 9112 §3.2)")
         }
+        (Some(v), None) if !v.is_empty() && !is_authority(v.as_bytes()) => {
+            Some("a Host header that is not host[:port] (RFC 9112 §3.2)")
+        }
         _ => None,
     }
+}
+
+/// `host[:port]` with no userinfo and a port of digits only (the `Host` field's grammar,
+/// RFC 9110 §7.2 and RFC 3986 §3.2.3: `port = *DIGIT`).
+fn is_authority(v: &[u8]) -> bool {
+    let after_host = match v.iter().rposition(|&b| b == b']') {
+        Some(i) => &v[i + 1..],
+        None => v,
+    };
+    let port_ok = match after_host.iter().rposition(|&b| b == b':') {
+        Some(i) => after_host[i + 1..].iter().all(u8::is_ascii_digit),
+        None => true,
+    };
+    port_ok && !v.contains(&b'@') && Authority::try_from(v).is_ok()
 }
 
 /// The answer to a request the proxy will not forward for a page or a foreign `Host`, or
 /// `None` to go on.
 pub(crate) fn refuse(req: &Request<Body>, hosts: Option<&[String]>) -> Option<Response<Body>> {
     let h = req.headers();
-    if let Some(why) = host_field_problem(h, req.version()) {
+    if let Some(why) = host_field_problem(req.uri(), h, req.version()) {
         return Some(answer::bad_request(why));
     }
     if h.contains_key(header::ORIGIN) || h.contains_key("sec-fetch-site") {
@@ -158,7 +185,28 @@ mod tests {
         }
         let mut one = req("/sms/v1", &[("host", "127.0.0.1:8788")]);
         *one.version_mut() = Version::HTTP_11;
-        assert_eq!(host_field_problem(one.headers(), one.version()), None);
+        assert_eq!(
+            host_field_problem(one.uri(), one.headers(), one.version()),
+            None
+        );
+        // Not host[:port], or userinfo in the target: 400 too; an empty Host is allowed.
+        for (uri, host) in [
+            ("/sms/v1", "a, b"),
+            ("/sms/v1", "user@127.0.0.1:8788"),
+            ("/sms/v1", "127.0.0.1:88x"),
+            ("http://user:pw@127.0.0.1:8080/v1", "127.0.0.1:8080"),
+        ] {
+            let r = req(uri, &[("host", host)]);
+            assert!(
+                host_field_problem(r.uri(), r.headers(), r.version()).is_some(),
+                "{uri} Host: {host}"
+            );
+        }
+        let empty = req("/sms/v1", &[("host", "")]);
+        assert_eq!(
+            host_field_problem(empty.uri(), empty.headers(), empty.version()),
+            None
+        );
         assert_eq!(
             refuse(&one, Some(hosts.as_slice())).map(|r| r.status()),
             None

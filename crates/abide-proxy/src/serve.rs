@@ -128,8 +128,14 @@ fn authorized(proxy: &Proxy, req: &Request<Body>, field: header::HeaderName) -> 
     req.headers()
         .get(field)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(bearer_token)
         .is_some_and(|t| ct_eq(&Sha256::digest(t.trim().as_bytes()).into(), want))
+}
+
+/// The token of a `Bearer` credential; the scheme is case-insensitive (RFC 9110 §11.1).
+fn bearer_token(v: &str) -> Option<&str> {
+    let (scheme, token) = v.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
 }
 
 /// Whether `req` may read the proxy's own `name` route: `healthz` always (load balancers);

@@ -141,6 +141,14 @@ async fn a_loopback_listener_answers_only_its_own_host() {
     assert_eq!(raw_status(addr, &absolute).await, 421);
     let absolute = format!("GET http://{addr}/healthz HTTP/1.1\r\nHost: {addr}");
     assert_eq!(raw_status(addr, &absolute).await, 200);
+    // Userinfo in the target, another scheme, a Host that is not host[:port]: 400.
+    for head in [
+        format!("GET http://user:pw@{addr}/healthz HTTP/1.1\r\nHost: {addr}"),
+        format!("GET ftp://{addr}/healthz HTTP/1.1\r\nHost: {addr}"),
+        "GET /healthz HTTP/1.1\r\nHost: a, b".to_owned(),
+    ] {
+        assert_eq!(raw_status(addr, &head).await, 400, "{head}");
+    }
     // --metrics-auth: the dashboard's data and history need the token too.
     for path in ["state.json", "history.json"] {
         let r = c

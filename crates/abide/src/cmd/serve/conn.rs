@@ -175,7 +175,16 @@ pub(crate) async fn host_check(
     req: Request,
     next: Next,
 ) -> Response {
-    if let Some(why) = abide_proxy::host_field_problem(req.headers(), req.version()) {
+    let scheme = req.uri().scheme_str();
+    let problem =
+        abide_proxy::host_field_problem(req.uri(), req.headers(), req.version()).or_else(|| {
+            scheme
+                .is_some_and(|s| {
+                    !s.eq_ignore_ascii_case("http") && !s.eq_ignore_ascii_case("https")
+                })
+                .then_some("a request target whose scheme is not http or https")
+        });
+    if let Some(why) = problem {
         return (
             StatusCode::BAD_REQUEST,
             axum::Json(serde_json::json!({ "error": "bad_request", "message": why })),
@@ -204,7 +213,8 @@ pub(crate) async fn host_check(
         axum::Json(serde_json::json!({
             "error": "misdirected_request",
             "message": format!(
-                "this loopback listener answers only Host {}",
+                "this loopback listener answers only the hosts {} (in Host, or in an \
+                 absolute-form request target, which wins)",
                 allowed.join(", ")
             ),
         })),

@@ -76,9 +76,12 @@ CONNECTIONS
   10 s; a request, its body included, must be answered within 30 s (else 408). At most
   --max-connections are open (default 512): a new one closes the one idle longest, and is
   refused while every connection has a request in progress (a warning says so). On a
-  loopback --listen the Host header must be the listen address or localhost, else 421 (a
-  web page cannot reach the API by DNS rebinding). While the database cannot be written,
-  requests that need it answer 503 with Retry-After.
+  loopback --listen the host (Host, or an absolute-form target's authority) must be the
+  listen address or localhost, else 421 (a web page cannot reach the API by DNS
+  rebinding). On any listener two Host lines, none in HTTP/1.1, a Host that is not
+  host[:port], or user:password@ in the target is 400 (RFC 9112 §3.2). An unknown route is
+  404 and a known route under another method 405 (with Allow), each with a JSON body. While
+  the database cannot be written, requests that need it answer 503 with Retry-After.
 
 AUTH
   The token is read once at start from the environment variable named by --token-env (never
