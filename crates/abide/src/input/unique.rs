@@ -60,9 +60,9 @@ impl Unique<'_> {
 }
 
 /// One element of an array or an object, deserialized with its path.
-struct At<'p>(String, std::marker::PhantomData<&'p ()>);
+struct At(String);
 
-impl<'de> de::DeserializeSeed<'de> for At<'_> {
+impl<'de> de::DeserializeSeed<'de> for At {
     type Value = Value;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         Unique::deserialize_at(d, &self.0)
@@ -103,10 +103,7 @@ impl<'de> Visitor<'de> for Unique<'_> {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Value, A::Error> {
         let mut out = Vec::new();
-        while let Some(v) = s.next_element_seed(At(
-            format!("{}[{}]", self.path, out.len()),
-            std::marker::PhantomData,
-        ))? {
+        while let Some(v) = s.next_element_seed(At(format!("{}[{}]", self.path, out.len())))? {
             out.push(v);
         }
         Ok(Value::Array(out))
@@ -121,7 +118,7 @@ impl<'de> Visitor<'de> for Unique<'_> {
                     echo::clip(&path)
                 )));
             }
-            let v = m.next_value_seed(At(path, std::marker::PhantomData))?;
+            let v = m.next_value_seed(At(path))?;
             out.insert(k, v);
         }
         Ok(Value::Object(out))

@@ -169,7 +169,12 @@ async fn raw_status(addr: &str, head: &str) -> u16 {
         .await
         .unwrap();
     let mut answer = Vec::new();
-    s.read_to_end(&mut answer).await.unwrap();
+    // Bounded by RUN_BOUND (an event: the server closes after `Connection: close`), so a
+    // server that kept the connection open fails the test instead of hanging it.
+    tokio::time::timeout(RUN_BOUND, s.read_to_end(&mut answer))
+        .await
+        .expect("the connection was not closed")
+        .unwrap();
     let answer = String::from_utf8_lossy(&answer);
     answer
         .split(' ')
