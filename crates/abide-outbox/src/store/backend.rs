@@ -13,7 +13,7 @@ use super::sql::Placeholders;
 #[cfg(feature = "postgres")]
 use super::sql::CLAIM_POSTGRES;
 #[cfg(feature = "sqlite")]
-use super::sql::CLAIM_SQLITE;
+use super::sql::{CLAIMED_SQLITE, CLAIM_MOVE_SQLITE, CLAIM_SQLITE};
 
 mod sealed {
     pub trait Sealed {}
@@ -25,9 +25,15 @@ mod sealed {
 
 /// A SQL database the outbox can live in: `Sqlite` or `Postgres`. Sealed.
 pub trait SqlBackend: Database + sealed::Sealed {
-    /// The claim statement (`UPDATE … RETURNING` of the claimed items).
+    /// The claim statement: `UPDATE … RETURNING` of the claimed items; with
+    /// [`SqlBackend::CLAIMED`], the `SELECT` of the rows to claim.
     #[doc(hidden)]
     const CLAIM: &'static str;
+    /// A claim in three statements where returned rows are dear (SQLite through sqlx):
+    /// the `UPDATE` of the rows [`SqlBackend::CLAIM`] picked, and the read of the claimed
+    /// items as rows of JSON on a reading connection ([`super::sql::CLAIMED_SQLITE`]).
+    #[doc(hidden)]
+    const CLAIMED: Option<(&'static str, &'static str)>;
     /// How generated batch statements write bind parameters.
     #[doc(hidden)]
     const PLACEHOLDERS: Placeholders;
@@ -56,6 +62,7 @@ pub trait SqlBackend: Database + sealed::Sealed {
 #[cfg(feature = "sqlite")]
 impl SqlBackend for Sqlite {
     const CLAIM: &'static str = CLAIM_SQLITE;
+    const CLAIMED: Option<(&'static str, &'static str)> = Some((CLAIM_MOVE_SQLITE, CLAIMED_SQLITE));
     const PLACEHOLDERS: Placeholders = Placeholders::Anonymous;
     // IMMEDIATE takes the write lock up front (waiting up to the busy timeout) instead of
     // failing with SQLITE_BUSY when a read lock cannot be upgraded.
@@ -73,6 +80,8 @@ impl SqlBackend for Sqlite {
 #[cfg(feature = "postgres")]
 impl SqlBackend for Postgres {
     const CLAIM: &'static str = CLAIM_POSTGRES;
+    // Postgres sends rows as they are, without a copy per value: RETURNING is cheap there.
+    const CLAIMED: Option<(&'static str, &'static str)> = None;
     const PLACEHOLDERS: Placeholders = Placeholders::Numbered;
     const BEGIN_WRITE: Option<&'static str> = None;
     const LOCK_ROWS: &'static str = " FOR UPDATE";

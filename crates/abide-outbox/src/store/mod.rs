@@ -38,6 +38,7 @@ mod any;
 mod backend;
 mod batch;
 mod blind;
+mod claimed;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod existing;
 mod plan;

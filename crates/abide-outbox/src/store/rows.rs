@@ -53,7 +53,63 @@ pub(crate) struct RawItem {
     message_id: Option<String>,
 }
 
+/// The columns of one claimed item as [`super::sql::CLAIMED_SQLITE`] reads them back: id,
+/// provider, method, path, headers (JSON), body (JSON), idempotency key, created (ms),
+/// attempts, window attempts, window start (ms), next attempt (ms), last provider code,
+/// reason, moved by, message id. The rest the claim itself set.
+pub(crate) type ClaimedRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    String,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
 impl RawItem {
+    /// The row of an item claimed for `current_provider` (now in `state`) under `owner`
+    /// until `expires_ms`.
+    pub(crate) fn claimed(
+        r: ClaimedRow,
+        current_provider: &str,
+        state: State,
+        owner: &str,
+        expires_ms: i64,
+    ) -> Self {
+        Self {
+            id: r.0,
+            provider: r.1,
+            current_provider: current_provider.to_owned(),
+            method: r.2,
+            path: r.3,
+            headers_json: r.4,
+            body_json: r.5,
+            idempotency_key: r.6,
+            created_at_ms: r.7,
+            state: state.as_str().to_owned(),
+            attempts: r.8,
+            window_attempts: r.9,
+            window_start_ms: r.10,
+            next_attempt_at_ms: r.11,
+            last_provider_code: r.12,
+            reason: r.13,
+            moved_by: r.14,
+            lease_owner: Some(owner.to_owned()),
+            lease_expires_at_ms: Some(expires_ms),
+            message_id: r.15,
+        }
+    }
+
     pub(crate) fn into_item(self) -> Result<Item> {
         let corrupt = |what: &str, e: &dyn std::fmt::Display| {
             Error::Corrupt(format!("item {}: {what}: {e}", self.id))

@@ -149,16 +149,23 @@ where
         }
         self.promote_due(Some(provider), now).await?;
         let to = transition(State::Queued, Event::Claim)?;
-        let rows: Vec<RawItem> = sqlx::query_as(DB::CLAIM)
-            .bind(to.as_str())
-            .bind(owner)
-            .bind(to_ms(now) + duration_ms(lease))
-            .bind(to_ms(now))
-            .bind(provider)
-            .bind(State::Queued.as_str())
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .fetch_all(&self.writes)
-            .await?;
+        let expires_ms = to_ms(now) + duration_ms(lease);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<RawItem> = if DB::CLAIMED.is_some() {
+            self.claim_then_read(provider, owner, to_ms(now), expires_ms, limit)
+                .await?
+        } else {
+            sqlx::query_as(DB::CLAIM)
+                .bind(to.as_str())
+                .bind(owner)
+                .bind(expires_ms)
+                .bind(to_ms(now))
+                .bind(provider)
+                .bind(State::Queued.as_str())
+                .bind(limit)
+                .fetch_all(&self.writes)
+                .await?
+        };
         let mut items = rows
             .into_iter()
             .map(RawItem::into_item)
