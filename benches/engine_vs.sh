@@ -10,11 +10,13 @@
 #   AGAINST=main benches/engine_vs.sh d3277e7      # two commits, neither the checkout
 #
 # Everything after REV is passed to the bench binary. REV is built in its own temporary
-# worktree under /work/wt (removed afterwards) with this checkout's target directory, so
-# the dependencies are compiled once for both; each binary is copied to
-# target/engine-vs/<commit>/ and reused there while the commit is unchanged (a dirty
-# checkout is always rebuilt, from its files as they are while cargo compiles: do not
-# edit them meanwhile). Set WT_ROOT to put the worktrees elsewhere.
+# worktree under /work/wt (removed afterwards) with a target directory of its own,
+# target/engine-vs/target: in the checkout's, cargo took the workspace crates already built
+# there from the checkout for fresh and handed back the checkout's binary as REV's (both
+# columns were one build). Each binary is copied to target/engine-vs/<commit>/ and reused
+# there while the commit is unchanged (a dirty checkout is always rebuilt, from its files
+# as they are while cargo compiles: do not edit them meanwhile); two commits that give the
+# same binary are refused. Set WT_ROOT to put the worktrees elsewhere.
 #
 # Output per run: items/s end to end, CPU µs per delivered item (whole process and the
 # outbox without the in-process provider), the load average; then per pair the ratio
@@ -44,9 +46,12 @@ HEAD_SHA=$(git rev-parse HEAD)
 DIRTY=""
 git diff --quiet HEAD -- && git diff --cached --quiet HEAD -- || DIRTY=1
 
-# Build the engine bench of the tree at $1 into $TARGET; print the executable's path.
+# Build the engine bench of the tree at $1 (into $TARGET for the checkout, into a target
+# directory of its own for another tree); print the executable's path.
 build_in() {
-    (cd "$1" && CARGO_TARGET_DIR=$TARGET cargo bench -q -p abide-outbox --bench engine \
+    local dir=$TARGET
+    [ "$1" = "$ROOT" ] || dir=$TARGET/engine-vs/target
+    (cd "$1" && CARGO_TARGET_DIR=$dir cargo bench -q -p abide-outbox --bench engine \
         --no-run --message-format=json) |
         jq -r 'select(.reason == "compiler-artifact" and .target.name == "engine"
                       and .executable != null) | .executable' | tail -1
@@ -99,6 +104,11 @@ elif [ -n "$DIRTY" ]; then
     A=$(binary_for "dirty-$HEAD_SHA" "$ROOT")
 else
     A=$(binary_for "$HEAD_SHA" "$ROOT")
+fi
+
+if cmp -s "$A" "$B"; then
+    echo "the two builds are one binary ($A, $B): nothing to compare" >&2
+    exit 1
 fi
 
 label_a="${AGAINST:+rev }${AGAINST:-checkout} ${HEAD_SHA:0:9}${DIRTY:+ (dirty)}"
