@@ -10,10 +10,10 @@
 #   AGAINST=main benches/engine_vs.sh d3277e7      # two commits, neither the checkout
 #
 # Everything after REV is passed to the bench binary. REV is built in its own temporary
-# worktree under /work/wt (removed afterwards) with a target directory of its own,
-# target/engine-vs/target: in the checkout's, cargo took the workspace crates already built
-# there from the checkout for fresh and handed back the checkout's binary as REV's (both
-# columns were one build). Each binary is copied to target/engine-vs/<commit>/ and reused
+# worktree under /work/wt (removed afterwards) with a target directory of its own per
+# commit, target/engine-vs/target-<commit> (a full build the first time): in a shared one,
+# cargo took the workspace crates built there from the other tree for fresh (its dep-info
+# paths are relative to the workspace root) and both columns were one build. Each binary is copied to target/engine-vs/<commit>/ and reused
 # there while the commit is unchanged (a dirty checkout is always rebuilt, from its files
 # as they are while cargo compiles: do not edit them meanwhile); two commits that give the
 # same binary are refused. Set WT_ROOT to put the worktrees elsewhere.
@@ -50,7 +50,7 @@ git diff --quiet HEAD -- && git diff --cached --quiet HEAD -- || DIRTY=1
 # directory of its own for another tree); print the executable's path.
 build_in() {
     local dir=$TARGET
-    [ "$1" = "$ROOT" ] || dir=$TARGET/engine-vs/target
+    [ "$1" = "$ROOT" ] || dir=$TARGET/engine-vs/target-$2
     (cd "$1" && CARGO_TARGET_DIR=$dir cargo bench -q -p abide-outbox --bench engine \
         --no-run --message-format=json) |
         jq -r 'select(.reason == "compiler-artifact" and .target.name == "engine"
@@ -73,7 +73,7 @@ binary_for() {
         return
     fi
     echo "building the engine bench of ${sha:0:9} (release)..." >&2
-    exe=$(build_in "$tree")
+    exe=$(build_in "$tree" "${sha:0:9}")
     [ -n "$exe" ] || { echo "no engine bench binary for $sha" >&2; exit 1; }
     mkdir -p "$(dirname "$dest")"
     cp "$exe" "$dest.tmp" && mv "$dest.tmp" "$dest"
