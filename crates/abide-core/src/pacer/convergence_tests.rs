@@ -1,7 +1,8 @@
 //! After the first search for the limit, in virtual time, answer by answer: a later throttle at
 //! or below the ceiling lowers it below the rate throttled (fast convergence); soon after a
-//! cut it converges when the host refused next to nothing, and halves when it refused a
-//! share or had just been paused.
+//! cut it converges when the host refused next to nothing, and throttles that refuse a
+//! share halve, whether or not the host had just been paused; one throttle soon after a cut
+//! (on trial, see `noise.rs`) sends back only its item.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -85,14 +86,40 @@ fn a_throttle_soon_after_a_cut_that_refused_next_to_nothing_converges_instead_of
     assert!(p.rate() >= 0.9 * before, "{} after {before}", p.rate());
 }
 
+/// `n` successes 10 ms apart.
+fn accept(clock: &ManualClock, p: &Pacer, n: usize) {
+    for _ in 0..n {
+        clock.advance(10 * MS);
+        p.on_verdict(clock.monotonic(), &answer(VerdictClass::Success));
+    }
+}
+
+/// `n` answers 10 ms apart, every other one a throttle (a limit that fell to half the rate);
+/// returns the rate before the first.
+fn half_refused(clock: &ManualClock, p: &Pacer, n: usize) -> f64 {
+    let before = p.rate();
+    for i in 0..n {
+        clock.advance(10 * MS);
+        let class = if i % 2 == 0 {
+            VerdictClass::Success
+        } else {
+            VerdictClass::Throttle
+        };
+        p.on_verdict(clock.monotonic(), &answer(class));
+    }
+    before
+}
+
 #[test]
-fn a_throttle_soon_after_a_cut_that_refused_a_share_still_halves() {
+fn throttles_soon_after_a_cut_that_refuse_a_share_still_halve() {
     let clock = ManualClock::new(UNIX_EPOCH);
     let p = Pacer::new(cold(100), clock.monotonic());
     accept_then_throttle(&clock, &p, 300);
-    // 2.5 s without a pause in which the host accepted 50/s of the ~95/s sent: the limit
-    // fell, and what was accepted cannot say by how much.
-    let before = accept_every_then_throttle(&clock, &p, 125, 20 * MS);
+    // 2.5 s without a pause in which the host accepted 50/s of the 100/s sent, refusing
+    // every other request: the limit fell, and what was accepted cannot say by how much.
+    // The cut on trial sees the share rise far above the one before it, and the throttles
+    // are decided as any: a halving.
+    let before = half_refused(&clock, &p, 250);
     assert_eq!(p.ceiling(), None);
     assert!(
         p.rate() <= 0.5 * before + 1e-9,
@@ -102,17 +129,37 @@ fn a_throttle_soon_after_a_cut_that_refused_a_share_still_halves() {
 }
 
 #[test]
-fn a_throttle_soon_after_a_pause_still_halves() {
+fn throttles_soon_after_a_pause_still_halve() {
     let clock = ManualClock::new(UNIX_EPOCH);
     let p = Pacer::new(cold(100), clock.monotonic());
     accept_then_throttle(&clock, &p, 300);
-    // Only 1 s of sending since the pause ended: what the host accepted then may be a
-    // refilled burst or a fresh window's quota, and proves nothing about the limit.
-    let before = accept_then_throttle(&clock, &p, 100);
+    // Only 1 s of sending since the pause ended (what the host accepted then may be a
+    // refilled burst or a fresh window's quota, and proves nothing about the limit), then
+    // half of what is sent refused.
+    accept(&clock, &p, 100);
+    let before = half_refused(&clock, &p, 20);
     assert_eq!(p.ceiling(), None);
     assert!(
         p.rate() <= 0.5 * before + 1e-9,
         "{} after {before}",
         p.rate()
     );
+}
+
+#[test]
+fn one_throttle_soon_after_a_cut_sends_back_only_its_item() {
+    let clock = ManualClock::new(UNIX_EPOCH);
+    let p = Pacer::new(cold(100), clock.monotonic());
+    accept_then_throttle(&clock, &p, 300);
+    let ceiling = p.ceiling();
+    // The cut is on trial: one throttle among 100 answers after it may be noise. It does
+    // not pause the host, and does not cut again.
+    accept(&clock, &p, 100);
+    let rate = p.rate();
+    clock.advance(10 * MS);
+    let now = clock.monotonic();
+    p.on_verdict(now, &answer(VerdictClass::Throttle));
+    assert_eq!(p.paused_until(now), None);
+    assert_eq!((p.rate(), p.ceiling()), (rate, ceiling));
+    assert_eq!(p.snapshot(now).decreases, 1);
 }

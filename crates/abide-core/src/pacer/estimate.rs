@@ -5,13 +5,15 @@
 use std::time::{Duration, Instant};
 
 use super::config::{PacerConfig, MAX_PAUSE};
-use super::noise::{Cut, Judged, Noise, Segment};
+use super::noise::{self, Noise};
 use super::pauses::Pauses;
 use super::schedule::Schedule;
 use crate::budget::Buckets;
 use crate::classify::Verdict;
 
-mod noise_hold;
+mod accepted;
+mod known_noise;
+mod trial;
 
 /// Clean-time credit per success, at most.
 const MAX_CREDIT: Duration = Duration::from_secs(1);
@@ -27,6 +29,8 @@ const PROBE_PAUSES: f64 = 20.0;
 /// [`ROUND_SPAN`] bounds it. It was `recovery / 10` (1.5 s), and against a 100/s limit a
 /// cold start at 10/s took about 25 s to get there.
 const SEARCH_ROUND: Duration = Duration::from_millis(250);
+/// Slow start's doubling time once noise is known (see `curve`).
+const NOISY_SEARCH_ROUND: Duration = Duration::from_secs(1);
 /// The span over which slow start measures what the host accepted: short, so that the
 /// bound follows the climb rather than the average of the last seconds.
 const ROUND_SPAN: Duration = Duration::from_millis(500);
@@ -74,7 +78,8 @@ pub(super) struct Estimate {
     probe: Duration,
     /// When the last decrease happened.
     decreased_at: Option<Instant>,
-    /// When the first search ended (the first decrease); `None` before it.
+    /// When the first search ended (the first decrease); `None` before it, and again once
+    /// the throttles are known to be noise (the search starts over).
     searched_at: Option<Instant>,
     /// Answers arriving before this may be for slots reserved before the last decrease
     /// (the end of the queue then, plus a latency allowance; for
@@ -86,15 +91,10 @@ pub(super) struct Estimate {
     probe_cost: Duration,
     /// What worked before the host went dark (see [`Held`]); restored at its first success.
     held: Option<Held>,
-    /// The fresh answers since the last judged share (see `noise.rs`).
-    segment: Segment,
-    /// The last judged share of throttles, and the rate it was seen at.
-    last_cut: Option<Cut>,
-    /// At the last fresh throttle: a small share had been judged, and the share since was
-    /// small too.
-    suspect: bool,
     /// Throttles found not to follow the rate (see `noise.rs`).
     pub(super) noise: Option<Noise>,
+    /// The last cut, on probation (see `estimate/trial.rs`), and what undoing it restores.
+    trial: Option<(noise::Trial, Before)>,
     /// This node's fraction of the traffic to the host (1 alone; set by a coordination
     /// layer when several nodes share one limit): what this node sees accepted, divided by
     /// it, is what the host accepted.
@@ -112,6 +112,21 @@ struct Held {
     /// A later cut found nothing at all accepted lately: the host went dark. Until then
     /// the snapshot is only kept in case (a fallen limit also starts with a deep cut).
     dark: bool,
+}
+
+/// What a cut changed that an undo restores, and what the trial compares with.
+#[derive(Debug, Clone, Copy)]
+struct Before {
+    /// The rate before the cut (requests per second).
+    rate: f64,
+    held: Option<Held>,
+    probe_cost: Duration,
+    /// The rate answers came at over the last `window` (per second open).
+    answered: f64,
+    /// The rate the host accepted them at, over the same span.
+    accepted: f64,
+    /// Fewer answers than a trial needs came in the last whole `window`.
+    slow: bool,
 }
 
 /// Which accepted-rate counter [`Estimate::measured`] reads.
@@ -144,10 +159,8 @@ impl Estimate {
             decreases: 0,
             probe_cost: Duration::ZERO,
             held: None,
-            segment: Segment::new(now),
-            last_cut: None,
-            suspect: false,
             noise: None,
+            trial: None,
             share: 1.0,
         }
     }
@@ -221,7 +234,7 @@ impl Estimate {
 
     /// Nothing learned yet: the first search for the limit (slow start), no decrease so far.
     pub(super) fn first_search(&self) -> bool {
-        self.ceiling.is_none() && self.decreases == 0
+        self.ceiling.is_none() && self.searched_at.is_none()
     }
 
     /// Was an answer arriving at `now`, reservation time unknown, spaced at the current rate?
@@ -232,6 +245,18 @@ impl Estimate {
     /// Was a request reserved at `reserved_at` spaced at the current rate?
     pub(super) fn fresh_reserved(&self, reserved_at: Instant) -> bool {
         self.decreased_at.is_none_or(|d| reserved_at >= d)
+    }
+
+    /// Would a throttle at `now` (`fresh`: to a slot handed out since the last cut) be
+    /// spared the pause of the host, a cut being on trial (see `estimate/trial.rs`)?
+    pub(super) fn trial_spares(
+        &self,
+        cfg: &PacerConfig,
+        now: Instant,
+        fresh: bool,
+        pauses: &Pauses,
+    ) -> bool {
+        self.spared_by_trial(cfg, now, fresh, pauses)
     }
 
     /// Count every answer the remote sent.
@@ -267,25 +292,13 @@ impl Estimate {
     ) {
         self.decide.add(now, 1, 1);
         let (total, throttles) = self.decide.sums(now);
+        if self.throttle_on_trial(cfg, now, pauses, schedule) {
+            return;
+        }
         if self.throttle_in_known_noise(cfg, now, (total, throttles), pauses, schedule) {
             return;
         }
         let probing = self.ceiling.is_none_or(|c| self.rate > c);
-        // A small share judged before this throttle, and a small one since: perhaps noise.
-        self.suspect = self.last_cut.is_some() && self.segment.small();
-        let paused = pauses.within(self.segment.started(), now);
-        match self.segment.throttled(now, paused, cfg.window) {
-            Judged::Share(after) => {
-                if let Some(before) = self.last_cut.filter(|b| b.did_not_fall(&after)) {
-                    let accepted = self.measured(cfg, now, Counter::Window, pauses, schedule);
-                    self.hold_noise(cfg, before, after, accepted);
-                    return;
-                }
-                self.last_cut = Some(after);
-            }
-            Judged::Broken => self.last_cut = None,
-            Judged::Nothing => {}
-        }
         // A throttle that pauses the host costs the whole pause, not one request: time
         // already paused in the window (before this throttle's own pause) counts as
         // throttled, so one stray throttle is noise but one a second is not.
@@ -296,7 +309,9 @@ impl Estimate {
                 .retry_after
                 .as_ref()
                 .map_or(Duration::ZERO, |ra| ra.delay.min(MAX_PAUSE));
+            let before = self.before_cut(cfg, now, pauses, schedule);
             self.decrease(cfg, now, pauses, schedule);
+            self.begin_trial(cfg, now, (total, throttles), before, schedule);
         }
     }
 
@@ -307,12 +322,10 @@ impl Estimate {
         cfg: &PacerConfig,
         now: Instant,
         pauses: &mut Pauses,
-        schedule: &Schedule,
+        schedule: &mut Schedule,
     ) {
         self.decide.add(now, 1, 0);
-        if !self.segment.accepted(now, cfg.window) {
-            self.last_cut = None;
-        }
+        let on_trial = self.answer_on_trial(cfg, now, pauses, schedule);
         let credit = self
             .last_success
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
@@ -323,7 +336,7 @@ impl Estimate {
         // In slow start the rate doubles per round, so the evidence is read over the last
         // round rather than the last seconds, and it is a hard bound: never above
         // `1 + LEAD` times what the host accepted.
-        let searching = self.ceiling.is_none() && self.decreases == 0;
+        let searching = self.first_search();
         let counter = if searching {
             Counter::Round
         } else {
@@ -331,7 +344,9 @@ impl Estimate {
         };
         let accepted = self.measured(cfg, now, counter, pauses, schedule);
         let validated = accepted.is_none_or(|a| self.rate <= a * (1.0 + LEAD));
-        if validated {
+        // On trial, the recovery toward a known ceiling goes on (the rate catches up with it
+        // once the trial is judged); a search does not double on while the rate is held.
+        if validated && !(on_trial && self.ceiling.is_none()) {
             self.probe = (self.probe + credit.min(MAX_CREDIT)).min(max_probe);
         }
         if self.ceiling.is_some() && self.probe.as_secs_f64() >= 2.0 * self.k_secs(cfg) {
@@ -348,19 +363,15 @@ impl Estimate {
             // The bound never lowers the rate: that is for throttles to do.
             cap = cap.min((a * (1.0 + LEAD)).max(self.rate));
         }
-        let floor = self.noise.map_or(cfg.min_rate, |n| n.floor.min(cap));
-        self.rate = self
-            .curve(cfg)
-            .max(floor)
-            .clamp(cfg.min_rate, cap.max(cfg.min_rate));
+        let rate = self.curve(cfg).clamp(cfg.min_rate, cap.max(cfg.min_rate));
+        // A cut on trial holds the rate where it put it (the curve goes on, and the rate
+        // catches up with it once the trial is judged).
+        self.rate = if on_trial { rate.min(self.rate) } else { rate };
     }
 
     /// Any other answer spaced at the current rate: counted, decides nothing.
-    pub(super) fn on_fresh_other(&mut self, cfg: &PacerConfig, now: Instant) {
+    pub(super) fn on_fresh_other(&mut self, now: Instant) {
         self.decide.add(now, 1, 0);
-        if !self.segment.accepted(now, cfg.window) {
-            self.last_cut = None;
-        }
     }
 
     /// The rate the recovery/probe curve gives for the clean time credited so far.
@@ -371,10 +382,13 @@ impl Estimate {
             // Nothing known yet: double every round, as far as the lead allows. Known once and
             // decayed: every `K / 10` (a raised limit near the old one; the fast search
             // cost queue-throttling 3 points of goodput in probes).
-            let round = if self.decreases == 0 {
-                SEARCH_ROUND.as_secs_f64()
-            } else {
-                k / 10.0
+            // Searching with noise known: a share clearly above the noise takes dozens of
+            // answers to show, so each doubling takes longer, not to run far past the limit
+            // before it does.
+            let round = match (self.searched_at, self.noise) {
+                (None, None) => SEARCH_ROUND.as_secs_f64(),
+                (None, Some(_)) => NOISY_SEARCH_ROUND.as_secs_f64(),
+                (Some(_), _) => k / 10.0,
             };
             return self.anchor * (t / round).exp2();
         }
@@ -432,7 +446,7 @@ impl Estimate {
         // says the limit fell, so whichever is lower; a probe above it, the whole window
         // (least disturbed by a burst).
         let accepted = match (self.ceiling, recent) {
-            (None, Some(r)) if self.decreases == 0 => {
+            (None, Some(r)) if self.searched_at.is_none() => {
                 Some(round.map_or(r, |x| (x * r).sqrt().max(r)))
             }
             (None, Some(r)) => Some(r),
@@ -458,12 +472,11 @@ impl Estimate {
             .within(now.checked_sub(cfg.window / RECENT).unwrap_or(now), now)
             .is_zero();
         let metering = settled && recent.is_some_and(|r| r >= cfg.decrease_factor * old);
-        // Perhaps noise (`suspect`, see `noise.rs`), which a halving per stray throttle
-        // would decay before it could be told from a limit; a fallen limit refuses a large
-        // share and still halves.
+        // With noise known, a share clearly above it is the limit near, not a fallen one (a
+        // fallen limit refuses a large share, which forgets the noise, and still halves).
         let stale = below
             && !metering
-            && !self.suspect
+            && self.noise.is_none()
             && self
                 .decreased_at
                 .is_some_and(|d| now.saturating_duration_since(d) < cfg.window / 2);
@@ -538,51 +551,6 @@ impl Estimate {
         self.decide.clear();
         self.searched_at.get_or_insert(now);
         self.decreases += 1;
-    }
-
-    /// Requests the host accepted (answers that were not throttles) per second over a
-    /// counter's span; `None` while that span is under half a second.
-    #[allow(clippy::cast_precision_loss)] // counts in one window stay far below 2^53
-    fn measured(
-        &mut self,
-        cfg: &PacerConfig,
-        now: Instant,
-        which: Counter,
-        pauses: &mut Pauses,
-        schedule: &Schedule,
-    ) -> Option<f64> {
-        let (span, n, counter) = match which {
-            Counter::Window => (cfg.window, BUCKETS, &mut self.observed),
-            Counter::Recent => (cfg.window / RECENT, RECENT_BUCKETS, &mut self.recent),
-            Counter::Round => (ROUND_SPAN, ROUND_BUCKETS, &mut self.round),
-        };
-        let width = span / n;
-        let age = now.saturating_duration_since(self.born);
-        // The counters hold the last `span` plus the elapsed part of the current bucket.
-        let part = Duration::from_nanos(
-            u64::try_from(age.as_nanos() % width.as_nanos().max(1)).unwrap_or(0),
-        );
-        let covered = age.min(span + part).min(schedule.offered(now));
-        let (total, throttles) = counter.sums(now);
-        // Time the host was paused accepted nothing and says nothing about the limit: with
-        // a `Retry-After: 1` per throttle, counting it read a 100/s limit as 60/s.
-        if let Counter::Window = which {
-            // The longest span asked about: older stretches are of no more use.
-            pauses.forget_older_than(span, now);
-        }
-        let paused = pauses.within(now - covered, now);
-        let open = covered.saturating_sub(paused);
-        // The short counter is read when the host was mostly paused (a fallen limit): a
-        // tenth of a second of evidence beats none.
-        let least = match which {
-            Counter::Window => Duration::from_millis(500),
-            Counter::Recent | Counter::Round => Duration::from_millis(100),
-        };
-        if open < least {
-            return None;
-        }
-        // This node's part of what the host accepted, scaled to the whole.
-        Some(total.saturating_sub(throttles) as f64 / open.as_secs_f64() / self.share)
     }
 }
 

@@ -8,7 +8,8 @@
 //! - `schedule.rs`: spacing (GCRA) and the queue of reserved slots.
 //! - `pauses.rs`: pauses of the host, the pacer's own after a throttle without a delay.
 //! - `estimate.rs`: the ceiling estimate, cubic recovery and slow start: the rate.
-//! - `estimate/noise_hold.rs`: the estimate under known noise: a floor held, not cut.
+//! - `estimate/known_noise.rs`: the estimate with noise known: throttles within it ignored.
+//! - `estimate/trial.rs`: a cut on trial, undone when the throttles did not fall.
 //! - `noise.rs`: throttles that do not follow the rate, told from a limit by what a cut does.
 //! - `quota.rs`: an advertised count of units left, spent at once, and the wait for its reset.
 //! - `tests.rs`, `search_tests.rs`: unit tests; the latter runs senders against model
@@ -264,7 +265,11 @@ impl Pacer {
         // A throttle within the noise (see `noise.rs`) sends back only its own item, which
         // waits its own `Retry-After`: pausing the host for each would cost the whole host
         // a pause per twenty requests at a 5 % share, whatever the rate.
-        if throttled && !s.estimate.within_noise(cfg, now) {
+        // So does one after a cut on trial that keeps to the share seen before the cut
+        // (`estimate/trial.rs`): until the answers say whether the cut found a limit.
+        let spared = s.estimate.within_noise(cfg, now)
+            || s.estimate.trial_spares(cfg, now, fresh, &s.pauses);
+        if throttled && !spared {
             let server_reset = verdict
                 .rate_limit
                 .as_ref()
@@ -292,9 +297,9 @@ impl Pacer {
             }
             VerdictClass::Success => {
                 s.estimate
-                    .on_fresh_success(cfg, now, &mut s.pauses, &s.schedule);
+                    .on_fresh_success(cfg, now, &mut s.pauses, &mut s.schedule);
             }
-            _ => s.estimate.on_fresh_other(cfg, now),
+            _ => s.estimate.on_fresh_other(now),
         }
     }
 

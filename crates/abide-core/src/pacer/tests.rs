@@ -103,7 +103,14 @@ fn decreases_to_below_the_accepted_rate_and_climbs_back_while_clean() {
     p.on_verdict(clock.monotonic(), &verdict(VerdictClass::Throttle));
     let c = p.ceiling().unwrap();
     assert!((9.5..=10.5).contains(&c), "ceiling {c}");
-    assert!((p.rate() - 0.95 * c).abs() < 1e-9, "{}", p.rate());
+    // The cut is on trial (see `noise.rs`): held at least 10 % below what the host
+    // accepted, at most 10 % below the decrease's own `0.95 × c`, until the answers say
+    // whether it found a limit.
+    assert!(
+        p.rate() <= 0.95 * c + 1e-9 && p.rate() >= 0.9 * 0.95 * c,
+        "{}",
+        p.rate()
+    );
     assert_eq!(p.snapshot(clock.monotonic()).decreases, 1);
     // Back at the ceiling after `recovery` (15 s) of clean time, and no higher meanwhile.
     let mut rates = Vec::new();
@@ -525,9 +532,16 @@ proptest! {
                     pause_end = pause_end.max(Some(until));
                 }
                 1 => {
+                    // A throttle pauses the host for its (capped) `Retry-After`, unless it
+                    // sends only its own item back (within known noise, or a cut on
+                    // trial): then the pause the pacer reports is what counts.
                     let d = Duration::from_millis(arg_ms);
                     p.on_verdict(now, &throttle_with_retry_after(d));
-                    pause_end = pause_end.max(Some(now + d.min(MAX_PAUSE)));
+                    if let Some(until) = p.paused_until(now) {
+                        prop_assert!(until <= now + d.min(MAX_PAUSE).max(
+                            pause_end.map_or(Duration::ZERO, |e| e.saturating_duration_since(now))));
+                    }
+                    pause_end = pause_end.max(p.paused_until(now));
                 }
                 2 => p.on_verdict(now, &verdict(VerdictClass::Success)),
                 _ => {
