@@ -239,25 +239,27 @@ fn a_hard_limit_is_still_found_and_held() {
     // 50/s, no noise, the pacer starting at four times that.
     let t = run(50.0, 0.0, 200.0, 600);
     let after = &t[30..];
-    // The ceiling is what the host accepted, which a GCRA's burst lets read a little high
-    // (up to 3 % here): "at the limit" is within 3 % of it. Probes go above now and then;
-    // the rate lives at or below it.
-    let above = after.iter().filter(|s| s.0 > 51.5).count();
+    // The ceiling is what the host accepted, which a GCRA's burst lets read a little high:
+    // "at the limit" is within 2 % of it. Probes go above now and then; the rate lives
+    // at or below it.
+    let above = after.iter().filter(|s| s.0 > 51.0).count();
     let throttled: u32 = after.iter().map(|s| s.2).sum();
     let accepted: u32 = after.iter().map(|s| s.1).sum();
     eprintln!(
-        "rate at 30 s {:.1}/s, at the end {:.1}/s, seconds above 51.5/s {above}, \
+        "rate at 30 s {:.1}/s, at the end {:.1}/s, seconds above 51/s {above}, \
          throttled {throttled} of {}",
         t[30].0,
         t[599].0,
         throttled + accepted
     );
-    // Found within 30 s: the rate over the next 30 s lives at the limit (an instant may
-    // catch a probe, or the curve's top at a ceiling read a little high).
-    let found = t[30..60].iter().map(|s| s.0).sum::<f64>() / 30.0;
-    assert!(found <= 51.5 && t[599].0 <= 51.5, "{found} {}", t[599].0);
-    assert!(above * 10 < after.len(), "{above} s above 51.5/s");
-    // Not taken for noise: throttles stay rare.
+    assert!(
+        t[30].0 <= 51.0 && t[599].0 <= 51.0,
+        "{} {}",
+        t[30].0,
+        t[599].0
+    );
+    assert!(above * 10 < after.len(), "{above} s above 51/s");
+    // Not taken for noise: throttles stay rare (each pauses the host).
     assert!(
         f64::from(throttled) < 0.002 * f64::from(throttled + accepted),
         "{throttled} throttled"
