@@ -121,6 +121,8 @@ struct Before {
     rate: f64,
     held: Option<Held>,
     probe_cost: Duration,
+    /// The cut ends the first search (nothing learned before it).
+    searching: bool,
     /// The rate answers came at over the last `window` (per second open).
     answered: f64,
     /// The rate the host accepted them at, over the same span.

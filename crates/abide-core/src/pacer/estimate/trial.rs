@@ -32,6 +32,7 @@ impl Estimate {
             rate: self.rate,
             held: self.held,
             probe_cost: self.probe_cost,
+            searching: self.first_search(),
             answered: per_sec(answers),
             // A whole window of traffic with fewer answers than a trial needs.
             slow: span >= cfg.window && answers < noise::EVIDENCE,
@@ -40,8 +41,14 @@ impl Estimate {
     }
 
     /// A cut was just made from `before` at `now`, after `(answers, throttles)` fresh since
-    /// the previous decrease: put it on trial, unless the host was refusing rather than
-    /// metering (a share too large for noise, on more than a stray throttle or two).
+    /// the previous decrease: put it on trial, at least [`noise::LEAST_CUT`] below what the
+    /// host accepted. Not when the host was refusing rather than metering, nor when it is
+    /// too slow for a trial to gather its answers within a window (fewer came in the last
+    /// one: a trial would only hold the rate low and end without a verdict), nor, once the
+    /// first search is over, when the share could not be noise that matters (a probe's lone
+    /// throttle after hundreds of answers is the limit's, and holding the rate lower while
+    /// a trial runs would cost throughput for nothing). The first search's cut always is:
+    /// noise shows first there, on a few answers.
     pub(super) fn begin_trial(
         &mut self,
         cfg: &PacerConfig,
@@ -51,15 +58,7 @@ impl Estimate {
         schedule: &mut Schedule,
     ) {
         let trial = Trial::new(now, counts, before.answered, self.noise.as_ref());
-        // Too slow a host for a trial to gather its answers within a window (fewer came in
-        // the last one): it would only hold the rate below the cut, and end without a
-        // verdict.
-        // Nor is a share that could not be noise that matters on trial, once the first
-        // search is over: a probe's lone throttle after hundreds of answers is the limit's,
-        // and holding the rate lower while a trial runs would cost throughput for nothing.
-        // (The first search's cut always is: noise shows first there, on a few answers.)
-        let first_search = self.searched_at == Some(now) && self.decreases == 1;
-        if before.slow || trial.refusing_before() || !(first_search || trial.could_be_noise()) {
+        if before.slow || trial.refusing_before() || !(before.searching || trial.could_be_noise()) {
             self.trial = None;
             return;
         }
