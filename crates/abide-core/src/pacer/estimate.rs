@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use super::config::{PacerConfig, MAX_PAUSE};
-use super::noise::{self, Noise};
+use super::noise::{self, Noise, Outcome};
 use super::pauses::Pauses;
 use super::schedule::Schedule;
 use crate::budget::Buckets;
@@ -294,7 +294,12 @@ impl Estimate {
     ) {
         self.decide.add(now, 1, 1);
         let (total, throttles) = self.decide.sums(now);
-        if self.throttle_on_trial(cfg, now, pauses, schedule) {
+        // A throttle that keeps to the share seen before a cut on trial was decided there.
+        let on_trial = self.answer_on_trial(cfg, now, true, pauses, schedule);
+        if matches!(
+            on_trial,
+            Some(Outcome::Open | Outcome::Stayed | Outcome::Again)
+        ) {
             return;
         }
         if self.throttle_in_known_noise(cfg, now, (total, throttles), pauses, schedule) {
@@ -327,7 +332,10 @@ impl Estimate {
         schedule: &mut Schedule,
     ) {
         self.decide.add(now, 1, 0);
-        let on_trial = self.answer_on_trial(cfg, now, pauses, schedule);
+        let on_trial = matches!(
+            self.answer_on_trial(cfg, now, false, pauses, schedule),
+            Some(Outcome::Open | Outcome::Again)
+        );
         let credit = self
             .last_success
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));

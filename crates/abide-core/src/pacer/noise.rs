@@ -110,14 +110,14 @@ pub(super) struct Trial {
     /// The share of the noise already known (0 when none): throttles after the cut at
     /// about that share say the cut found the limit, not that it did not help.
     noise: f64,
-    /// This trial follows one that said [`Verdict::Again`]: the answers before are that
+    /// This trial follows one that said [`Outcome::Again`]: the answers before are that
     /// trial's.
     again: bool,
 }
 
 /// What the answers after a cut say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(super) enum Outcome {
     /// Not enough answers yet to tell.
     Open,
     /// The throttles stopped (or fell clearly): the cut found a limit.
@@ -169,17 +169,17 @@ impl Trial {
         n < EVIDENCE || k as f64 >= NOISE_THAT_MATTERS * n as f64
     }
 
-    /// The verdict if the next fresh answer, at `now`, is a throttle, without counting it;
-    /// `paused` as for [`Trial::verdict`].
+    /// The outcome if the next fresh answer, at `now`, is a throttle, without counting it;
+    /// `paused` as for [`Trial::outcome`].
     pub(super) fn with_throttle(
         &self,
         now: Instant,
         window: Duration,
         paused: Duration,
-    ) -> Verdict {
+    ) -> Outcome {
         let mut t = *self;
         t.count(now, true);
-        t.verdict(now, window, paused)
+        t.outcome(now, window, paused)
     }
 
     /// Count a fresh answer after the cut, at `now`.
@@ -190,7 +190,7 @@ impl Trial {
         self.last = Some(now);
     }
 
-    /// Does this trial follow one that said [`Verdict::Again`]?
+    /// Does this trial follow one that said [`Outcome::Again`]?
     pub(super) fn is_again(&self) -> bool {
         self.again
     }
@@ -201,7 +201,7 @@ impl Trial {
     }
 
     /// The throttled share of the answers before and after the cut, together: the noise's
-    /// share once the trial says [`Verdict::Stayed`].
+    /// share once the trial says [`Outcome::Stayed`].
     #[allow(clippy::cast_precision_loss)] // counts in one window stay far below 2^53
     pub(super) fn pooled(&self) -> f64 {
         (self.before.1 + self.throttles) as f64 / (self.before.0 + self.answers) as f64
@@ -210,7 +210,7 @@ impl Trial {
     /// What the answers after the cut say at `now`; `paused` is how long the host was
     /// paused since the first of them (time in which none could come).
     #[allow(clippy::cast_precision_loss)] // counts in one window stay far below 2^53
-    pub(super) fn verdict(&self, now: Instant, window: Duration, paused: Duration) -> Verdict {
+    pub(super) fn outcome(&self, now: Instant, window: Duration, paused: Duration) -> Outcome {
         let (nb, kb) = (self.before.0 as f64, self.before.1 as f64);
         let (n, k) = (self.answers as f64, self.throttles as f64);
         let before = kb / nb;
@@ -226,21 +226,21 @@ impl Trial {
         };
         let two = self.throttles >= LEAST_THROTTLES;
         if two && z > SIGMAS || refusing(self.answers, self.throttles) {
-            return Verdict::Rose;
+            return Outcome::Rose;
         }
         let open = self.open(paused);
         let expired = now.saturating_duration_since(self.started) > window * TRIAL_WINDOWS;
         if (self.answers < EVIDENCE || open < LEAST_OPEN) && !expired {
-            return Verdict::Open;
+            return Outcome::Open;
         }
         // Both shares must rest on enough answers: a share before the cut read off a few
         // answers says nothing (a limit far below the rate refuses few of them while each
         // refusal's pause refills its burst). Then this trial's share is the one to compare
         // with, at a rate cut once more.
         if two && self.before.0 < EVIDENCE && self.clearly_above_known(after, n) {
-            return Verdict::Again;
+            return Outcome::Again;
         }
-        // After [`Verdict::Again`] the share before is itself one seen after a cut, spared
+        // After [`Outcome::Again`] the share before is itself one seen after a cut, spared
         // its pauses: its throttles count toward the evidence.
         let seen = self.throttles + if self.again { self.before.1 } else { 0 };
         let stayed = two
@@ -249,7 +249,7 @@ impl Trial {
             && self.clearly_above_known(after, n)
             && self.did_not_fall(before, after, self.answer_rate(paused));
         if stayed {
-            return Verdict::Stayed;
+            return Outcome::Stayed;
         }
         // Holding the rate costs little either way (a limit is below the rate before the
         // cut, noise takes only what it took before): wait until noise at the share before
@@ -259,14 +259,14 @@ impl Trial {
             (EXPECTED / before.max(NOISE_THAT_MATTERS)).clamp(EVIDENCE as f64, MOST_ANSWERS as f64);
         let quiet = n >= needed && self.throttles < LEAST_THROTTLES;
         if quiet || z < -FELL_SIGMAS || self.answers >= MOST_ANSWERS || open >= window || expired {
-            return Verdict::Fell;
+            return Outcome::Fell;
         }
-        Verdict::Open
+        Outcome::Open
     }
 
-    /// The trial after a further cut at `now`, when this one said [`Verdict::Again`]: its
+    /// The trial after a further cut at `now`, when this one said [`Outcome::Again`]: its
     /// answers are the share before, at the rate they came at (`paused` as for
-    /// [`Trial::verdict`]).
+    /// [`Trial::outcome`]).
     #[allow(clippy::cast_precision_loss)] // counts in one window stay far below 2^53
     pub(super) fn again(&self, now: Instant, paused: Duration) -> Self {
         Self {
@@ -283,7 +283,7 @@ impl Trial {
     }
 
     /// The rate the answers since the cut came at (per second open; `paused` as for
-    /// [`Trial::verdict`]).
+    /// [`Trial::outcome`]).
     #[allow(clippy::cast_precision_loss)] // counts in one window stay far below 2^53
     pub(super) fn answer_rate(&self, paused: Duration) -> f64 {
         (self.answers.saturating_sub(1)) as f64 / self.open(paused).as_secs_f64().max(0.1)
@@ -365,34 +365,34 @@ mod tests {
         t
     }
 
-    fn judged(before: (u64, u64), a: (u64, u64), secs: u64, noise: Option<f64>) -> Verdict {
-        after(before, a, secs, noise).verdict(t0() + S(secs), S(10), Duration::ZERO)
+    fn judged(before: (u64, u64), a: (u64, u64), secs: u64, noise: Option<f64>) -> Outcome {
+        after(before, a, secs, noise).outcome(t0() + S(secs), S(10), Duration::ZERO)
     }
 
     #[test]
     fn throttles_that_go_on_at_the_same_share_after_a_cut_are_noise() {
         // 5 % before at 100/s, 5 % after at 85/s (340 answers in 4 s).
-        assert_eq!(judged((200, 10), (340, 17), 4, None), Verdict::Stayed);
+        assert_eq!(judged((200, 10), (340, 17), 4, None), Outcome::Stayed);
         // The same share over too short a time: a limiter's burst may still be spent.
-        assert_eq!(judged((200, 10), (85, 4), 1, None), Verdict::Open);
+        assert_eq!(judged((200, 10), (85, 4), 1, None), Outcome::Open);
         // Not a cut: the same rate after it says nothing, and noise would have shown.
-        assert_eq!(judged((200, 10), (400, 20), 4, None), Verdict::Fell);
+        assert_eq!(judged((200, 10), (400, 20), 4, None), Outcome::Fell);
         // A trickle is not enough to call it noise (a limit just below the rate).
-        assert_eq!(judged((200, 10), (170, 3), 2, None), Verdict::Open);
+        assert_eq!(judged((200, 10), (170, 3), 2, None), Outcome::Open);
     }
 
     #[test]
     fn throttles_that_stop_or_fall_after_a_cut_are_a_limit() {
-        assert_eq!(judged((200, 10), (340, 0), 4, None), Verdict::Fell);
-        assert_eq!(judged((200, 20), (340, 3), 4, None), Verdict::Fell);
+        assert_eq!(judged((200, 10), (340, 0), 4, None), Outcome::Fell);
+        assert_eq!(judged((200, 20), (340, 3), 4, None), Outcome::Fell);
         // A limit with noise on top: after a cut below it, only the known noise.
-        assert_eq!(judged((300, 30), (340, 17), 4, Some(0.05)), Verdict::Fell);
+        assert_eq!(judged((300, 30), (340, 17), 4, Some(0.05)), Outcome::Fell);
     }
 
     #[test]
     fn throttles_that_rise_after_a_cut_or_come_in_a_row_are_a_refusing_host() {
-        assert_eq!(judged((400, 2), (100, 10), 2, None), Verdict::Rose);
-        assert_eq!(judged((200, 10), (3, 3), 1, None), Verdict::Rose);
+        assert_eq!(judged((400, 2), (100, 10), 2, None), Outcome::Rose);
+        assert_eq!(judged((200, 10), (3, 3), 1, None), Outcome::Rose);
         // Trials start only where the host was metering, not refusing.
         let t0 = t0();
         assert!(!Trial::new(t0, (8, 1), 100.0, None).refusing_before());
@@ -405,8 +405,8 @@ mod tests {
         // One throttle in 24 answers before the cut says nothing; 2 of 60 since do.
         let first = after((24, 1), (60, 2), 3, None);
         assert_eq!(
-            first.verdict(t0() + S(3), S(10), Duration::ZERO),
-            Verdict::Again
+            first.outcome(t0() + S(3), S(10), Duration::ZERO),
+            Outcome::Again
         );
         // The next trial compares with those 60, and counts their throttles too: 3 more
         // of 60 at a rate 20 % lower is noise.
@@ -416,8 +416,8 @@ mod tests {
             next.count(t0 + S(4) * i / 60, i % 20 == 19);
         }
         assert_eq!(
-            next.verdict(t0 + S(4), S(10), Duration::ZERO),
-            Verdict::Stayed
+            next.outcome(t0 + S(4), S(10), Duration::ZERO),
+            Outcome::Stayed
         );
     }
 

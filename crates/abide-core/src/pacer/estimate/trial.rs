@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::noise::{self, Noise, Trial, Verdict};
+use super::super::noise::{self, Noise, Outcome, Trial};
 use super::super::pauses::Pauses;
 use super::super::schedule::Schedule;
 use super::super::PacerConfig;
@@ -94,7 +94,7 @@ impl Estimate {
         }
     }
 
-    /// The trial said [`Verdict::Again`]: cut below the rate its answers came at and judge
+    /// The trial said [`Outcome::Again`]: cut below the rate its answers came at and judge
     /// the answers after that against them (the undo still restores the rate from before
     /// the first cut).
     fn try_again(
@@ -135,69 +135,34 @@ impl Estimate {
             (fresh || t.is_again())
                 && matches!(
                     t.with_throttle(now, cfg.window, paused),
-                    Verdict::Open | Verdict::Stayed | Verdict::Again
+                    Outcome::Open | Outcome::Stayed | Outcome::Again
                 )
         })
     }
 
-    /// A fresh throttle while a cut is on trial: `true` when the trial decided it (the item
-    /// alone goes back; the cut may be undone as noise), `false` when it is to be decided as
-    /// any throttle (no trial, or the trial ended: the throttles fell or rose).
-    pub(super) fn throttle_on_trial(
-        &mut self,
-        cfg: &PacerConfig,
-        now: Instant,
-        pauses: &Pauses,
-        schedule: &mut Schedule,
-    ) -> bool {
-        let Some((mut trial, before)) = self.trial.take() else {
-            return false;
-        };
-        trial.count(now, true);
-        match trial.verdict(now, cfg.window, paused_since(&trial, now, pauses)) {
-            Verdict::Open => {
-                self.trial = Some((trial, before));
-                true
-            }
-            Verdict::Stayed => {
-                self.undo(cfg, now, &trial, before, schedule);
-                true
-            }
-            Verdict::Again => {
-                self.try_again(cfg, now, &trial, before, pauses, schedule);
-                true
-            }
-            Verdict::Fell | Verdict::Rose => false,
-        }
-    }
-
-    /// A fresh answer that was not a throttle while a cut is on trial (none: `false`);
-    /// `true` while the trial lasts: the rate is held where the cut put it, so that the
-    /// answers after the cut all come at one rate.
+    /// A fresh answer (`throttled` or not) while a cut is on trial: counted, and what the
+    /// trial says then carried out (an undo, a deeper cut to try again); `None` without a
+    /// trial. Until it is judged ([`Outcome::Open`], [`Outcome::Again`]) the rate is held
+    /// where the cut put it, so that the answers after the cut come at one rate, and a
+    /// throttle sends back only its item; after [`Outcome::Stayed`] the cut is undone.
     pub(super) fn answer_on_trial(
         &mut self,
         cfg: &PacerConfig,
         now: Instant,
+        throttled: bool,
         pauses: &Pauses,
         schedule: &mut Schedule,
-    ) -> bool {
-        let Some((mut trial, before)) = self.trial.take() else {
-            return false;
-        };
-        trial.count(now, false);
-        match trial.verdict(now, cfg.window, paused_since(&trial, now, pauses)) {
-            Verdict::Open => {
-                self.trial = Some((trial, before));
-                return true;
-            }
-            Verdict::Stayed => self.undo(cfg, now, &trial, before, schedule),
-            Verdict::Again => {
-                self.try_again(cfg, now, &trial, before, pauses, schedule);
-                return true;
-            }
-            Verdict::Fell | Verdict::Rose => {}
+    ) -> Option<Outcome> {
+        let (mut trial, before) = self.trial.take()?;
+        trial.count(now, throttled);
+        let outcome = trial.outcome(now, cfg.window, paused_since(&trial, now, pauses));
+        match outcome {
+            Outcome::Open => self.trial = Some((trial, before)),
+            Outcome::Stayed => self.undo(cfg, now, &trial, before, schedule),
+            Outcome::Again => self.try_again(cfg, now, &trial, before, pauses, schedule),
+            Outcome::Fell | Outcome::Rose => {}
         }
-        false
+        Some(outcome)
     }
 
     /// The throttles went on after the cut at the share seen before it: they are noise.
