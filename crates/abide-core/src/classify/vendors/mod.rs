@@ -4,7 +4,7 @@
 //! `200` with an error list, chat APIs `200` with `"ok": false`, social-graph and cloud
 //! APIs `400` with an error code, quota-style limits `403`, object stores `503` with an
 //! XML code. And the opposite: a `429` that says the account is out of quota or credit
-//! ([`VerdictClass::OutOfQuota`]: retrying on a timer cannot help).
+//! ([`VerdictClass::OutOfQuota`](crate::classify::VerdictClass::OutOfQuota): retrying on a timer cannot help).
 //!
 //! Every rule here reads **parsed structure** — a JSON field at a known place, an XML
 //! `<Error><Code>`, a vendor header — and compares it **exactly** with a documented
